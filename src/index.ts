@@ -1,0 +1,76 @@
+export { TasksModule } from './tasks.module.js';
+export { TASKS_MODULE_OPTIONS } from './tasks.module-definition.js';
+export { TasksService, type CreateTaskParams, type StatusMessageOption } from './tasks.service.js';
+export {
+  resolveTasksConfig,
+  type PartProvider,
+  type TasksConfig,
+  type TasksJanitorOptions,
+  type TasksModuleExtras,
+  type TasksModuleOptions,
+} from './tasks.options.js';
+export {
+  DEFAULT_JANITOR_INTERVAL_MS,
+  DEFAULT_MAX_ROWS,
+  DEFAULT_TERMINAL_TTL_MS,
+  DEFAULT_TTL_MS,
+  TASKS_CONFIG,
+  TASKS_EXTENSION_ID,
+} from './tasks.constants.js';
+export {
+  DuplicateInputKeyError,
+  InvalidTaskParamsError,
+  TASK_ERROR_CODES,
+  TaskConflictError,
+  TaskError,
+  TaskInternalError,
+  TaskNotFoundError,
+  TaskStoreFullError,
+  TaskTerminalError,
+  TasksConfigError,
+  type JsonRpcErrorObject,
+  type TaskErrorKind,
+} from './errors.js';
+export {
+  cancelTask,
+  completeTask,
+  failTask,
+  isCancellationRequested,
+  isExpired,
+  isOwnedBy,
+  isTerminal,
+  markCancelledTask,
+  newTask,
+  progressTask,
+  requireInputTask,
+  takeInputResponsesTask,
+  toJsonRpcError,
+  toStoredResult,
+  toTask,
+  toWire,
+  updateTask,
+  validateInputRequests,
+  type CallToolResult,
+  type CancellationMode,
+  type DetailedTask,
+  type InputRequest,
+  type InputResponse,
+  type NewTaskParams,
+  type StoredCallToolResult,
+  type Task,
+  type TaskFailure,
+  type TaskOwner,
+  type TaskRecord,
+  type TaskStatus,
+  type TerminalTaskStatus,
+  type TransitionResult,
+} from './task.js';
+export {
+  InjectTaskStore,
+  TaskStore,
+  type TaskStoreCleanupOptions,
+  type TaskStoreCreateOptions,
+} from './store/task-store.js';
+export { InMemoryTaskStore } from './store/in-memory.task-store.js';
+export { InjectTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
+export { TasksJanitor } from './janitor/tasks.janitor.js';

@@ -1,0 +1,32 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { TaskRecord } from '../task.js';
+
+/**
+ * Hears about every successful change of a task. TasksService hands it the new record after each
+ * write that changed what a client can see (never after a no-op). A notifier that throws or
+ * rejects is logged and ignored: it never breaks the transition that triggered it.
+ */
+export interface TaskNotifier {
+  notify(record: TaskRecord): void | Promise<void>;
+}
+
+/** Injection token of the active TaskNotifier (same name as the interface). */
+export const TaskNotifier = Symbol('TaskNotifier');
+
+/** Injects the module's TaskNotifier (`null` when notifications are turned off). */
+export const InjectTaskNotifier = (): PropertyDecorator & ParameterDecorator =>
+  Inject(TaskNotifier);
+
+/** The default until listen streams exist: hears everything, tells no one. */
+@Injectable()
+export class NoopTaskNotifier implements TaskNotifier {
+  notify(): void {}
+}
+
+export function isTaskNotifier(candidate: unknown): candidate is TaskNotifier {
+  return (
+    candidate !== null &&
+    typeof candidate === 'object' &&
+    typeof (candidate as { notify?: unknown }).notify === 'function'
+  );
+}

@@ -1,0 +1,134 @@
+import { Injectable } from '@nestjs/common';
+import { TaskInternalError, TaskStoreFullError } from '../errors.js';
+import {
+  expiresAt,
+  isExpired,
+  isOwnedBy,
+  isTerminal,
+  type TaskOwner,
+  type TaskRecord,
+} from '../task.js';
+import { ExpiryHeap } from './expiry-heap.js';
+import type { TaskStore, TaskStoreCleanupOptions, TaskStoreCreateOptions } from './task-store.js';
+
+/**
+ * The default store: one process, one Map. Two expiry indexes make cleanup cost
+ * O(expired · log n): one ordered by `createdAt + ttlMs`, one by the moment a task without a
+ * TTL became terminal. Records are frozen on write, so a record handed out cannot change the
+ * store behind its back.
+ */
+@Injectable()
+export class InMemoryTaskStore implements TaskStore {
+  private readonly tasks = new Map<string, TaskRecord>();
+  /** Tasks with a TTL, by expiry instant. */
+  private readonly byExpiry = new ExpiryHeap();
+  /** Terminal tasks without a TTL, by the instant they became terminal. */
+  private readonly byTerminal = new ExpiryHeap();
+  /** Heap entries whose task was deleted directly: compacted away when they pile up. */
+  private stale = 0;
+
+  /** The number of stored tasks, expired ones not yet cleaned up included. */
+  get size(): number {
+    return this.tasks.size;
+  }
+
+  async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    if (this.tasks.has(record.taskId)) throw new TaskInternalError('Task id already exists');
+    if (options.maxRows !== null && this.tasks.size >= options.maxRows) {
+      this.removeExpired(Date.now());
+      if (this.tasks.size >= options.maxRows) throw new TaskStoreFullError(options.maxRows);
+    }
+    this.tasks.set(record.taskId, Object.freeze(record));
+    this.index(record, undefined);
+  }
+
+  async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
+    const record = this.tasks.get(taskId);
+    if (record === undefined || isExpired(record, Date.now())) return null;
+    if (owner !== undefined && !isOwnedBy(record, owner)) return null;
+    return record;
+  }
+
+  async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const current = this.tasks.get(record.taskId);
+    if (current === undefined || current.version !== expectedVersion) return false;
+    if (isExpired(current, Date.now())) return false;
+    this.tasks.set(record.taskId, Object.freeze(record));
+    this.index(record, current);
+    return true;
+  }
+
+  async delete(taskId: string): Promise<boolean> {
+    const record = this.tasks.get(taskId);
+    if (record === undefined) return false;
+    this.tasks.delete(taskId);
+    if (record.ttlMs !== null || isTerminal(record.status)) this.noteStale();
+    return true;
+  }
+
+  async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
+    let removed = this.removeExpired(now);
+    const terminalBefore = now - options.terminalTtlMs;
+    const heap = this.byTerminal;
+    while (heap.peekDeadline() <= terminalBefore) {
+      const terminalAt = heap.peekDeadline();
+      const record = this.tasks.get(heap.pop());
+      if (record !== undefined && record.ttlMs === null && record.lastUpdatedAt === terminalAt) {
+        this.tasks.delete(record.taskId);
+        removed++;
+      } else if (this.stale > 0) {
+        this.stale--;
+      }
+    }
+    return removed;
+  }
+
+  /** Forgets every task (for tests and shutdown). */
+  clear(): void {
+    this.tasks.clear();
+    this.byExpiry.clear();
+    this.byTerminal.clear();
+    this.stale = 0;
+  }
+
+  private removeExpired(now: number): number {
+    let removed = 0;
+    const heap = this.byExpiry;
+    while (heap.peekDeadline() <= now) {
+      const deadline = heap.peekDeadline();
+      const record = this.tasks.get(heap.pop());
+      if (record !== undefined && expiresAt(record) === deadline) {
+        this.tasks.delete(record.taskId);
+        removed++;
+      } else if (this.stale > 0) {
+        this.stale--;
+      }
+    }
+    return removed;
+  }
+
+  /** Adds the expiry entry a record needs: on create (TTL) or when it turns terminal (no TTL). */
+  private index(record: TaskRecord, previous: TaskRecord | undefined): void {
+    if (previous === undefined) {
+      const at = expiresAt(record);
+      if (at !== null) this.byExpiry.push(at, record.taskId);
+      return;
+    }
+    if (record.ttlMs === null && isTerminal(record.status) && !isTerminal(previous.status)) {
+      this.byTerminal.push(record.lastUpdatedAt, record.taskId);
+    }
+  }
+
+  private noteStale(): void {
+    this.stale++;
+    const entries = this.byExpiry.size + this.byTerminal.size;
+    if (this.stale < 1024 || this.stale * 2 < entries) return;
+    const live = (deadline: number, taskId: string): boolean => {
+      const record = this.tasks.get(taskId);
+      return record !== undefined && (expiresAt(record) ?? record.lastUpdatedAt) === deadline;
+    };
+    this.byExpiry.compact(live);
+    this.byTerminal.compact(live);
+    this.stale = 0;
+  }
+}

@@ -1,0 +1,18 @@
+/** The extension identifier, as advertised in capabilities and declared by clients. */
+export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
+
+/** One hour: the lifetime of a task when neither the tool nor the caller asks for another. */
+export const DEFAULT_TTL_MS = 3_600_000;
+/** The largest number of tasks a store holds unless configured otherwise. */
+export const DEFAULT_MAX_ROWS = 10_000;
+export const DEFAULT_JANITOR_INTERVAL_MS = 30_000;
+/** How long a finished task without a TTL is kept before the janitor removes it. */
+export const DEFAULT_TERMINAL_TTL_MS = 3_600_000;
+/** Compare-and-set attempts before a transition gives up (only other processes can cause conflicts). */
+export const MAX_TRANSITION_ATTEMPTS = 64;
+
+/** Name of the janitor's interval in the SchedulerRegistry. */
+export const JANITOR_INTERVAL_NAME = 'nestjs-mcp-tasks:janitor';
+
+/** Injection token of the validated, defaults-merged configuration. */
+export const TASKS_CONFIG = Symbol('nestjs-mcp-tasks:config');

@@ -1,0 +1,91 @@
+import {
+  ConfigurableModuleBuilder,
+  type DynamicModule,
+  type Provider,
+  type Type,
+} from '@nestjs/common';
+import { TasksConfigError } from './errors.js';
+import { isTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
+import { InMemoryTaskStore } from './store/in-memory.task-store.js';
+import { missingStoreMethods, TaskStore } from './store/task-store.js';
+import {
+  type PartProvider,
+  show,
+  type TasksModuleExtras,
+  type TasksModuleOptions,
+} from './tasks.options.js';
+
+const RECIPE_KEYS = ['useClass', 'useValue', 'useExisting', 'useFactory'] as const;
+
+/**
+ * Turns a `store` / `notifier` extra into Nest providers for `token`: an instance becomes
+ * `useValue`, a class `useClass` (built through DI), a recipe passes through. The part is provided
+ * under a private token first and checked once, at startup, on its way to the public one.
+ */
+export function partProviders<T>(
+  key: string,
+  token: symbol,
+  part: PartProvider<T>,
+  problemWith: (value: unknown) => string | null,
+): Provider[] {
+  const given = Symbol(`${key} as given`);
+  let source: Provider;
+  if (typeof part === 'function') {
+    source = { provide: given, useClass: part as Type<T> };
+  } else {
+    const recipe =
+      part !== null && typeof part === 'object' ? RECIPE_KEYS.filter((name) => name in part) : [];
+    if (recipe.length > 1) {
+      throw new TasksConfigError(`${key} names ${recipe.join(' and ')}; give one of them`);
+    }
+    source =
+      recipe.length === 1
+        ? ({ ...(part as object), provide: given } as Provider)
+        : { provide: given, useValue: part };
+  }
+  const checked = (value: unknown): T => {
+    const problem = problemWith(value);
+    if (problem !== null) throw new TasksConfigError(`${key} ${problem}, got ${show(value)}`);
+    return value as T;
+  };
+  return [source, { provide: token, useFactory: checked, inject: [given] }];
+}
+
+export const {
+  ConfigurableModuleClass,
+  MODULE_OPTIONS_TOKEN: TASKS_MODULE_OPTIONS,
+  OPTIONS_TYPE,
+  ASYNC_OPTIONS_TYPE,
+} = new ConfigurableModuleBuilder<TasksModuleOptions>({ moduleName: 'Tasks' })
+  .setClassMethodName('forRoot')
+  .setExtras<TasksModuleExtras>(
+    { isGlobal: false, store: undefined, notifier: undefined },
+    (definition: DynamicModule, extras: TasksModuleExtras): DynamicModule => ({
+      ...definition,
+      global: extras.isGlobal === true,
+      providers: [
+        ...(definition.providers ?? []),
+        ...storeProviders(extras.store),
+        ...notifierProviders(extras.notifier),
+      ],
+    }),
+  )
+  .build();
+
+function storeProviders(store: TasksModuleExtras['store']): Provider[] {
+  if (store === undefined) {
+    return [{ provide: TaskStore, useFactory: () => new InMemoryTaskStore() }];
+  }
+  return partProviders('store', TaskStore, store, (value) => {
+    const missing = missingStoreMethods(value);
+    return missing.length === 0 ? null : `must implement TaskStore (missing ${missing.join(', ')})`;
+  });
+}
+
+function notifierProviders(notifier: TasksModuleExtras['notifier']): Provider[] {
+  if (notifier === undefined) return [{ provide: TaskNotifier, useClass: NoopTaskNotifier }];
+  if (notifier === null) return [{ provide: TaskNotifier, useValue: null }];
+  return partProviders('notifier', TaskNotifier, notifier, (value) =>
+    isTaskNotifier(value) ? null : 'must implement TaskNotifier (a notify method)',
+  );
+}

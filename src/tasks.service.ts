@@ -1,0 +1,299 @@
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import {
+  InvalidTaskParamsError,
+  TaskConflictError,
+  TaskError,
+  TaskInternalError,
+  TaskNotFoundError,
+} from './errors.js';
+import { TaskNotifier } from './notify/task-notifier.js';
+import { TaskStore } from './store/task-store.js';
+import {
+  cancelTask,
+  completeTask,
+  failTask,
+  type InputRequest,
+  type InputResponse,
+  isCancellationRequested,
+  markCancelledTask,
+  newTask,
+  progressTask,
+  requireInputTask,
+  takeInputResponsesTask,
+  type TaskFailure,
+  type TaskOwner,
+  type TaskRecord,
+  toJsonRpcError,
+  toStoredResult,
+  type TransitionResult,
+  updateTask,
+  validateInputRequests,
+} from './task.js';
+import { MAX_TRANSITION_ATTEMPTS, TASKS_CONFIG } from './tasks.constants.js';
+import type { TasksConfig } from './tasks.options.js';
+
+export interface CreateTaskParams {
+  /** Lifetime in ms; `null` = unlimited. Default: the module's `defaultTtlMs`; capped by `maxTtlMs`. */
+  ttlMs?: number | null;
+  /** The poll interval suggested to clients. */
+  pollIntervalMs?: number;
+  statusMessage?: string;
+}
+
+export interface StatusMessageOption {
+  statusMessage?: string;
+}
+
+type Transition = (record: TaskRecord, now: number) => TransitionResult;
+
+/** 32 random bytes, base64url without padding: the task id is the worker's capability. */
+function newTaskId(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/**
+ * The one API of the extension. Caller-side methods (`create`, `get`, `update`, `cancel`) are
+ * scoped to an owner; a missing, expired and foreign task all answer TaskNotFoundError.
+ * Worker-side methods take the task id alone: the id is the capability.
+ *
+ * Every change is read → pure transition (`task.ts`) → compare-and-set on the store, retried on
+ * a version conflict. Within one process, changes to one task run one after another, so only
+ * other processes sharing the store can cause a conflict.
+ */
+@Injectable()
+export class TasksService {
+  private readonly logger = new Logger('TasksService');
+  /** The tail of the change queue of each task with changes in flight in this process. */
+  private readonly queues = new Map<string, Promise<unknown>>();
+
+  constructor(
+    @Inject(TaskStore) private readonly store: TaskStore,
+    @Optional() @Inject(TaskNotifier) private readonly notifier: TaskNotifier | null,
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+  ) {}
+
+  // ----- caller side ----------------------------------------------------------------------------
+
+  /** Creates a `working` task owned by `owner`; it is stored before this resolves. */
+  async create(owner: TaskOwner, params: CreateTaskParams = {}): Promise<TaskRecord> {
+    const record = newTask(
+      newTaskId(),
+      owner,
+      {
+        ttlMs: this.ttlFor(params.ttlMs),
+        pollIntervalMs: optionalPositiveInteger('pollIntervalMs', params.pollIntervalMs),
+        statusMessage: optionalString('statusMessage', params.statusMessage),
+      },
+      Date.now(),
+    );
+    await this.guard(this.store.create(record, { maxRows: this.config.maxRows }));
+    this.announce(record);
+    return record;
+  }
+
+  /** The task as its owner sees it. */
+  async get(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
+    return this.read(taskId, owner);
+  }
+
+  /**
+   * Delivers input responses. Keys outstanding now are taken, the rest ignored; when none is
+   * left the task is `working` again. On a task that is not `input_required` nothing changes.
+   */
+  async update(
+    taskId: string,
+    owner: TaskOwner,
+    inputResponses: Readonly<Record<string, InputResponse>>,
+  ): Promise<TaskRecord> {
+    if (!isPlainObject(inputResponses)) {
+      throw new InvalidTaskParamsError('inputResponses must be an object');
+    }
+    return this.transition(taskId, owner, (task, now) => updateTask(task, inputResponses, now));
+  }
+
+  /** Cancels the task (at once, or as a request in cooperative mode); a finished task is kept. */
+  async cancel(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
+    const mode = this.config.cancellation;
+    return this.transition(taskId, owner, (task, now) => cancelTask(task, mode, now));
+  }
+
+  // ----- worker side ----------------------------------------------------------------------------
+
+  /** Completes the task with what `tools/call` would have returned. */
+  async complete(
+    taskId: string,
+    result: unknown,
+    options: StatusMessageOption = {},
+  ): Promise<TaskRecord> {
+    const stored = toStoredResult(result);
+    const message = optionalString('statusMessage', options.statusMessage);
+    return this.transition(taskId, undefined, (task, now) =>
+      completeTask(task, stored, { statusMessage: message }, now),
+    );
+  }
+
+  /** Fails the task with a JSON-RPC error; the status message defaults to the error message. */
+  async fail(
+    taskId: string,
+    failure: TaskFailure,
+    options: StatusMessageOption = {},
+  ): Promise<TaskRecord> {
+    const error = toJsonRpcError(failure);
+    const message = optionalString('statusMessage', options.statusMessage);
+    return this.transition(taskId, undefined, (task, now) =>
+      failTask(task, error, { statusMessage: message }, now),
+    );
+  }
+
+  /** Asks the client for input; keys are unique over the task's life. */
+  async requireInput(
+    taskId: string,
+    requests: Readonly<Record<string, InputRequest>>,
+    options: StatusMessageOption = {},
+  ): Promise<TaskRecord> {
+    const valid = validateInputRequests(requests);
+    const message = optionalString('statusMessage', options.statusMessage);
+    return this.transition(taskId, undefined, (task, now) =>
+      requireInputTask(task, valid, { statusMessage: message }, now),
+    );
+  }
+
+  /** Sets the status message of a live task. */
+  async progress(taskId: string, message: string): Promise<TaskRecord> {
+    if (typeof message !== 'string') {
+      throw new InvalidTaskParamsError('A progress message must be a string');
+    }
+    return this.transition(taskId, undefined, (task, now) => progressTask(task, message, now));
+  }
+
+  /** The stored record, with the input responses received and not yet taken. */
+  async status(taskId: string): Promise<TaskRecord> {
+    return this.read(taskId, undefined);
+  }
+
+  /** Whether the task is cancelled or (cooperative mode) cancellation was requested. */
+  async isCancelled(taskId: string): Promise<boolean> {
+    return isCancellationRequested(await this.read(taskId, undefined));
+  }
+
+  /** Returns the input responses received so far and removes them from the task, atomically. */
+  async takeInputResponses(taskId: string): Promise<Record<string, InputResponse>> {
+    let taken: Record<string, InputResponse> = {};
+    await this.transition(
+      taskId,
+      undefined,
+      (task) => {
+        taken = { ...task.inputResponses };
+        return takeInputResponsesTask(task);
+      },
+      false,
+    );
+    return taken;
+  }
+
+  /** The worker honours a cancellation (or cancels on its own): the task becomes `cancelled`. */
+  async markCancelled(taskId: string): Promise<TaskRecord> {
+    return this.transition(taskId, undefined, (task, now) => markCancelledTask(task, now));
+  }
+
+  // ----- internals ------------------------------------------------------------------------------
+
+  private ttlFor(requested: number | null | undefined): number | null {
+    const { defaultTtlMs, maxTtlMs } = this.config;
+    if (requested === undefined) return defaultTtlMs;
+    if (requested !== null && !(Number.isSafeInteger(requested) && requested > 0)) {
+      throw new InvalidTaskParamsError('ttlMs must be a positive integer or null');
+    }
+    if (maxTtlMs === null) return requested;
+    return requested === null ? maxTtlMs : Math.min(requested, maxTtlMs);
+  }
+
+  private async read(taskId: string, owner: TaskOwner | undefined): Promise<TaskRecord> {
+    if (typeof taskId !== 'string') throw new TaskNotFoundError();
+    const record = await this.guard(this.store.get(taskId, owner));
+    if (record === null) throw new TaskNotFoundError();
+    return record;
+  }
+
+  /** read → pure transition → compare-and-set, one change at a time per task in this process. */
+  private transition(
+    taskId: string,
+    owner: TaskOwner | undefined,
+    change: Transition,
+    announce = true,
+  ): Promise<TaskRecord> {
+    return this.serialize(taskId, async () => {
+      for (let attempt = 1; ; attempt++) {
+        const current = await this.read(taskId, owner);
+        const next = change(current, Date.now());
+        if (next instanceof TaskError) throw next;
+        if (next === current) return current;
+        if (await this.guard(this.store.compareAndSet(next, current.version))) {
+          if (announce) this.announce(next);
+          return next;
+        }
+        if (attempt >= MAX_TRANSITION_ATTEMPTS) throw new TaskConflictError(attempt);
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * attempt));
+      }
+    });
+  }
+
+  private serialize<T>(taskId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.queues.get(taskId);
+    const run = previous === undefined ? work() : previous.then(work, work);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.queues.set(taskId, tail);
+    void tail.then(() => {
+      if (this.queues.get(taskId) === tail) this.queues.delete(taskId);
+    });
+    return run;
+  }
+
+  /** Store faults become one safe internal error; task errors pass through unchanged. */
+  private async guard<T>(operation: Promise<T>): Promise<T> {
+    try {
+      return await operation;
+    } catch (error) {
+      if (error instanceof TaskError) throw error;
+      this.logger.error(`Task store failed: ${(error as Error)?.message ?? String(error)}`);
+      throw new TaskInternalError('Task store unavailable', { cause: error });
+    }
+  }
+
+  private announce(record: TaskRecord): void {
+    const notifier = this.notifier;
+    if (!notifier) return;
+    try {
+      const pending = notifier.notify(record);
+      if (pending !== undefined && typeof pending.then === 'function') {
+        pending.then(undefined, (error: unknown) => this.notifierFailed(error));
+      }
+    } catch (error) {
+      this.notifierFailed(error);
+    }
+  }
+
+  private notifierFailed(error: unknown): void {
+    this.logger.error(`Task notifier failed: ${(error as Error)?.message ?? String(error)}`);
+  }
+}
+
+function optionalString(key: string, value: unknown): string | undefined {
+  if (value === undefined || typeof value === 'string') return value;
+  throw new InvalidTaskParamsError(`${key} must be a string`);
+}
+
+function optionalPositiveInteger(key: string, value: unknown): number | undefined {
+  if (value === undefined || (Number.isSafeInteger(value) && (value as number) > 0)) {
+    return value as number | undefined;
+  }
+  throw new InvalidTaskParamsError(`${key} must be a positive integer`);
+}
