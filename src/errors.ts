@@ -115,3 +115,14 @@ export class TasksConfigError extends Error {
     this.name = 'TasksConfigError';
   }
 }
+
+/** Formats a value for an error message: `-5`, `"x"`, `null`, `an object`. */
+export function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
+    return String(value);
+  }
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === 'function') return `a function${value.name ? ` (${value.name})` : ''}`;
+  return Array.isArray(value) ? 'an array' : 'an object';
+}

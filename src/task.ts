@@ -6,6 +6,7 @@ import {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
   type JsonRpcErrorObject,
+  show,
   type TaskError,
   TaskTerminalError,
 } from './errors.js';
@@ -293,22 +294,16 @@ export function isCancellationRequested(task: TaskRecord): boolean {
 // Validation of what workers hand in. Pure: each returns the normalized value or throws.
 // ---------------------------------------------------------------------------------------------
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
   const proto = Object.getPrototypeOf(value) as unknown;
   return proto === Object.prototype || proto === null;
 }
 
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'string' ? JSON.stringify(value) : typeof value;
-}
-
 /** Checks input requests against the shapes the client accepts; refuses an empty set. */
 export function validateInputRequests(requests: unknown): Record<string, InputRequest> {
   if (!isPlainObject(requests)) {
-    throw new InvalidTaskParamsError(`Input requests must be an object, got ${describe(requests)}`);
+    throw new InvalidTaskParamsError(`Input requests must be an object, got ${show(requests)}`);
   }
   const keys = Object.keys(requests);
   if (keys.length === 0) throw new InvalidTaskParamsError('Input requests must not be empty');
@@ -355,7 +350,7 @@ export function validateInputRequests(requests: unknown): Record<string, InputRe
 /** Normalizes a tool result for storage: `content` defaults to `[]`, `resultType` is "complete". */
 export function toStoredResult(result: unknown): StoredCallToolResult {
   if (!isPlainObject(result)) {
-    throw new InvalidTaskParamsError(`A task result must be an object, got ${describe(result)}`);
+    throw new InvalidTaskParamsError(`A task result must be an object, got ${show(result)}`);
   }
   if (result.content !== undefined && !Array.isArray(result.content)) {
     throw new InvalidTaskParamsError('A task result content must be an array');
@@ -394,12 +389,10 @@ export function toJsonRpcError(failure: TaskFailure): JsonRpcErrorObject {
     ({ code, message, data } = failure as JsonRpcErrorObject);
   }
   if (!Number.isInteger(code)) {
-    throw new InvalidTaskParamsError(`A task error code must be an integer, got ${describe(code)}`);
+    throw new InvalidTaskParamsError(`A task error code must be an integer, got ${show(code)}`);
   }
   if (typeof message !== 'string') {
-    throw new InvalidTaskParamsError(
-      `A task error message must be a string, got ${describe(message)}`,
-    );
+    throw new InvalidTaskParamsError(`A task error message must be a string, got ${show(message)}`);
   }
   const error: JsonRpcErrorObject = { code: code as number, message };
   if (data !== undefined) error.data = data;

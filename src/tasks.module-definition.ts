@@ -4,16 +4,11 @@ import {
   type Provider,
   type Type,
 } from '@nestjs/common';
-import { TasksConfigError } from './errors.js';
+import { show, TasksConfigError } from './errors.js';
 import { isTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 import { InMemoryTaskStore } from './store/in-memory.task-store.js';
 import { missingStoreMethods, TaskStore } from './store/task-store.js';
-import {
-  type PartProvider,
-  show,
-  type TasksModuleExtras,
-  type TasksModuleOptions,
-} from './tasks.options.js';
+import type { PartProvider, TasksModuleExtras, TasksModuleOptions } from './tasks.options.js';
 
 const RECIPE_KEYS = ['useClass', 'useValue', 'useExisting', 'useFactory'] as const;
 

@@ -5,7 +5,7 @@ import {
   DEFAULT_TERMINAL_TTL_MS,
   DEFAULT_TTL_MS,
 } from './tasks.constants.js';
-import { TasksConfigError } from './errors.js';
+import { show, TasksConfigError } from './errors.js';
 import type { TaskNotifier } from './notify/task-notifier.js';
 import type { TaskStore } from './store/task-store.js';
 import type { CancellationMode } from './task.js';
@@ -73,17 +73,6 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'janitor',
 ]);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
-
-/** Formats a value for an error message: `-5`, `"x"`, `null`, `an object`. */
-export function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
-    return String(value);
-  }
-  if (value === null || value === undefined) return String(value);
-  if (typeof value === 'function') return `a function${value.name ? ` (${value.name})` : ''}`;
-  return Array.isArray(value) ? 'an array' : 'an object';
-}
 
 const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
   new TasksConfigError(`${key} must be ${expectation}, got ${show(value)}`);

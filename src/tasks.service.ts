@@ -16,6 +16,7 @@ import {
   type InputRequest,
   type InputResponse,
   isCancellationRequested,
+  isPlainObject,
   markCancelledTask,
   newTask,
   progressTask,
@@ -50,10 +51,6 @@ type Transition = (record: TaskRecord, now: number) => TransitionResult;
 /** 32 random bytes, base64url without padding: the task id is the worker's capability. */
 function newTaskId(): string {
   return randomBytes(32).toString('base64url');
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 /**

@@ -1,0 +1,363 @@
+import {
+  CreateTaskResultV2Schema,
+  DetailedTaskV2Schema,
+  GetTaskResultV2Schema,
+} from '@modelcontextprotocol/ext-tasks/core/v2';
+import {
+  DuplicateInputKeyError,
+  InvalidTaskParamsError,
+  TaskError,
+  TaskTerminalError,
+} from '../src/errors.js';
+import {
+  cancelTask,
+  completeTask,
+  failTask,
+  type InputRequest,
+  isCancellationRequested,
+  markCancelledTask,
+  newTask,
+  progressTask,
+  requireInputTask,
+  takeInputResponsesTask,
+  type TaskRecord,
+  type TransitionResult,
+  toJsonRpcError,
+  toStoredResult,
+  toTask,
+  toWire,
+  updateTask,
+  validateInputRequests,
+} from '../src/task.js';
+
+const T0 = Date.UTC(2026, 6, 28, 12, 0, 0);
+const ok = (result: TransitionResult): TaskRecord => {
+  if (result instanceof TaskError) throw result;
+  return result;
+};
+const fresh = (): TaskRecord => newTask('task-1', { principal: 'alice' }, { ttlMs: 60_000 }, T0);
+const ask = (message: string): InputRequest => ({
+  method: 'elicitation/create',
+  params: {
+    message,
+    requestedSchema: {
+      type: 'object',
+      properties: { name: { type: 'string' } },
+      required: ['name'],
+    },
+  },
+});
+const answer = (name: string) => ({ action: 'accept', content: { name } });
+const result = toStoredResult({
+  content: [{ type: 'text', text: '3' }],
+  structuredContent: { sum: 3 },
+});
+
+function inputRequired(keys: string[]): TaskRecord {
+  return ok(
+    requireInputTask(fresh(), Object.fromEntries(keys.map((k) => [k, ask(k)])), {}, T0 + 1),
+  );
+}
+
+function terminals(): TaskRecord[] {
+  return [
+    ok(completeTask(fresh(), result, {}, T0 + 1)),
+    ok(failTask(fresh(), { code: -32000, message: 'no' }, {}, T0 + 1)),
+    ok(cancelTask(fresh(), 'immediate', T0 + 1)),
+  ];
+}
+
+describe('task model: a new task', () => {
+  it('is working, version 1, with both timestamps at creation and the owner normalized', () => {
+    const task = fresh();
+    expect(task).toMatchObject({ status: 'working', version: 1, createdAt: T0, lastUpdatedAt: T0 });
+    expect(task.owner).toEqual({ principal: 'alice', tenant: null });
+  });
+});
+
+describe('task model: transitions', () => {
+  it('working → input_required → working (when every key is answered)', () => {
+    const asked = inputRequired(['name']);
+    expect(asked.status).toBe('input_required');
+    const answered = ok(updateTask(asked, { name: answer('Luca') }, T0 + 2));
+    expect(answered.status).toBe('working');
+    expect(answered.inputRequests).toBeUndefined();
+    expect(answered.inputResponses).toEqual({ name: answer('Luca') });
+  });
+
+  it.each(['working', 'input_required'] as const)('%s → completed, failed or cancelled', (from) => {
+    const start = from === 'working' ? fresh() : inputRequired(['k']);
+    expect(ok(completeTask(start, result, {}, T0 + 5)).status).toBe('completed');
+    expect(ok(failTask(start, { code: 1, message: 'x' }, {}, T0 + 5)).status).toBe('failed');
+    expect(ok(cancelTask(start, 'immediate', T0 + 5)).status).toBe('cancelled');
+    expect(ok(markCancelledTask(start, T0 + 5)).status).toBe('cancelled');
+  });
+
+  it('a terminal task is final: complete, fail, requireInput, progress are refused', () => {
+    for (const done of terminals()) {
+      expect(completeTask(done, result, {}, T0 + 9)).toBeInstanceOf(TaskTerminalError);
+      expect(failTask(done, { code: 1, message: 'x' }, {}, T0 + 9)).toBeInstanceOf(
+        TaskTerminalError,
+      );
+      expect(requireInputTask(done, { k: ask('k') }, {}, T0 + 9)).toBeInstanceOf(TaskTerminalError);
+      expect(progressTask(done, 'late', T0 + 9)).toBeInstanceOf(TaskTerminalError);
+    }
+  });
+
+  it('a terminal task is final: cancel and update change nothing (same record back)', () => {
+    for (const done of terminals()) {
+      expect(cancelTask(done, 'immediate', T0 + 9)).toBe(done);
+      expect(cancelTask(done, 'cooperative', T0 + 9)).toBe(done);
+      expect(updateTask(done, { k: answer('x') }, T0 + 9)).toBe(done);
+    }
+  });
+
+  it('markCancelled on a cancelled task is a no-op; on another terminal task it is refused', () => {
+    const [completed, failed, cancelled] = terminals();
+    expect(markCancelledTask(cancelled!, T0 + 9)).toBe(cancelled);
+    expect(markCancelledTask(completed!, T0 + 9)).toBeInstanceOf(TaskTerminalError);
+    expect(markCancelledTask(failed!, T0 + 9)).toBeInstanceOf(TaskTerminalError);
+  });
+
+  it('every change bumps the version and lastUpdatedAt, which never goes back', () => {
+    const task = fresh();
+    const later = ok(progressTask(task, 'half', T0 + 10));
+    expect(later.version).toBe(2);
+    expect(later.lastUpdatedAt).toBe(T0 + 10);
+    const skewed = ok(progressTask(later, 'more', T0 + 3));
+    expect(skewed.lastUpdatedAt).toBe(T0 + 10);
+    expect(skewed.version).toBe(3);
+  });
+
+  it('does not mutate its input', () => {
+    const task = Object.freeze(fresh());
+    expect(() => completeTask(task, result, {}, T0 + 1)).not.toThrow();
+    expect(task.status).toBe('working');
+  });
+});
+
+describe('task model: input requests and answers', () => {
+  it('input keys are unique over the whole life of the task, naming the duplicates', () => {
+    const asked = inputRequired(['a', 'b']);
+    const back = ok(updateTask(asked, { a: answer('1'), b: answer('2') }, T0 + 2));
+    const refused = requireInputTask(
+      back,
+      { b: ask('again'), c: ask('c'), a: ask('x') },
+      {},
+      T0 + 3,
+    );
+    expect(refused).toBeInstanceOf(DuplicateInputKeyError);
+    expect((refused as DuplicateInputKeyError).keys).toEqual(['b', 'a']);
+    expect((refused as Error).message).toContain('b, a');
+    expect((refused as DuplicateInputKeyError).code).toBe(-32602);
+    expect(ok(requireInputTask(back, { c: ask('c') }, {}, T0 + 3)).status).toBe('input_required');
+  });
+
+  it('a key still outstanding cannot be requested again either', () => {
+    expect(requireInputTask(inputRequired(['a']), { a: ask('a') }, {}, T0 + 2)).toBeInstanceOf(
+      DuplicateInputKeyError,
+    );
+  });
+
+  it('requireInput while input_required adds to the outstanding requests', () => {
+    const more = ok(requireInputTask(inputRequired(['a']), { b: ask('b') }, {}, T0 + 2));
+    expect(Object.keys(more.inputRequests ?? {})).toEqual(['a', 'b']);
+    expect(more.usedInputKeys).toEqual(['a', 'b']);
+  });
+
+  it('a partial answer keeps input_required with the rest outstanding', () => {
+    const partial = ok(updateTask(inputRequired(['a', 'b']), { a: answer('1') }, T0 + 2));
+    expect(partial.status).toBe('input_required');
+    expect(Object.keys(partial.inputRequests ?? {})).toEqual(['b']);
+    expect(partial.inputResponses).toEqual({ a: answer('1') });
+    const done = ok(updateTask(partial, { b: answer('2') }, T0 + 3));
+    expect(done.status).toBe('working');
+    expect(done.inputResponses).toEqual({ a: answer('1'), b: answer('2') });
+  });
+
+  it('unknown and already answered keys are ignored; only unknown keys change nothing', () => {
+    const asked = inputRequired(['a', 'b']);
+    expect(updateTask(asked, { zzz: answer('?') }, T0 + 2)).toBe(asked);
+    const partial = ok(updateTask(asked, { a: answer('1'), zzz: answer('?') }, T0 + 2));
+    expect(partial.inputResponses).toEqual({ a: answer('1') });
+    expect(updateTask(partial, { a: answer('changed') }, T0 + 3)).toBe(partial);
+  });
+
+  it('update is idempotent', () => {
+    const asked = inputRequired(['a']);
+    const once = ok(updateTask(asked, { a: answer('1') }, T0 + 2));
+    expect(updateTask(once, { a: answer('1') }, T0 + 3)).toBe(once);
+  });
+
+  it('update on a working task changes nothing', () => {
+    const task = fresh();
+    expect(updateTask(task, { a: answer('1') }, T0 + 2)).toBe(task);
+  });
+
+  it('keys named like Object.prototype members are plain keys', () => {
+    const asked = inputRequired(['constructor', '__proto__']);
+    expect(updateTask(asked, { toString: answer('x') }, T0 + 2)).toBe(asked);
+    const responses = JSON.parse('{"__proto__": {"action": "accept"}}') as Record<string, never>;
+    const partial = ok(updateTask(asked, responses, T0 + 2));
+    expect(Object.keys(partial.inputRequests ?? {})).toEqual(['constructor']);
+    expect(Object.getPrototypeOf(partial.inputResponses)).toBe(Object.prototype);
+  });
+
+  it('takeInputResponses removes the answers and leaves a task without any as it is', () => {
+    const answered = ok(updateTask(inputRequired(['a']), { a: answer('1') }, T0 + 2));
+    const taken = takeInputResponsesTask(answered);
+    expect(taken.inputResponses).toBeUndefined();
+    expect(taken.version).toBe(answered.version + 1);
+    expect(takeInputResponsesTask(taken)).toBe(taken);
+  });
+
+  it('malformed input requests are refused with a message that says what is wrong', () => {
+    const bad: [unknown, RegExp][] = [
+      [null, /must be an object/],
+      [[], /must be an object/],
+      [{}, /must not be empty/],
+      [{ '': ask('x') }, /keys must not be empty/],
+      [{ a: 'text' }, /"a" must be an object with a method/],
+      [{ a: { method: 'tools/call', params: {} } }, /"a" has method "tools\/call"/],
+      [{ a: { method: 'elicitation/create' } }, /"a" needs params/],
+      [{ a: { method: 'elicitation/create', params: { message: 'x' } } }, /requestedSchema/],
+      [
+        { a: { method: 'elicitation/create', params: { mode: 'url', message: 'x' } } },
+        /params.url/,
+      ],
+      [{ a: { method: 'sampling/createMessage', params: { messages: [] } } }, /maxTokens/],
+      [{ a: { method: 'roots/list', params: 3 } }, /params must be an object/],
+    ];
+    for (const [requests, message] of bad) {
+      expect(() => validateInputRequests(requests)).toThrow(InvalidTaskParamsError);
+      expect(() => validateInputRequests(requests)).toThrow(message);
+    }
+    expect(() =>
+      validateInputRequests({
+        a: ask('a'),
+        b: { method: 'roots/list' },
+        c: { method: 'sampling/createMessage', params: { messages: [], maxTokens: 5 } },
+        d: {
+          method: 'elicitation/create',
+          params: { mode: 'url', message: 'x', url: 'https://x' },
+        },
+      }),
+    ).not.toThrow();
+  });
+});
+
+describe('task model: cancellation', () => {
+  it('immediate: a live task becomes cancelled and drops its outstanding input', () => {
+    const cancelled = ok(cancelTask(inputRequired(['a']), 'immediate', T0 + 2));
+    expect(cancelled.status).toBe('cancelled');
+    expect(cancelled.inputRequests).toBeUndefined();
+    expect(isCancellationRequested(cancelled)).toBe(true);
+  });
+
+  it('cooperative: cancel records the request once; the task stays live and may still complete', () => {
+    const requested = ok(cancelTask(fresh(), 'cooperative', T0 + 2));
+    expect(requested.status).toBe('working');
+    expect(requested.cancelRequested).toBe(true);
+    expect(isCancellationRequested(requested)).toBe(true);
+    expect(cancelTask(requested, 'cooperative', T0 + 3)).toBe(requested);
+    const done = ok(completeTask(requested, result, {}, T0 + 4));
+    expect(done.status).toBe('completed');
+    expect(done.cancelRequested).toBeUndefined();
+    expect(ok(markCancelledTask(requested, T0 + 4)).status).toBe('cancelled');
+  });
+});
+
+describe('task model: results and errors', () => {
+  it('the stored result always carries resultType "complete" and content', () => {
+    expect(toStoredResult({ structuredContent: { a: 1 } })).toEqual({
+      structuredContent: { a: 1 },
+      content: [],
+      resultType: 'complete',
+    });
+    expect(toStoredResult({ content: [], resultType: 'task', isError: true }).resultType).toBe(
+      'complete',
+    );
+    expect(() => toStoredResult('x')).toThrow(InvalidTaskParamsError);
+    expect(() => toStoredResult({ content: 'x' })).toThrow(/content must be an array/);
+    expect(() => toStoredResult({ content: [], isError: 'yes' })).toThrow(/isError/);
+  });
+
+  it('failures normalize to JSON-RPC error objects', () => {
+    expect(toJsonRpcError([-32001, 'Nope'])).toEqual({ code: -32001, message: 'Nope' });
+    expect(toJsonRpcError({ code: 5, message: 'm', data: { x: 1 } })).toEqual({
+      code: 5,
+      message: 'm',
+      data: { x: 1 },
+    });
+    const coded = Object.assign(new Error('Quota'), { code: -32050, data: 'd' });
+    expect(toJsonRpcError(coded)).toEqual({ code: -32050, message: 'Quota', data: 'd' });
+    expect(toJsonRpcError(new Error('boom'))).toEqual({ code: -32603, message: 'boom' });
+    expect(() => toJsonRpcError([1.5, 'x'])).toThrow(/code must be an integer, got 1.5/);
+    expect(() => toJsonRpcError({ code: 1 } as never)).toThrow(/message must be a string/);
+  });
+
+  it('fail: the status message defaults to the error message', () => {
+    expect(ok(failTask(fresh(), { code: 1, message: 'Disk full' }, {}, T0 + 1)).statusMessage).toBe(
+      'Disk full',
+    );
+    const told = ok(
+      failTask(fresh(), { code: 1, message: 'Disk full' }, { statusMessage: 'S' }, T0 + 1),
+    );
+    expect(told.statusMessage).toBe('S');
+  });
+});
+
+describe('task model: wire mapping (checked with the official ext-tasks schemas)', () => {
+  const every = (): TaskRecord[] => {
+    const asked = inputRequired(['name']);
+    return [fresh(), asked, ...terminals(), ok(progressTask(fresh(), 'Half way', T0 + 1))];
+  };
+
+  it('toTask gives the bare Task with ISO 8601 timestamps, valid as a CreateTaskResult', () => {
+    const polled = newTask('t', { principal: null }, { ttlMs: 5000, pollIntervalMs: 250 }, T0);
+    expect(toTask(polled)).toEqual({
+      taskId: 't',
+      status: 'working',
+      createdAt: '2026-07-28T12:00:00.000Z',
+      lastUpdatedAt: '2026-07-28T12:00:00.000Z',
+      ttlMs: 5000,
+      pollIntervalMs: 250,
+    });
+    for (const task of every()) {
+      const parsed = CreateTaskResultV2Schema.safeParse({ ...toTask(task), resultType: 'task' });
+      expect(parsed.success).toBe(true);
+      expect(toTask(task)).not.toHaveProperty('inputRequests');
+      expect(toTask(task)).not.toHaveProperty('result');
+    }
+  });
+
+  it('ttlMs null (unlimited) stays null on the wire', () => {
+    const unlimited = newTask('t', { principal: null }, { ttlMs: null }, T0);
+    expect(toTask(unlimited).ttlMs).toBeNull();
+    expect(
+      GetTaskResultV2Schema.safeParse({ ...toWire(unlimited), resultType: 'complete' }).success,
+    ).toBe(true);
+  });
+
+  it('toWire gives the DetailedTask for every status, valid for tasks/get and notifications', () => {
+    for (const task of every()) {
+      const wire = toWire(task);
+      const asGet = GetTaskResultV2Schema.safeParse({ ...wire, resultType: 'complete' });
+      expect(asGet.error).toBeUndefined();
+      expect(DetailedTaskV2Schema.safeParse(wire).success).toBe(true);
+      expect(wire).not.toHaveProperty('version');
+      expect(wire).not.toHaveProperty('owner');
+      expect(wire).not.toHaveProperty('usedInputKeys');
+      expect(wire).not.toHaveProperty('inputResponses');
+    }
+  });
+
+  it('toWire carries inputRequests, result and error where the status calls for them', () => {
+    const [completed, failed] = terminals();
+    expect(toWire(inputRequired(['name']))).toMatchObject({ inputRequests: { name: ask('name') } });
+    expect(toWire(completed!)).toMatchObject({
+      result: { resultType: 'complete', content: [{ text: '3' }] },
+    });
+    expect(toWire(failed!)).toMatchObject({ error: { code: -32000, message: 'no' } });
+  });
+});
