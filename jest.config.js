@@ -10,5 +10,6 @@ export default {
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
   },
+  setupFiles: ['<rootDir>/test/setup.ts'],
   testTimeout: 30_000,
 };

@@ -1,0 +1,50 @@
+import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
+import type { TaskNotifier } from '../src/notify/task-notifier.js';
+import type { TaskStore } from '../src/store/task-store.js';
+import type { TaskRecord } from '../src/task.js';
+import { resolveTasksConfig, type TasksModuleOptions } from '../src/tasks.options.js';
+import { TasksService } from '../src/tasks.service.js';
+
+/** A notifier that remembers every record it was handed. */
+export class RecordingNotifier implements TaskNotifier {
+  readonly records: TaskRecord[] = [];
+  notify(record: TaskRecord): void {
+    this.records.push(record);
+  }
+  for(taskId: string): TaskRecord[] {
+    return this.records.filter((record) => record.taskId === taskId);
+  }
+}
+
+export interface ServiceHarness {
+  service: TasksService;
+  store: TaskStore;
+  notifier: RecordingNotifier;
+}
+
+/** A TasksService over a real in-memory store, built without Nest (the module is tested apart). */
+export function serviceWith(
+  options: TasksModuleOptions = {},
+  store: TaskStore = new InMemoryTaskStore(),
+): ServiceHarness {
+  const notifier = new RecordingNotifier();
+  const service = new TasksService(store, notifier, resolveTasksConfig(options));
+  return { service, store, notifier };
+}
+
+export const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, ms));
+
+export const elicit = (message: string) => ({
+  method: 'elicitation/create' as const,
+  params: {
+    message,
+    requestedSchema: {
+      type: 'object',
+      properties: { name: { type: 'string' } },
+      required: ['name'],
+    },
+  },
+});
+
+export const accept = (name: string) => ({ action: 'accept', content: { name } });
