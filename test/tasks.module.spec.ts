@@ -1,0 +1,382 @@
+import { jest } from '@jest/globals';
+import { Inject, Injectable, Module, type INestApplicationContext } from '@nestjs/common';
+import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
+import { Test } from '@nestjs/testing';
+import { TasksConfigError } from '../src/errors.js';
+import { NoopTaskNotifier, TaskNotifier } from '../src/notify/task-notifier.js';
+import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
+import { TaskStore } from '../src/store/task-store.js';
+import type { TaskRecord } from '../src/task.js';
+import { JANITOR_INTERVAL_NAME, TASKS_CONFIG } from '../src/tasks.constants.js';
+import { TasksModule } from '../src/tasks.module.js';
+import type { TasksConfig, TasksModuleOptions } from '../src/tasks.options.js';
+import { TasksService } from '../src/tasks.service.js';
+import { RecordingNotifier } from './helpers.js';
+
+const owner = { principal: 'alice' };
+const apps: INestApplicationContext[] = [];
+
+async function boot(
+  imports: unknown[],
+  providers: unknown[] = [],
+): Promise<INestApplicationContext> {
+  const moduleRef = await Test.createTestingModule({
+    imports: imports as never[],
+    providers: providers as never[],
+  }).compile();
+  const app = await moduleRef.init();
+  apps.push(app);
+  return app;
+}
+
+async function bootError(imports: unknown[], providers: unknown[] = []): Promise<Error> {
+  return boot(imports, providers).then(
+    () => {
+      throw new Error('expected the boot to fail');
+    },
+    (error: Error) => error,
+  );
+}
+
+afterEach(async () => {
+  while (apps.length > 0) await apps.pop()!.close();
+});
+
+/** A store of the app's own, with a dependency of its own, to swap in through DI. */
+const STORE_PREFIX = Symbol('STORE_PREFIX');
+@Injectable()
+class PrefixedStore extends InMemoryTaskStore {
+  constructor(@Inject(STORE_PREFIX) readonly prefix: string) {
+    super();
+  }
+}
+
+@Module({
+  providers: [{ provide: STORE_PREFIX, useValue: 'app' }, PrefixedStore],
+  exports: [PrefixedStore, STORE_PREFIX],
+})
+class AppStoreModule {}
+
+describe('TasksModule.forRoot', () => {
+  it('provides TasksService over the in-memory store with the defaults', async () => {
+    const app = await boot([TasksModule.forRoot({})]);
+    const service = app.get(TasksService);
+    const task = await service.create(owner);
+    expect(await app.get<TaskStore>(TaskStore).get(task.taskId)).toEqual(task);
+    expect(app.get(TaskStore)).toBeInstanceOf(InMemoryTaskStore);
+    expect(app.get(TaskNotifier)).toBeInstanceOf(NoopTaskNotifier);
+    expect(app.get<TasksConfig>(TASKS_CONFIG)).toEqual({
+      cancellation: 'immediate',
+      defaultTtlMs: 3_600_000,
+      maxTtlMs: null,
+      maxRows: 10_000,
+      janitor: { intervalMs: 30_000, terminalTtlMs: 3_600_000 },
+    });
+  });
+
+  it('passes the options through, validated and merged with the defaults', async () => {
+    const app = await boot([
+      TasksModule.forRoot({
+        cancellation: 'cooperative',
+        maxRows: null,
+        janitor: { intervalMs: 1000 },
+      }),
+    ]);
+    expect(app.get<TasksConfig>(TASKS_CONFIG)).toMatchObject({
+      cancellation: 'cooperative',
+      maxRows: null,
+      janitor: { intervalMs: 1000, terminalTtlMs: 3_600_000 },
+    });
+  });
+
+  it('isGlobal: another module injects TasksService without importing TasksModule', async () => {
+    @Injectable()
+    class Consumer {
+      constructor(readonly tasks: TasksService) {}
+    }
+    @Module({ providers: [Consumer] })
+    class FeatureModule {}
+    const app = await boot([TasksModule.forRoot({ isGlobal: true }), FeatureModule]);
+    expect(app.get(Consumer).tasks).toBe(app.get(TasksService));
+
+    const notGlobal = await bootError([TasksModule.forRoot({}), FeatureModule]);
+    expect(notGlobal.message).toMatch(/TasksService/);
+  });
+});
+
+describe('TasksModule: bad options fail the boot naming the key and the value', () => {
+  const cases: [TasksModuleOptions, string][] = [
+    [{ janitor: { intervalMs: -5 } }, 'janitor.intervalMs must be a positive integer, got -5'],
+    [
+      { janitor: { terminalTtlMs: 1.5 } },
+      'janitor.terminalTtlMs must be a positive integer, got 1.5',
+    ],
+    [{ janitor: 'yes' as never }, 'janitor must be an object or false, got "yes"'],
+    [{ maxRows: 0 }, 'maxRows must be a positive integer or null, got 0'],
+    [{ defaultTtlMs: '1h' as never }, 'defaultTtlMs must be a positive integer or null, got "1h"'],
+    [{ maxTtlMs: -1 }, 'maxTtlMs must be a positive integer or null, got -1'],
+    [{ maxTtlMs: 1000 }, 'defaultTtlMs must be at most maxTtlMs (1000), got 3600000'],
+    [
+      { cancellation: 'later' as never },
+      'cancellation must be "immediate" or "cooperative", got "later"',
+    ],
+    [{ maxRow: 5 } as never, 'maxRow is not an option'],
+    [{ janitor: { interval: 5 } } as never, 'janitor.interval is not an option'],
+  ];
+
+  it.each(cases)('forRoot(%j)', async (options, message) => {
+    const error = await bootError([TasksModule.forRoot(options)]);
+    expect(error).toBeInstanceOf(TasksConfigError);
+    expect(error.message).toContain(message);
+  });
+
+  it('forRootAsync: the factory result is validated the same way', async () => {
+    const error = await bootError([
+      TasksModule.forRootAsync({ useFactory: async () => ({ janitor: { intervalMs: -5 } }) }),
+    ]);
+    expect(error.message).toBe('janitor.intervalMs must be a positive integer, got -5');
+  });
+
+  it('a store that is not a TaskStore fails the boot naming what is missing', async () => {
+    const error = await bootError([TasksModule.forRoot({ store: { get: () => null } as never })]);
+    expect(error.message).toBe(
+      'store must implement TaskStore (missing create, compareAndSet, delete, cleanup), got an object',
+    );
+  });
+
+  it('a notifier without notify fails the boot', async () => {
+    const error = await bootError([TasksModule.forRoot({ notifier: { useValue: 42 } as never })]);
+    expect(error.message).toBe('notifier must implement TaskNotifier (a notify method), got 42');
+  });
+
+  it('a recipe naming two ways is refused at registration', () => {
+    expect(() =>
+      TasksModule.forRoot({
+        store: { useValue: new InMemoryTaskStore(), useClass: PrefixedStore } as never,
+      }),
+    ).toThrow('store names useClass and useValue; give one of them');
+  });
+});
+
+describe('TasksModule.forRootAsync', () => {
+  const CONFIG = Symbol('CONFIG');
+  @Module({ providers: [{ provide: CONFIG, useValue: { rows: 7 } }], exports: [CONFIG] })
+  class ConfigModule {}
+
+  it('useFactory with inject and imports', async () => {
+    const app = await boot([
+      TasksModule.forRootAsync({
+        imports: [ConfigModule],
+        inject: [CONFIG],
+        useFactory: (config: { rows: number }) => ({ maxRows: config.rows }),
+      }),
+    ]);
+    expect(app.get<TasksConfig>(TASKS_CONFIG).maxRows).toBe(7);
+  });
+
+  it('useClass: an options factory class', async () => {
+    @Injectable()
+    class TasksOptionsFactory {
+      create(): TasksModuleOptions {
+        return { cancellation: 'cooperative' };
+      }
+    }
+    const app = await boot([TasksModule.forRootAsync({ useClass: TasksOptionsFactory })]);
+    expect(app.get<TasksConfig>(TASKS_CONFIG).cancellation).toBe('cooperative');
+  });
+
+  it('useExisting: an options factory the app provides', async () => {
+    @Injectable()
+    class SharedOptions {
+      create(): TasksModuleOptions {
+        return { defaultTtlMs: 5000 };
+      }
+    }
+    @Module({ providers: [SharedOptions], exports: [SharedOptions] })
+    class SharedModule {}
+    const app = await boot([
+      TasksModule.forRootAsync({ imports: [SharedModule], useExisting: SharedOptions }),
+    ]);
+    expect(app.get<TasksConfig>(TASKS_CONFIG).defaultTtlMs).toBe(5000);
+  });
+
+  it('isGlobal works with forRootAsync too', async () => {
+    @Injectable()
+    class Consumer {
+      constructor(readonly tasks: TasksService) {}
+    }
+    @Module({ providers: [Consumer] })
+    class FeatureModule {}
+    const app = await boot([
+      TasksModule.forRootAsync({ isGlobal: true, useFactory: () => ({}) }),
+      FeatureModule,
+    ]);
+    expect(app.get(Consumer).tasks).toBeInstanceOf(TasksService);
+  });
+});
+
+describe('TasksModule: a custom store through DI', () => {
+  async function storeIn(app: INestApplicationContext): Promise<TaskStore> {
+    const service = app.get(TasksService);
+    const store = app.get<TaskStore>(TaskStore);
+    const task = await service.create(owner);
+    expect(await store.get(task.taskId)).toEqual(task);
+    return store;
+  }
+
+  it('an instance', async () => {
+    const mine = new InMemoryTaskStore();
+    const app = await boot([TasksModule.forRoot({ store: mine })]);
+    expect(await storeIn(app)).toBe(mine);
+    expect(mine.size).toBe(1);
+  });
+
+  it('a class, built through DI with its own dependencies', async () => {
+    const app = await boot([
+      TasksModule.forRootAsync({
+        imports: [AppStoreModule],
+        useFactory: () => ({}),
+        store: PrefixedStore,
+      }),
+    ]);
+    const store = await storeIn(app);
+    expect(store).toBeInstanceOf(PrefixedStore);
+    expect((store as PrefixedStore).prefix).toBe('app');
+  });
+
+  it('useExisting of a provider the app builds: the very same instance', async () => {
+    const app = await boot([
+      AppStoreModule,
+      TasksModule.forRootAsync({
+        imports: [AppStoreModule],
+        useFactory: () => ({}),
+        store: { useExisting: PrefixedStore },
+      }),
+    ]);
+    const store = await storeIn(app);
+    expect(store).toBe(app.get(PrefixedStore));
+  });
+
+  it('useFactory with inject', async () => {
+    const app = await boot([
+      TasksModule.forRootAsync({
+        imports: [AppStoreModule],
+        useFactory: () => ({}),
+        store: {
+          useFactory: (prefix: string) => new PrefixedStore(`${prefix}-made`),
+          inject: [STORE_PREFIX],
+        },
+      }),
+    ]);
+    expect(((await storeIn(app)) as PrefixedStore).prefix).toBe('app-made');
+  });
+});
+
+describe('TasksModule: notifier through DI', () => {
+  it('a custom notifier hears every change', async () => {
+    const recorder = new RecordingNotifier();
+    const app = await boot([TasksModule.forRoot({ notifier: recorder })]);
+    const service = app.get(TasksService);
+    const task = await service.create(owner);
+    await service.complete(task.taskId, { content: [] });
+    expect(recorder.for(task.taskId).map((r: TaskRecord) => r.status)).toEqual([
+      'working',
+      'completed',
+    ]);
+  });
+
+  it('notifier: null turns notifications off', async () => {
+    const app = await boot([TasksModule.forRoot({ notifier: null })]);
+    expect(app.get(TaskNotifier)).toBeNull();
+    const service = app.get(TasksService);
+    const task = await service.create(owner);
+    expect((await service.complete(task.taskId, { content: [] })).status).toBe('completed');
+  });
+});
+
+describe('TasksModule: the janitor', () => {
+  afterEach(() => {
+    jest.useRealTimers();
+    jest.restoreAllMocks();
+  });
+
+  it("runs in the app's SchedulerRegistry, once, and is removed on shutdown", async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [ScheduleModule.forRoot(), TasksModule.forRoot({ janitor: { intervalMs: 1000 } })],
+    }).compile();
+    const app = await moduleRef.init();
+    const registry = app.get(SchedulerRegistry);
+    expect(registry.getIntervals()).toEqual([JANITOR_INTERVAL_NAME]);
+    await app.close();
+    expect(registry.getIntervals()).toEqual([]);
+  });
+
+  it('never registers twice, even when two TasksModules share one registry', async () => {
+    const warn = jest.spyOn((await import('@nestjs/common')).Logger.prototype, 'warn');
+    @Module({ imports: [TasksModule.forRoot({})] })
+    class Second {}
+    const app = await boot([ScheduleModule.forRoot(), TasksModule.forRoot({}), Second]);
+    expect(app.get(SchedulerRegistry).getIntervals()).toEqual([JANITOR_INTERVAL_NAME]);
+    expect(warn).toHaveBeenCalledWith(expect.stringContaining('exists already'));
+  });
+
+  it('janitor: false registers nothing', async () => {
+    const app = await boot([ScheduleModule.forRoot(), TasksModule.forRoot({ janitor: false })]);
+    expect(app.get(SchedulerRegistry).getIntervals()).toEqual([]);
+  });
+
+  it('each tick removes the expired tasks and logs how many', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    const log = jest.spyOn((await import('@nestjs/common')).Logger.prototype, 'log');
+    const app = await boot([
+      TasksModule.forRoot({ janitor: { intervalMs: 1000, terminalTtlMs: 5000 } }),
+    ]);
+    const service = app.get(TasksService);
+    const store = app.get<InMemoryTaskStore>(TaskStore);
+    const short = await Promise.all([1, 2, 3].map(() => service.create(owner, { ttlMs: 1500 })));
+    const long = await service.create(owner, { ttlMs: 60_000 });
+    const unlimited = await service.create(owner, { ttlMs: null });
+    await service.complete(unlimited.taskId, { content: [] });
+    expect(store.size).toBe(5);
+
+    await jest.advanceTimersByTimeAsync(1000); // nothing due yet
+    expect(store.size).toBe(5);
+    expect(log).not.toHaveBeenCalledWith(expect.stringMatching(/^Removed/));
+
+    await jest.advanceTimersByTimeAsync(1000); // t = 2 s: the three 1.5 s tasks are past due
+    expect(store.size).toBe(2);
+    expect(log).toHaveBeenCalledWith('Removed 3 expired task(s)');
+    for (const task of short) await expect(store.get(task.taskId)).resolves.toBeNull();
+
+    await jest.advanceTimersByTimeAsync(4000); // t = 6 s: the finished unlimited task is 5 s+ old
+    expect(store.size).toBe(1);
+    expect(log).toHaveBeenLastCalledWith('Removed 1 expired task(s)');
+    expect(await store.get(long.taskId)).not.toBeNull();
+  });
+
+  it('without ScheduleModule it still runs (private registry) and stops on close', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    const moduleRef = await Test.createTestingModule({
+      imports: [TasksModule.forRoot({ janitor: { intervalMs: 1000 } })],
+    }).compile();
+    const app = await moduleRef.init();
+    const store = app.get<InMemoryTaskStore>(TaskStore);
+    const cleanup = jest.spyOn(store, 'cleanup');
+    await jest.advanceTimersByTimeAsync(3000);
+    expect(cleanup).toHaveBeenCalledTimes(3);
+    await app.close();
+    await jest.advanceTimersByTimeAsync(3000);
+    expect(cleanup).toHaveBeenCalledTimes(3);
+  });
+
+  it('a failing cleanup is logged and the janitor keeps going', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    const error = jest.spyOn((await import('@nestjs/common')).Logger.prototype, 'error');
+    const app = await boot([TasksModule.forRoot({ janitor: { intervalMs: 1000 } })]);
+    const store = app.get<InMemoryTaskStore>(TaskStore);
+    const cleanup = jest.spyOn(store, 'cleanup').mockRejectedValueOnce(new Error('store down'));
+    await jest.advanceTimersByTimeAsync(2000);
+    expect(error).toHaveBeenCalledWith('Cleanup failed: store down');
+    expect(cleanup).toHaveBeenCalledTimes(2);
+  });
+});
