@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import {
   InvalidTaskParamsError,
@@ -31,6 +30,7 @@ import {
   updateTask,
   validateInputRequests,
 } from './task.js';
+import { newTaskId } from './task-id.js';
 import { MAX_TRANSITION_ATTEMPTS, TASKS_CONFIG } from './tasks.constants.js';
 import type { TasksConfig } from './tasks.options.js';
 
@@ -47,11 +47,6 @@ export interface StatusMessageOption {
 }
 
 type Transition = (record: TaskRecord, now: number) => TransitionResult;
-
-/** 32 random bytes, base64url without padding: the task id is the worker's capability. */
-function newTaskId(): string {
-  return randomBytes(32).toString('base64url');
-}
 
 /**
  * The one API of the extension. Caller-side methods (`create`, `get`, `update`, `cancel`) are
@@ -88,13 +83,17 @@ export class TasksService {
       },
       Date.now(),
     );
-    await this.guard(this.store.create(record, { maxRows: this.config.maxRows }));
+    try {
+      await this.store.create(record, { maxRows: this.config.maxRows });
+    } catch (error) {
+      throw this.storeFault(error);
+    }
     this.announce(record);
     return record;
   }
 
   /** The task as its owner sees it. */
-  async get(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
+  get(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
     return this.read(taskId, owner);
   }
 
@@ -110,13 +109,15 @@ export class TasksService {
     if (!isPlainObject(inputResponses)) {
       throw new InvalidTaskParamsError('inputResponses must be an object');
     }
-    return this.transition(taskId, owner, (task, now) => updateTask(task, inputResponses, now));
+    return await this.transition(taskId, owner, (task, now) =>
+      updateTask(task, inputResponses, now),
+    );
   }
 
   /** Cancels the task (at once, or as a request in cooperative mode); a finished task is kept. */
   async cancel(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
     const mode = this.config.cancellation;
-    return this.transition(taskId, owner, (task, now) => cancelTask(task, mode, now));
+    return await this.transition(taskId, owner, (task, now) => cancelTask(task, mode, now));
   }
 
   // ----- worker side ----------------------------------------------------------------------------
@@ -129,7 +130,7 @@ export class TasksService {
   ): Promise<TaskRecord> {
     const stored = toStoredResult(result);
     const message = optionalString('statusMessage', options.statusMessage);
-    return this.transition(taskId, undefined, (task, now) =>
+    return await this.transition(taskId, undefined, (task, now) =>
       completeTask(task, stored, { statusMessage: message }, now),
     );
   }
@@ -142,7 +143,7 @@ export class TasksService {
   ): Promise<TaskRecord> {
     const error = toJsonRpcError(failure);
     const message = optionalString('statusMessage', options.statusMessage);
-    return this.transition(taskId, undefined, (task, now) =>
+    return await this.transition(taskId, undefined, (task, now) =>
       failTask(task, error, { statusMessage: message }, now),
     );
   }
@@ -155,7 +156,7 @@ export class TasksService {
   ): Promise<TaskRecord> {
     const valid = validateInputRequests(requests);
     const message = optionalString('statusMessage', options.statusMessage);
-    return this.transition(taskId, undefined, (task, now) =>
+    return await this.transition(taskId, undefined, (task, now) =>
       requireInputTask(task, valid, { statusMessage: message }, now),
     );
   }
@@ -165,11 +166,13 @@ export class TasksService {
     if (typeof message !== 'string') {
       throw new InvalidTaskParamsError('A progress message must be a string');
     }
-    return this.transition(taskId, undefined, (task, now) => progressTask(task, message, now));
+    return await this.transition(taskId, undefined, (task, now) =>
+      progressTask(task, message, now),
+    );
   }
 
   /** The stored record, with the input responses received and not yet taken. */
-  async status(taskId: string): Promise<TaskRecord> {
+  status(taskId: string): Promise<TaskRecord> {
     return this.read(taskId, undefined);
   }
 
@@ -195,7 +198,7 @@ export class TasksService {
 
   /** The worker honours a cancellation (or cancels on its own): the task becomes `cancelled`. */
   async markCancelled(taskId: string): Promise<TaskRecord> {
-    return this.transition(taskId, undefined, (task, now) => markCancelledTask(task, now));
+    return await this.transition(taskId, undefined, (task, now) => markCancelledTask(task, now));
   }
 
   // ----- internals ------------------------------------------------------------------------------
@@ -212,7 +215,12 @@ export class TasksService {
 
   private async read(taskId: string, owner: TaskOwner | undefined): Promise<TaskRecord> {
     if (typeof taskId !== 'string') throw new TaskNotFoundError();
-    const record = await this.guard(this.store.get(taskId, owner));
+    let record: TaskRecord | null;
+    try {
+      record = await this.store.get(taskId, owner);
+    } catch (error) {
+      throw this.storeFault(error);
+    }
     if (record === null) throw new TaskNotFoundError();
     return record;
   }
@@ -230,7 +238,13 @@ export class TasksService {
         const next = change(current, Date.now());
         if (next instanceof TaskError) throw next;
         if (next === current) return current;
-        if (await this.guard(this.store.compareAndSet(next, current.version))) {
+        let written: boolean;
+        try {
+          written = await this.store.compareAndSet(next, current.version);
+        } catch (error) {
+          throw this.storeFault(error);
+        }
+        if (written) {
           if (announce) this.announce(next);
           return next;
         }
@@ -243,26 +257,19 @@ export class TasksService {
   private serialize<T>(taskId: string, work: () => Promise<T>): Promise<T> {
     const previous = this.queues.get(taskId);
     const run = previous === undefined ? work() : previous.then(work, work);
-    const tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.queues.set(taskId, tail);
-    void tail.then(() => {
+    const done = (): void => {
       if (this.queues.get(taskId) === tail) this.queues.delete(taskId);
-    });
+    };
+    const tail: Promise<void> = run.then(done, done);
+    this.queues.set(taskId, tail);
     return run;
   }
 
   /** Store faults become one safe internal error; task errors pass through unchanged. */
-  private async guard<T>(operation: Promise<T>): Promise<T> {
-    try {
-      return await operation;
-    } catch (error) {
-      if (error instanceof TaskError) throw error;
-      this.logger.error(`Task store failed: ${(error as Error)?.message ?? String(error)}`);
-      throw new TaskInternalError('Task store unavailable', { cause: error });
-    }
+  private storeFault(error: unknown): TaskError {
+    if (error instanceof TaskError) return error;
+    this.logger.error(`Task store failed: ${(error as Error)?.message ?? String(error)}`);
+    return new TaskInternalError('Task store unavailable', { cause: error });
   }
 
   private announce(record: TaskRecord): void {
