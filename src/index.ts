@@ -74,3 +74,13 @@ export {
 export { InMemoryTaskStore } from './store/in-memory.task-store.js';
 export { InjectTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 export { TasksJanitor } from './janitor/tasks.janitor.js';
+export {
+  TaskTool,
+  type TaskToolAnnotations,
+  type TaskToolOptions,
+  type WhenClientLacksTasks,
+} from './tools/task-tool.decorator.js';
+export type { TaskContext } from './tools/task-context.js';
+export { toToolInputSchema, type TaskToolInput } from './tools/input-schema.js';
+export { TaskEvents, type TaskListener } from './notify/task-events.js';
+export { defaultPrincipal, type PrincipalResolver } from './principal.js';

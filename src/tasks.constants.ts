@@ -16,3 +16,10 @@ export const JANITOR_INTERVAL_NAME = 'nestjs-mcp-tasks:janitor';
 
 /** Injection token of the validated, defaults-merged configuration. */
 export const TASKS_CONFIG = Symbol('nestjs-mcp-tasks:config');
+
+/** Metadata key of `@TaskTool()`. */
+export const TASK_TOOL_METADATA = 'nestjs-mcp-tasks:task-tool';
+/** The MCP endpoint path unless configured otherwise. */
+export const DEFAULT_MCP_PATH = 'mcp';
+/** How often an in-process waiter re-reads its task, for changes made by other processes. */
+export const WATCH_POLL_MS = 1_000;

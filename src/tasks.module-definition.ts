@@ -8,7 +8,13 @@ import { show, TasksConfigError } from './errors.js';
 import { isTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 import { InMemoryTaskStore } from './store/in-memory.task-store.js';
 import { missingStoreMethods, TaskStore } from './store/task-store.js';
-import type { PartProvider, TasksModuleExtras, TasksModuleOptions } from './tasks.options.js';
+import { createMcpController } from './mcp/mcp.controller.js';
+import {
+  checkPath,
+  type PartProvider,
+  type TasksModuleExtras,
+  type TasksModuleOptions,
+} from './tasks.options.js';
 
 const RECIPE_KEYS = ['useClass', 'useValue', 'useExisting', 'useFactory'] as const;
 
@@ -54,16 +60,20 @@ export const {
 } = new ConfigurableModuleBuilder<TasksModuleOptions>({ moduleName: 'Tasks' })
   .setClassMethodName('forRoot')
   .setExtras<TasksModuleExtras>(
-    { isGlobal: false, store: undefined, notifier: undefined },
-    (definition: DynamicModule, extras: TasksModuleExtras): DynamicModule => ({
-      ...definition,
-      global: extras.isGlobal === true,
-      providers: [
-        ...(definition.providers ?? []),
-        ...storeProviders(extras.store),
-        ...notifierProviders(extras.notifier),
-      ],
-    }),
+    { isGlobal: false, store: undefined, notifier: undefined, path: undefined, guards: undefined },
+    (definition: DynamicModule, extras: TasksModuleExtras): DynamicModule => {
+      const path = checkPath(extras.path);
+      return {
+        ...definition,
+        global: extras.isGlobal === true,
+        providers: [
+          ...(definition.providers ?? []),
+          ...storeProviders(extras.store),
+          ...notifierProviders(extras.notifier),
+        ],
+        controllers: path === false ? [] : [createMcpController(path, checkGuards(extras.guards))],
+      };
+    },
   )
   .build();
 
@@ -83,4 +93,23 @@ function notifierProviders(notifier: TasksModuleExtras['notifier']): Provider[] 
   return partProviders('notifier', TaskNotifier, notifier, (value) =>
     isTaskNotifier(value) ? null : 'must implement TaskNotifier (a notify method)',
   );
+}
+
+function checkGuards(
+  guards: TasksModuleExtras['guards'],
+): NonNullable<TasksModuleExtras['guards']> {
+  if (guards === undefined) return [];
+  if (
+    !Array.isArray(guards) ||
+    !guards.every(
+      (guard) =>
+        typeof guard === 'function' ||
+        (guard !== null && typeof guard === 'object' && typeof guard.canActivate === 'function'),
+    )
+  ) {
+    throw new TasksConfigError(
+      `guards must be an array of guard classes or instances, got ${show(guards)}`,
+    );
+  }
+  return guards;
 }

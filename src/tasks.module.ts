@@ -1,4 +1,13 @@
 import { Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { McpEndpoint } from './mcp/mcp-endpoint.js';
+import { McpHostGuard } from './mcp/mcp-host.guard.js';
+import { McpServerFactory } from './mcp/mcp-server.factory.js';
+import { TasksMethods } from './mcp/tasks-methods.js';
+import { TaskEvents } from './notify/task-events.js';
+import { TaskToolExplorer } from './tools/task-tool.explorer.js';
+import { TaskToolRegistry } from './tools/task-tool.registry.js';
+import { TaskToolRunner } from './tools/task-tool.runner.js';
 import { TasksJanitor } from './janitor/tasks.janitor.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { TaskStore } from './store/task-store.js';
@@ -22,7 +31,16 @@ import { TasksService } from './tasks.service.js';
  * ```
  */
 @Module({
+  imports: [DiscoveryModule],
   providers: [
+    TaskEvents,
+    TaskToolRegistry,
+    TaskToolExplorer,
+    TaskToolRunner,
+    McpServerFactory,
+    TasksMethods,
+    McpEndpoint,
+    McpHostGuard,
     {
       provide: TASKS_CONFIG,
       useFactory: (options: TasksModuleOptions) => resolveTasksConfig(options),
@@ -31,6 +49,6 @@ import { TasksService } from './tasks.service.js';
     TasksService,
     TasksJanitor,
   ],
-  exports: [TasksService, TaskStore, TaskNotifier, TASKS_CONFIG],
+  exports: [TasksService, TaskStore, TaskNotifier, TaskEvents, TASKS_CONFIG],
 })
 export class TasksModule extends ConfigurableModuleClass {}

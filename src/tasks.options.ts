@@ -1,6 +1,9 @@
-import type { InjectionToken, Type } from '@nestjs/common';
+import type { CanActivate, InjectionToken, Type } from '@nestjs/common';
+import type { McpServer } from '@modelcontextprotocol/server';
+import { defaultPrincipal, type PrincipalResolver } from './principal.js';
 import {
   DEFAULT_JANITOR_INTERVAL_MS,
+  DEFAULT_MCP_PATH,
   DEFAULT_MAX_ROWS,
   DEFAULT_TERMINAL_TTL_MS,
   DEFAULT_TTL_MS,
@@ -29,6 +32,21 @@ export interface TasksModuleOptions {
   maxRows?: number | null;
   /** The janitor that removes expired tasks; `false` turns it off. */
   janitor?: TasksJanitorOptions | false;
+  /** Name and version the MCP server reports. Default: this package's. */
+  serverInfo?: { name: string; version: string; title?: string };
+  /** Who makes a request. Default: `request.user.sub` or `.id` (passport style), else anonymous. */
+  principal?: PrincipalResolver;
+  /** The request's tenant, when tasks are also separated by tenant. Default: none. */
+  tenant?: PrincipalResolver;
+  /** Adds the app's own plain tools, resources and prompts to the server (called per request). */
+  configure?: (server: McpServer) => void;
+  /**
+   * Host names the endpoint answers to (DNS rebinding protection). Default: on a loopback
+   * connection only `localhost`, `127.0.0.1` and `[::1]`; elsewhere any. `false`: never checked.
+   */
+  allowedHosts?: string[] | false;
+  /** Origins (host names) a browser may call from. Default as for `allowedHosts`. */
+  allowedOrigins?: string[] | false;
 }
 
 /**
@@ -54,6 +72,10 @@ export interface TasksModuleExtras {
   store?: PartProvider<TaskStore>;
   /** The TaskNotifier. Default: one that tells no one; `null` turns notifications off. */
   notifier?: PartProvider<TaskNotifier> | null;
+  /** Where the MCP endpoint is served. Default `'mcp'` (POST /mcp); `false`: no endpoint. */
+  path?: string | false;
+  /** The app's guards, run before every request to the endpoint (e.g. an auth guard). */
+  guards?: (Type<CanActivate> | CanActivate)[];
 }
 
 /** The options after validation, with every default filled in. */
@@ -63,6 +85,12 @@ export interface TasksConfig {
   readonly maxTtlMs: number | null;
   readonly maxRows: number | null;
   readonly janitor: Readonly<Required<TasksJanitorOptions>> | false;
+  readonly serverInfo: Readonly<{ name: string; version: string; title?: string }>;
+  readonly principal: PrincipalResolver;
+  readonly tenant: PrincipalResolver | undefined;
+  readonly configure: ((server: McpServer) => void) | undefined;
+  readonly allowedHosts: readonly string[] | false | undefined;
+  readonly allowedOrigins: readonly string[] | false | undefined;
 }
 
 const OPTION_KEYS: ReadonlySet<string> = new Set([
@@ -71,6 +99,12 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'maxTtlMs',
   'maxRows',
   'janitor',
+  'serverInfo',
+  'principal',
+  'tenant',
+  'configure',
+  'allowedHosts',
+  'allowedOrigins',
 ]);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
 
@@ -145,5 +179,66 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     });
   }
 
-  return Object.freeze({ cancellation, defaultTtlMs, maxTtlMs, maxRows, janitor });
+  const serverInfo = raw.serverInfo ?? DEFAULT_SERVER_INFO;
+  if (
+    !isObject(serverInfo) ||
+    typeof serverInfo.name !== 'string' ||
+    typeof serverInfo.version !== 'string'
+  ) {
+    throw mustBe('serverInfo', 'an object with string name and version', serverInfo);
+  }
+  const principal = optionalFunction('principal', raw.principal) ?? defaultPrincipal;
+  const tenant = optionalFunction('tenant', raw.tenant);
+  const configure = optionalFunction('configure', raw.configure);
+  const allowedHosts = hostList('allowedHosts', raw.allowedHosts);
+  const allowedOrigins = hostList('allowedOrigins', raw.allowedOrigins);
+
+  return Object.freeze({
+    cancellation,
+    defaultTtlMs,
+    maxTtlMs,
+    maxRows,
+    janitor,
+    serverInfo: Object.freeze({ ...(serverInfo as { name: string; version: string }) }),
+    principal: principal as PrincipalResolver,
+    tenant: tenant as PrincipalResolver | undefined,
+    configure: configure as ((server: McpServer) => void) | undefined,
+    allowedHosts,
+    allowedOrigins,
+  });
+}
+
+const DEFAULT_SERVER_INFO = { name: 'nestjs-mcp-tasks', version: '0.1.0' };
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function optionalFunction(
+  key: string,
+  value: unknown,
+): ((...args: never[]) => unknown) | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') throw mustBe(key, 'a function', value);
+  return value as (...args: never[]) => unknown;
+}
+
+function hostList(key: string, value: unknown): readonly string[] | false | undefined {
+  if (value === undefined || value === false) return value;
+  if (
+    !Array.isArray(value) ||
+    !value.every((host) => typeof host === 'string' && host.length > 0)
+  ) {
+    throw mustBe(key, 'an array of host names or false', value);
+  }
+  return Object.freeze([...value]);
+}
+
+/** Validates the registration extras that can be checked before DI runs. */
+export function checkPath(path: unknown): string | false {
+  if (path === undefined) return DEFAULT_MCP_PATH;
+  if (path === false) return false;
+  if (typeof path !== 'string' || !/^\/?[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path)) {
+    throw mustBe('path', 'a URL path or false', path);
+  }
+  return path;
 }

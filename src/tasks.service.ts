@@ -6,6 +6,7 @@ import {
   TaskInternalError,
   TaskNotFoundError,
 } from './errors.js';
+import { TaskEvents } from './notify/task-events.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { TaskStore } from './store/task-store.js';
 import {
@@ -67,6 +68,7 @@ export class TasksService {
     @Inject(TaskStore) private readonly store: TaskStore,
     @Optional() @Inject(TaskNotifier) private readonly notifier: TaskNotifier | null,
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+    @Optional() readonly events: TaskEvents = new TaskEvents(),
   ) {}
 
   // ----- caller side ----------------------------------------------------------------------------
@@ -88,6 +90,7 @@ export class TasksService {
     } catch (error) {
       throw this.storeFault(error);
     }
+    this.events.publish(record);
     this.announce(record);
     return record;
   }
@@ -245,6 +248,7 @@ export class TasksService {
           throw this.storeFault(error);
         }
         if (written) {
+          this.events.publish(next);
           if (announce) this.announce(next);
           return next;
         }

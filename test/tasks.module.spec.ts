@@ -4,6 +4,7 @@ import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TasksConfigError } from '../src/errors.js';
 import { NoopTaskNotifier, TaskNotifier } from '../src/notify/task-notifier.js';
+import { defaultPrincipal } from '../src/principal.js';
 import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
 import { TaskStore } from '../src/store/task-store.js';
 import type { TaskRecord } from '../src/task.js';
@@ -71,6 +72,12 @@ describe('TasksModule.forRoot', () => {
       maxTtlMs: null,
       maxRows: 10_000,
       janitor: { intervalMs: 30_000, terminalTtlMs: 3_600_000 },
+      serverInfo: { name: 'nestjs-mcp-tasks', version: '0.1.0' },
+      principal: defaultPrincipal,
+      tenant: undefined,
+      configure: undefined,
+      allowedHosts: undefined,
+      allowedOrigins: undefined,
     });
   });
 

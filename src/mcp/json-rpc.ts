@@ -1,0 +1,57 @@
+import type { ServerResponse } from 'node:http';
+import type { JsonRpcErrorObject } from '../errors.js';
+import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
+
+export type RequestId = string | number | null;
+
+export const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
+export const MISSING_CAPABILITY = -32021;
+export const HEADER_MISMATCH = -32020;
+
+/** The id of a JSON-RPC request body, or `null` when there is none to echo. */
+export function idOf(body: unknown): RequestId {
+  const id = (body as { id?: unknown } | null)?.id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
+}
+
+/** Whether the request declared the tasks extension in its own `_meta` (nothing is inferred). */
+export function declaresTasks(params: unknown): boolean {
+  const meta = (params as { _meta?: unknown } | null)?._meta;
+  const capabilities = (meta as Record<string, unknown> | null | undefined)?.[
+    CLIENT_CAPABILITIES_KEY
+  ];
+  const extensions = (capabilities as { extensions?: unknown } | null | undefined)?.extensions;
+  const declared = (extensions as Record<string, unknown> | null | undefined)?.[TASKS_EXTENSION_ID];
+  return declared !== null && typeof declared === 'object' && !Array.isArray(declared);
+}
+
+/** The -32021 error for a request that needs the tasks extension and did not declare it. */
+export function missingTasksCapability(what: string): JsonRpcErrorObject {
+  return {
+    code: MISSING_CAPABILITY,
+    message: `Missing required client capability: ${what} requires the ${TASKS_EXTENSION_ID} extension`,
+    data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION_ID]: {} } } },
+  };
+}
+
+export function sendJson(res: ServerResponse, status: number, payload: unknown): void {
+  const body = JSON.stringify(payload);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+  });
+  res.end(body);
+}
+
+export function sendResult(res: ServerResponse, id: RequestId, result: unknown): void {
+  sendJson(res, 200, { jsonrpc: '2.0', id, result });
+}
+
+export function sendError(
+  res: ServerResponse,
+  status: number,
+  id: RequestId,
+  error: JsonRpcErrorObject,
+): void {
+  sendJson(res, status, { jsonrpc: '2.0', id, error });
+}

@@ -1,0 +1,179 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
+import {
+  type AuthInfo,
+  classifyInboundRequest,
+  createMcpHandler,
+  type McpHttpHandler,
+} from '@modelcontextprotocol/server';
+import { toNodeHandler, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
+import { ownerOf } from '../principal.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
+import type { TasksConfig } from '../tasks.options.js';
+import { TaskToolRegistry } from '../tools/task-tool.registry.js';
+import { declaresTasks, idOf, missingTasksCapability, sendError } from './json-rpc.js';
+import {
+  type EndpointRequestInfo,
+  McpServerFactory,
+  REQUEST_INFO_KEY,
+} from './mcp-server.factory.js';
+import { checkStandardHeaders, type StandardHeaders } from './standard-headers.js';
+import { TASK_METHODS, TasksMethods } from './tasks-methods.js';
+
+/** The framework's request and response: Express's are Node's own; Fastify's wrap them. */
+export interface FrameworkRequest {
+  raw?: IncomingMessage;
+  body?: unknown;
+  headers: IncomingMessage['headers'];
+}
+export interface FrameworkReply {
+  raw?: ServerResponse;
+  hijack?: () => void;
+}
+
+function header(request: FrameworkRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+const JSON_MEDIA_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
+
+/**
+ * One request to the MCP endpoint, in order: the body and the SDK's classification (envelope,
+ * era, JSON-RPC shape); the standard headers; then the route:
+ * - `tasks/get|update|cancel` → the lean path (TasksMethods);
+ * - `tools/call` of a task tool from a client without the tasks extension → -32021 (HTTP 400),
+ *   unless the tool runs inline;
+ * - everything else → the official SDK handler with a per-request McpServer.
+ * No error leaves with a stack: faults are logged and answered -32603.
+ */
+@Injectable()
+export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('McpEndpoint');
+  private handler!: McpHttpHandler;
+  private nodeHandler!: NodeMcpRequestHandler;
+
+  constructor(
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+    private readonly registry: TaskToolRegistry,
+    private readonly factory: McpServerFactory,
+    private readonly methods: TasksMethods,
+  ) {}
+
+  onModuleInit(): void {
+    const onerror = (error: Error): void => this.logger.debug(`MCP: ${error.message}`);
+    this.handler = createMcpHandler(this.factory.create, { onerror });
+    this.nodeHandler = toNodeHandler(this.handler, { onerror });
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.handler?.close();
+  }
+
+  /** Serves one HTTP request (any method) to the endpoint. */
+  async handle(request: FrameworkRequest, reply: FrameworkReply): Promise<void> {
+    const req = (request.raw ?? request) as IncomingMessage;
+    const res = (reply.raw ?? reply) as ServerResponse;
+    reply.hijack?.();
+    try {
+      await this.route(request, req, res);
+    } catch (error) {
+      this.logger.error(`Request failed: ${(error as Error)?.stack ?? String(error)}`);
+      if (!res.headersSent) sendError(res, 500, null, { code: -32603, message: 'Internal error' });
+      else res.end();
+    }
+  }
+
+  private async route(
+    request: FrameworkRequest,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    const owner = ownerOf(request, this.config.principal, this.config.tenant);
+    if (req.method !== 'POST') return this.toSdk(req, res, undefined, { owner, tasks: false });
+
+    const contentType = header(request, 'content-type') ?? '';
+    if (!JSON_MEDIA_TYPE.test(contentType)) {
+      return sendError(res, 415, null, {
+        code: -32600,
+        message: 'Unsupported Media Type: Content-Type must be application/json',
+      });
+    }
+    const body = request.body;
+    const headers: StandardHeaders = {
+      protocolVersion: header(request, 'mcp-protocol-version'),
+      method: header(request, 'mcp-method'),
+      name: header(request, 'mcp-name'),
+    };
+    const outcome = classifyInboundRequest({
+      httpMethod: 'POST',
+      protocolVersionHeader: headers.protocolVersion,
+      mcpMethodHeader: headers.method,
+      mcpNameHeader: headers.name,
+      body,
+    });
+    if (outcome.kind === 'reject') {
+      const { code, message, data } = outcome;
+      return sendError(res, outcome.httpStatus, idOf(body), {
+        code,
+        message,
+        ...(data !== undefined && { data }),
+      });
+    }
+
+    const message = (outcome.kind === 'modern' ? outcome.message : body) as {
+      id?: unknown;
+      method?: unknown;
+      params?: unknown;
+    };
+    const method = typeof message?.method === 'string' ? message.method : undefined;
+    const isRequest = method !== undefined && message.id !== undefined;
+
+    if (outcome.kind === 'modern' && isRequest) {
+      const mismatch = checkStandardHeaders(
+        headers,
+        method,
+        message.params,
+        outcome.classification.revision,
+      );
+      if (mismatch) return sendError(res, 400, idOf(message), mismatch);
+      if (TASK_METHODS.has(method)) {
+        return this.methods.handle(res, idOf(message), method, message.params, owner);
+      }
+    }
+
+    const tasks = declaresTasks(message?.params);
+    if (isRequest && method === 'tools/call') {
+      const name = (message.params as { name?: unknown } | null)?.name;
+      const tool = typeof name === 'string' ? this.registry.get(name) : undefined;
+      if (tool && !tasks && tool.options.whenClientLacksTasks === 'reject') {
+        return sendError(res, 400, idOf(message), missingTasksCapability(`tool ${name}`));
+      }
+    }
+    return this.toSdk(req, res, body, { owner, tasks });
+  }
+
+  private toSdk(
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: unknown,
+    info: EndpointRequestInfo,
+  ): Promise<void> {
+    const carrier = req as IncomingMessage & { auth?: AuthInfo };
+    const existing = carrier.auth;
+    carrier.auth = {
+      token: existing?.token ?? '',
+      clientId: existing?.clientId ?? info.owner.principal ?? '',
+      scopes: existing?.scopes ?? [],
+      ...(existing?.expiresAt !== undefined && { expiresAt: existing.expiresAt }),
+      extra: { ...existing?.extra, [REQUEST_INFO_KEY]: info },
+    };
+    return this.nodeHandler(carrier as never, res, body);
+  }
+}

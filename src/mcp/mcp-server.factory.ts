@@ -1,0 +1,81 @@
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  type CallToolResult,
+  McpServer,
+  type StandardSchemaWithJSON,
+} from '@modelcontextprotocol/server';
+import { toTask, type TaskOwner } from '../task.js';
+import { TASKS_CONFIG, TASKS_EXTENSION_ID } from '../tasks.constants.js';
+import type { TasksConfig } from '../tasks.options.js';
+import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
+import { TaskToolRunner } from '../tools/task-tool.runner.js';
+
+/** What the endpoint learned about a request before handing it to the SDK. */
+export interface EndpointRequestInfo {
+  owner: Required<TaskOwner>;
+  /** Whether the request declared the tasks extension. */
+  tasks: boolean;
+}
+
+/** Key under which EndpointRequestInfo travels in the SDK's `authInfo.extra`. */
+export const REQUEST_INFO_KEY = 'nestjs-mcp-tasks';
+
+/** Accepts only an object, publishes `{ type: "object" }`: the input of a tool that names none. */
+const EMPTY_INPUT: StandardSchemaWithJSON = {
+  '~standard': {
+    version: 1,
+    vendor: 'nestjs-mcp-tasks',
+    validate: (value: unknown) =>
+      value !== null && typeof value === 'object' && !Array.isArray(value)
+        ? { value: {} }
+        : { issues: [{ message: 'Expected an object' }] },
+    jsonSchema: {
+      input: () => ({ type: 'object', properties: {} }),
+      output: () => ({ type: 'object', properties: {} }),
+    },
+  },
+};
+
+/**
+ * Builds the McpServer the SDK asks for on each request it serves: the task tools (definitions
+ * and schemas made once at bootstrap, so this is a loop of cheap registrations), the extension
+ * advertised as exactly `{}`, and the app's own `configure` hook.
+ */
+@Injectable()
+export class McpServerFactory {
+  constructor(
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+    private readonly registry: TaskToolRegistry,
+    private readonly runner: TaskToolRunner,
+  ) {}
+
+  readonly create = (): McpServer => {
+    const server = new McpServer(this.config.serverInfo, {
+      capabilities: { tools: {}, extensions: { [TASKS_EXTENSION_ID]: {} } },
+    });
+    this.config.configure?.(server);
+    for (const tool of this.registry.all()) {
+      server.registerTool(
+        tool.name,
+        { ...tool.config, inputSchema: tool.config.inputSchema ?? EMPTY_INPUT },
+        (input: unknown, context: unknown) => this.call(tool, input, context),
+      );
+    }
+    return server;
+  };
+
+  private async call(
+    tool: TaskToolDefinition,
+    input: unknown,
+    context: unknown,
+  ): Promise<CallToolResult> {
+    const extra = (context as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http
+      ?.authInfo?.extra?.[REQUEST_INFO_KEY] as EndpointRequestInfo | undefined;
+    const owner = extra?.owner ?? { principal: null, tenant: null };
+    if (extra?.tasks) {
+      const record = await this.runner.start(tool, input, owner);
+      return { ...toTask(record), resultType: 'task', content: [] } as unknown as CallToolResult;
+    }
+    return (await this.runner.runInline(tool, input, owner)) as CallToolResult;
+  }
+}

@@ -1,0 +1,92 @@
+import type { ServerResponse } from 'node:http';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
+import { InvalidTaskParamsError, JSONRPC_INTERNAL_ERROR, TaskError } from '../errors.js';
+import { isPlainObject, type TaskOwner, toWire } from '../task.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
+import type { TasksConfig } from '../tasks.options.js';
+import { TasksService } from '../tasks.service.js';
+import {
+  declaresTasks,
+  missingTasksCapability,
+  type RequestId,
+  sendError,
+  sendResult,
+} from './json-rpc.js';
+
+export const TASK_METHODS: ReadonlySet<string> = new Set([
+  'tasks/get',
+  'tasks/update',
+  'tasks/cancel',
+]);
+
+/**
+ * The lean path for `tasks/get`, `tasks/update` and `tasks/cancel`: polling is this extension's
+ * hot path, so these are answered straight from TasksService, with no per-request McpServer.
+ * The envelope and standard headers were checked before (see McpEndpoint); here: the capability,
+ * the params, the owner.
+ */
+@Injectable()
+export class TasksMethods {
+  private readonly logger = new Logger('TasksMethods');
+  /** Every result carries the server's identity in `_meta`, as the SDK's own results do. */
+  private readonly meta: Record<string, unknown>;
+
+  constructor(
+    private readonly tasks: TasksService,
+    @Inject(TASKS_CONFIG) config: TasksConfig,
+  ) {
+    this.meta = { [SERVER_INFO_META_KEY]: config.serverInfo };
+  }
+
+  async handle(
+    res: ServerResponse,
+    id: RequestId,
+    method: string,
+    params: unknown,
+    owner: TaskOwner,
+  ): Promise<void> {
+    if (!declaresTasks(params)) return sendError(res, 400, id, missingTasksCapability(method));
+    try {
+      sendResult(res, id, await this.answer(method, params as Record<string, unknown>, owner));
+    } catch (error) {
+      if (error instanceof TaskError) return sendError(res, 200, id, error.toJsonRpcError());
+      this.logger.error(`${method} failed: ${(error as Error)?.stack ?? String(error)}`);
+      sendError(res, 200, id, { code: JSONRPC_INTERNAL_ERROR, message: 'Internal error' });
+    }
+  }
+
+  private async answer(
+    method: string,
+    params: Record<string, unknown>,
+    owner: TaskOwner,
+  ): Promise<unknown> {
+    const taskId = params.taskId;
+    if (typeof taskId !== 'string') {
+      throw new InvalidTaskParamsError('Invalid params: taskId must be a string');
+    }
+    switch (method) {
+      case 'tasks/get':
+        return {
+          ...toWire(await this.tasks.get(taskId, owner)),
+          resultType: 'complete',
+          _meta: this.meta,
+        };
+      case 'tasks/update': {
+        const responses = params.inputResponses;
+        if (!isPlainObject(responses)) {
+          throw new InvalidTaskParamsError('Invalid params: inputResponses must be an object');
+        }
+        await this.tasks.update(
+          taskId,
+          owner,
+          responses as Record<string, Record<string, unknown>>,
+        );
+        return { resultType: 'complete', _meta: this.meta };
+      }
+      default:
+        await this.tasks.cancel(taskId, owner);
+        return { resultType: 'complete', _meta: this.meta };
+    }
+  }
+}

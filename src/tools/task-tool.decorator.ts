@@ -1,0 +1,54 @@
+import { applyDecorators, SetMetadata } from '@nestjs/common';
+import { TASK_TOOL_METADATA } from '../tasks.constants.js';
+import type { TaskToolInput } from './input-schema.js';
+
+/** What a task tool does for a client that did not declare the tasks extension. */
+export type WhenClientLacksTasks = 'reject' | 'inline';
+
+export interface TaskToolAnnotations {
+  title?: string;
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+}
+
+export interface TaskToolOptions {
+  /** The tool name, unique in the app. */
+  name: string;
+  title?: string;
+  description?: string;
+  /**
+   * The arguments: a class-validator DTO class (its JSON Schema is published in tools/list) or a
+   * Standard Schema with JSON Schema such as a zod object. Arguments are validated before the
+   * method runs; without `input` the tool takes an empty object.
+   */
+  input?: TaskToolInput;
+  annotations?: TaskToolAnnotations;
+  /** TTL of each task this tool creates (default: the module's `defaultTtlMs`; `null` = unlimited). */
+  ttlMs?: number | null;
+  /** The poll interval suggested to clients. */
+  pollIntervalMs?: number;
+  /** The status message of a new task. */
+  statusMessage?: string;
+  /**
+   * `'reject'` (default): a call without the tasks capability gets -32021 (HTTP 400).
+   * `'inline'`: the method runs to the end and its result is the answer (for 2025-era clients too).
+   */
+  whenClientLacksTasks?: WhenClientLacksTasks;
+}
+
+/**
+ * Turns a provider or controller method into an MCP tool that answers with a task. The method is
+ * called as `(input, task: TaskContext)`; its return value completes the task.
+ *
+ * ```ts
+ * @TaskTool({ name: 'add_slowly', input: AddInput, pollIntervalMs: 250 })
+ * async add(input: AddInput, task: TaskContext) {
+ *   await task.progress('Adding');
+ *   return { content: [{ type: 'text', text: String(input.a + input.b) }] };
+ * }
+ * ```
+ */
+export const TaskTool = (options: TaskToolOptions): MethodDecorator =>
+  applyDecorators(SetMetadata(TASK_TOOL_METADATA, options));

@@ -1,0 +1,40 @@
+import { Injectable } from '@nestjs/common';
+import type { StandardSchemaWithJSON } from '@modelcontextprotocol/server';
+import type { TaskToolOptions } from './task-tool.decorator.js';
+
+/** A discovered `@TaskTool` method with everything a request needs, built once at bootstrap. */
+export interface TaskToolDefinition {
+  readonly name: string;
+  readonly options: Readonly<TaskToolOptions>;
+  /** The tool's registration for the SDK's McpServer (schemas precomputed). */
+  readonly config: {
+    title?: string;
+    description?: string;
+    inputSchema?: StandardSchemaWithJSON;
+    annotations?: TaskToolOptions['annotations'];
+  };
+  /** Calls the decorated method on its instance. */
+  readonly invoke: (input: unknown, context: unknown) => unknown;
+}
+
+/** The task tools of the app, by name. Filled by the explorer during module init. */
+@Injectable()
+export class TaskToolRegistry {
+  private readonly tools = new Map<string, TaskToolDefinition>();
+
+  add(tool: TaskToolDefinition): void {
+    this.tools.set(tool.name, tool);
+  }
+
+  get(name: string): TaskToolDefinition | undefined {
+    return this.tools.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.tools.has(name);
+  }
+
+  all(): TaskToolDefinition[] {
+    return [...this.tools.values()];
+  }
+}

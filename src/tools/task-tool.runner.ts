@@ -1,0 +1,212 @@
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
+import { type JsonRpcErrorObject, TaskError, TaskTerminalError } from '../errors.js';
+import {
+  type CallToolResult,
+  isCancellationRequested,
+  isPlainObject,
+  isTerminal,
+  type TaskOwner,
+  type TaskRecord,
+} from '../task.js';
+import { TASKS_CONFIG, WATCH_POLL_MS } from '../tasks.constants.js';
+import type { TasksConfig } from '../tasks.options.js';
+import { TasksService } from '../tasks.service.js';
+import { RunningTaskContext } from './task-context.js';
+import type { TaskToolDefinition } from './task-tool.registry.js';
+import { waitForTask } from './task-watch.js';
+
+/** The message a task gets when its method throws something that is not a JSON-RPC error. */
+const GENERIC_FAILURE = 'Internal error';
+
+/** Turns what a tool method returned into a CallToolResult. */
+export function toCallToolResult(value: unknown): CallToolResult {
+  if (value === undefined || value === null) return { content: [] };
+  if (typeof value === 'string') return { content: [{ type: 'text', text: value }] };
+  if (isPlainObject(value) && Array.isArray(value.content)) return value as CallToolResult;
+  return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value };
+}
+
+/** A thrown error with an integer `code` keeps it; anything else is a generic internal error. */
+function failureOf(error: unknown): JsonRpcErrorObject | undefined {
+  if (error instanceof TaskError) return error.toJsonRpcError();
+  const candidate = error as { code?: unknown; message?: unknown; data?: unknown } | null;
+  if (
+    candidate !== null &&
+    typeof candidate === 'object' &&
+    Number.isInteger(candidate.code) &&
+    typeof candidate.message === 'string'
+  ) {
+    const failure: JsonRpcErrorObject = {
+      code: candidate.code as number,
+      message: candidate.message,
+    };
+    if (candidate.data !== undefined) failure.data = candidate.data;
+    return failure;
+  }
+  return undefined;
+}
+
+class TaskCancelled extends Error {
+  constructor() {
+    super('The task was cancelled');
+    this.name = 'AbortError';
+  }
+}
+
+interface Running {
+  readonly controller: AbortController;
+  readonly done: Promise<void>;
+}
+
+/**
+ * Runs `@TaskTool` methods. The task is created and stored first; the method then runs in the
+ * background with a TaskContext. Its return value completes the task; a thrown JSON-RPC error
+ * fails it with that code; any other throw fails it with -32603 and a generic message (the error
+ * is logged here, never sent). Work that ends after a cancel leaves the task cancelled.
+ */
+@Injectable()
+export class TaskToolRunner implements BeforeApplicationShutdown {
+  private readonly logger = new Logger('TaskToolRunner');
+  private readonly running = new Map<string, Running>();
+
+  constructor(
+    private readonly tasks: TasksService,
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+  ) {}
+
+  /** How many tool calls run in this process now. */
+  get size(): number {
+    return this.running.size;
+  }
+
+  /** Creates the task (readable before this resolves) and starts the method. */
+  async start(tool: TaskToolDefinition, input: unknown, owner: TaskOwner): Promise<TaskRecord> {
+    const record = await this.create(tool, owner);
+    this.run(tool, input, record, false);
+    return record;
+  }
+
+  /** For a client without the tasks extension: runs the method to the end, answers its result. */
+  async runInline(
+    tool: TaskToolDefinition,
+    input: unknown,
+    owner: TaskOwner,
+  ): Promise<CallToolResult> {
+    const record = await this.create(tool, owner);
+    this.run(tool, input, record, true);
+    const end = await waitForTask(this.tasks, record.taskId, (task) => isTerminal(task.status), {
+      pollMs: this.pollMs(tool),
+    });
+    if (end.status === 'completed' && end.result) {
+      const { resultType, ...result } = end.result;
+      return result as CallToolResult;
+    }
+    const message =
+      end.status === 'failed' ? (end.error?.message ?? GENERIC_FAILURE) : 'The task was cancelled';
+    return { content: [{ type: 'text', text: message }], isError: true };
+  }
+
+  /** Ends every call still running: its signal fires and its task fails with a clear error. */
+  async beforeApplicationShutdown(): Promise<void> {
+    const running = [...this.running.entries()];
+    for (const [, call] of running) call.controller.abort(new Error('The server is shutting down'));
+    await Promise.all(
+      running.map(async ([taskId, call]) => {
+        await this.tasks
+          .fail(taskId, [-32603, 'The server shut down before the task finished'])
+          .catch(() => undefined);
+        await call.done;
+      }),
+    );
+  }
+
+  private create(tool: TaskToolDefinition, owner: TaskOwner): Promise<TaskRecord> {
+    const { ttlMs, pollIntervalMs, statusMessage } = tool.options;
+    return this.tasks.create(owner, {
+      ...(ttlMs !== undefined && { ttlMs }),
+      ...(pollIntervalMs !== undefined && { pollIntervalMs }),
+      ...(statusMessage !== undefined && { statusMessage }),
+    });
+  }
+
+  private pollMs(tool: TaskToolDefinition): number {
+    return Math.min(tool.options.pollIntervalMs ?? WATCH_POLL_MS, WATCH_POLL_MS);
+  }
+
+  private run(tool: TaskToolDefinition, input: unknown, record: TaskRecord, inline: boolean): void {
+    const { taskId } = record;
+    const controller = new AbortController();
+    const context = new RunningTaskContext(
+      this.tasks,
+      taskId,
+      record.owner,
+      controller.signal,
+      inline,
+      this.pollMs(tool),
+    );
+    const stopWatching = this.watchCancellation(taskId, controller, this.pollMs(tool));
+    const done = (async () => {
+      try {
+        const value = await tool.invoke(input, context);
+        if (context.isHandedOff) return;
+        if (controller.signal.aborted) return await this.acknowledgeCancel(taskId);
+        await this.settle(this.tasks.complete(taskId, toCallToolResult(value)));
+      } catch (error) {
+        if (controller.signal.aborted) return await this.acknowledgeCancel(taskId);
+        const failure = failureOf(error);
+        if (failure === undefined) {
+          this.logger.error(
+            `Task tool ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
+          );
+        }
+        await this.settle(this.tasks.fail(taskId, failure ?? [-32603, GENERIC_FAILURE]));
+      }
+    })()
+      .catch((error: unknown) => {
+        this.logger.error(`Task tool ${tool.name} could not settle its task: ${String(error)}`);
+      })
+      .finally(() => {
+        stopWatching();
+        this.running.delete(taskId);
+      });
+    this.running.set(taskId, { controller, done });
+  }
+
+  /** A task finished by someone else meanwhile (cancelled, failed at shutdown) stays as it is. */
+  private async settle(write: Promise<TaskRecord>): Promise<void> {
+    try {
+      await write;
+    } catch (error) {
+      if (!(error instanceof TaskTerminalError)) throw error;
+    }
+  }
+
+  private async acknowledgeCancel(taskId: string): Promise<void> {
+    if (this.config.cancellation === 'cooperative') {
+      await this.settle(this.tasks.markCancelled(taskId));
+    }
+  }
+
+  /** Fires the call's signal when the task is cancelled, here or in another process. */
+  private watchCancellation(
+    taskId: string,
+    controller: AbortController,
+    pollMs: number,
+  ): () => void {
+    const stop = new AbortController();
+    waitForTask(
+      this.tasks,
+      taskId,
+      (task) => isCancellationRequested(task) || isTerminal(task.status),
+      { pollMs, signal: stop.signal },
+    ).then(
+      (task) => {
+        if (isCancellationRequested(task)) controller.abort(new TaskCancelled());
+      },
+      () => {
+        if (!stop.signal.aborted) controller.abort(new TaskCancelled());
+      },
+    );
+    return () => stop.abort();
+  }
+}

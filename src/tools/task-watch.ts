@@ -1,0 +1,46 @@
+import type { TaskRecord } from '../task.js';
+import type { TasksService } from '../tasks.service.js';
+
+export interface WaitOptions {
+  /** Re-read the task this often, for changes made by other processes. */
+  pollMs: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Resolves with the first state of the task that satisfies `until`: from this process's change
+ * feed at once, or from a periodic re-read (changes written by another process sharing the store).
+ * Rejects when the task is gone, or with the signal's reason when it aborts.
+ */
+export function waitForTask(
+  tasks: TasksService,
+  taskId: string,
+  until: (record: TaskRecord) => boolean,
+  options: WaitOptions,
+): Promise<TaskRecord> {
+  return new Promise<TaskRecord>((resolve, reject) => {
+    let settled = false;
+    const finish = (settle: () => void): void => {
+      if (settled) return;
+      settled = true;
+      unsubscribe();
+      clearInterval(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+      settle();
+    };
+    const check = (record: TaskRecord): void => {
+      if (until(record)) finish(() => resolve(record));
+    };
+    const poll = (): void => {
+      tasks.status(taskId).then(check, (error: unknown) => finish(() => reject(error)));
+    };
+    const onAbort = (): void => finish(() => reject(options.signal?.reason));
+
+    const unsubscribe = tasks.events.subscribe(taskId, check);
+    const timer = setInterval(poll, options.pollMs);
+    timer.unref();
+    if (options.signal?.aborted) return onAbort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    poll();
+  });
+}

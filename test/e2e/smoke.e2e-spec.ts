@@ -1,0 +1,57 @@
+import { DemoModule } from '../../examples/demo.module.js';
+import { ADAPTERS, startApp } from './app.js';
+
+const META = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientInfo': { name: 'smoke', version: '1' },
+  'io.modelcontextprotocol/clientCapabilities': {
+    extensions: { 'io.modelcontextprotocol/tasks': {} },
+  },
+};
+
+describe.each(ADAPTERS)('smoke (%s)', (adapter) => {
+  it('tools/call answers a task that tasks/get follows to completed', async () => {
+    const { url, close } = await startApp(DemoModule, adapter);
+    try {
+      const post = (method: string, name: string | undefined, params: object) =>
+        fetch(url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'mcp-protocol-version': '2026-07-28',
+            'mcp-method': method,
+            ...(name && { 'mcp-name': name }),
+          },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: 1,
+            method,
+            params: { ...params, _meta: META },
+          }),
+        });
+      const created: { result: { resultType: string; taskId: string } } = await (
+        await post('tools/call', 'add_slowly', {
+          name: 'add_slowly',
+          arguments: { a: 2, b: 3, delayMs: 40 },
+        })
+      ).json();
+      expect(created.result.resultType).toBe('task');
+      let status = 'working';
+      let body: { result: { status: string; result?: unknown } } | undefined;
+      for (let i = 0; i < 50 && status === 'working'; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        body = await (
+          await post('tasks/get', created.result.taskId, { taskId: created.result.taskId })
+        )
+          .json()) as typeof body;
+        status = body!.result.status;
+      }
+      expect(body!.result).toMatchObject({
+        status: 'completed',
+        result: { structuredContent: { sum: 5 } },
+      });
+    } finally {
+      await close();
+    }
+  });
+});
