@@ -40,10 +40,10 @@ describe.each(ADAPTERS)('smoke (%s)', (adapter) => {
       let body: { result: { status: string; result?: unknown } } | undefined;
       for (let i = 0; i < 50 && status === 'working'; i++) {
         await new Promise((r) => setTimeout(r, 20));
-        body = await (
-          await post('tasks/get', created.result.taskId, { taskId: created.result.taskId })
-        )
-          .json()) as typeof body;
+        const response = await post('tasks/get', created.result.taskId, {
+          taskId: created.result.taskId,
+        });
+        body = (await response.json()) as typeof body;
         status = body!.result.status;
       }
       expect(body!.result).toMatchObject({
