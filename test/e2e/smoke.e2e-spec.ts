@@ -29,12 +29,11 @@ describe.each(ADAPTERS)('smoke (%s)', (adapter) => {
             params: { ...params, _meta: META },
           }),
         });
-      const created: { result: { resultType: string; taskId: string } } = await (
-        await post('tools/call', 'add_slowly', {
-          name: 'add_slowly',
-          arguments: { a: 2, b: 3, delayMs: 40 },
-        })
-      ).json();
+      const call = await post('tools/call', 'add_slowly', {
+        name: 'add_slowly',
+        arguments: { a: 2, b: 3, delayMs: 40 },
+      });
+      const created = (await call.json()) as { result: { resultType: string; taskId: string } };
       expect(created.result.resultType).toBe('task');
       let status = 'working';
       let body: { result: { status: string; result?: unknown } } | undefined;
