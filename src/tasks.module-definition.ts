@@ -8,6 +8,7 @@ import { show, TasksConfigError } from './errors.js';
 import { isTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 import { InMemoryTaskStore } from './store/in-memory.task-store.js';
 import { missingStoreMethods, TaskStore } from './store/task-store.js';
+import { MCP_PATH } from './tasks.constants.js';
 import { createMcpController } from './mcp/mcp.controller.js';
 import {
   checkPath,
@@ -70,6 +71,7 @@ export const {
           ...(definition.providers ?? []),
           ...storeProviders(extras.store),
           ...notifierProviders(extras.notifier),
+          { provide: MCP_PATH, useValue: path },
         ],
         controllers: path === false ? [] : [createMcpController(path, checkGuards(extras.guards))],
       };

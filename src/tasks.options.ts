@@ -4,6 +4,7 @@ import { defaultPrincipal, type PrincipalResolver } from './principal.js';
 import {
   DEFAULT_JANITOR_INTERVAL_MS,
   DEFAULT_MCP_PATH,
+  DEFAULT_MAX_BODY_BYTES,
   DEFAULT_MAX_ROWS,
   DEFAULT_TERMINAL_TTL_MS,
   DEFAULT_TTL_MS,
@@ -47,6 +48,11 @@ export interface TasksModuleOptions {
   allowedHosts?: string[] | false;
   /** Origins (host names) a browser may call from. Default as for `allowedHosts`. */
   allowedOrigins?: string[] | false;
+  /**
+   * The largest request body the endpoint accepts, in bytes (-32600, HTTP 413 beyond). Default
+   * 1 MiB. Under Express the app's own body parser limit (Nest's default: 100 kB) applies first.
+   */
+  maxBodyBytes?: number;
 }
 
 /**
@@ -91,6 +97,7 @@ export interface TasksConfig {
   readonly configure: ((server: McpServer) => void) | undefined;
   readonly allowedHosts: readonly string[] | false | undefined;
   readonly allowedOrigins: readonly string[] | false | undefined;
+  readonly maxBodyBytes: number;
 }
 
 const OPTION_KEYS: ReadonlySet<string> = new Set([
@@ -105,6 +112,7 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'configure',
   'allowedHosts',
   'allowedOrigins',
+  'maxBodyBytes',
 ]);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
 
@@ -205,6 +213,7 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     configure: configure as ((server: McpServer) => void) | undefined,
     allowedHosts,
     allowedOrigins,
+    maxBodyBytes: positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
   });
 }
 

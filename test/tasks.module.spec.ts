@@ -78,6 +78,7 @@ describe('TasksModule.forRoot', () => {
       configure: undefined,
       allowedHosts: undefined,
       allowedOrigins: undefined,
+      maxBodyBytes: 1_048_576,
     });
   });
 

@@ -5,7 +5,9 @@ import {
   Logger,
   type OnApplicationShutdown,
   type OnModuleInit,
+  Optional,
 } from '@nestjs/common';
+import { ApplicationConfig, HttpAdapterHost } from '@nestjs/core';
 import {
   type AuthInfo,
   classifyInboundRequest,
@@ -14,7 +16,14 @@ import {
 } from '@modelcontextprotocol/server';
 import { toNodeHandler, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
 import { ownerOf } from '../principal.js';
-import { TASKS_CONFIG } from '../tasks.constants.js';
+import { MCP_PATH, TASKS_CONFIG } from '../tasks.constants.js';
+import {
+  BODY_TOO_LARGE,
+  installBodyParsing,
+  OVERSIZED_BODY,
+  PARSE_ERROR,
+  UNPARSABLE_BODY,
+} from './body-parsing.js';
 import type { TasksConfig } from '../tasks.options.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { declaresTasks, idOf, missingTasksCapability, sendError } from './json-rpc.js';
@@ -64,12 +73,23 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     private readonly registry: TaskToolRegistry,
     private readonly factory: McpServerFactory,
     private readonly methods: TasksMethods,
+    @Inject(MCP_PATH) private readonly path: string | false,
+    @Optional() private readonly adapterHost?: HttpAdapterHost,
+    @Optional() private readonly appConfig?: ApplicationConfig,
   ) {}
 
   onModuleInit(): void {
     const onerror = (error: Error): void => this.logger.debug(`MCP: ${error.message}`);
-    this.handler = createMcpHandler(this.factory.create, { onerror });
-    this.nodeHandler = toNodeHandler(this.handler, { onerror });
+    const maxRequestBodySize = this.config.maxBodyBytes;
+    this.handler = createMcpHandler(this.factory.create, { onerror, maxRequestBodySize });
+    this.nodeHandler = toNodeHandler(this.handler, { onerror, maxRequestBodySize });
+    const adapter = this.adapterHost?.httpAdapter;
+    if (this.path !== false && adapter) {
+      const fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
+        .replace(/\/{2,}/g, '/')
+        .replace(/(.)\/$/, '$1');
+      installBodyParsing(adapter.getType(), adapter.getInstance(), fullPath, maxRequestBodySize);
+    }
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -105,7 +125,10 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
         message: 'Unsupported Media Type: Content-Type must be application/json',
       });
     }
-    const body = request.body;
+    const declaredLength = Number(header(request, 'content-length') ?? 0);
+    const body = declaredLength > this.config.maxBodyBytes ? OVERSIZED_BODY : request.body;
+    if (body === UNPARSABLE_BODY) return sendError(res, 400, null, PARSE_ERROR);
+    if (body === OVERSIZED_BODY) return sendError(res, 413, null, BODY_TOO_LARGE);
     const headers: StandardHeaders = {
       protocolVersion: header(request, 'mcp-protocol-version'),
       method: header(request, 'mcp-method'),

@@ -33,7 +33,8 @@ describe.each(ADAPTERS)('smoke (%s)', (adapter) => {
         name: 'add_slowly',
         arguments: { a: 2, b: 3, delayMs: 40 },
       });
-      const created = (await call.json()) as { result: { resultType: string; taskId: string } };
+      const text = await call.text();
+      const created = JSON.parse(text) as { result: { resultType: string; taskId: string } };
       expect(created.result.resultType).toBe('task');
       let status = 'working';
       let body: { result: { status: string; result?: unknown } } | undefined;

@@ -1,0 +1,120 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import { sendError } from './json-rpc.js';
+
+/** What the endpoint finds in place of a body the framework could not parse. */
+export const UNPARSABLE_BODY = Symbol('nestjs-mcp-tasks: unparsable body');
+export const OVERSIZED_BODY = Symbol('nestjs-mcp-tasks: oversized body');
+
+export const PARSE_ERROR = {
+  code: -32700,
+  message: 'Parse error: the request body is not valid JSON',
+};
+export const BODY_TOO_LARGE = { code: -32600, message: 'Request body too large' };
+
+/** The media type the endpoint's Fastify requests carry while routed to our own parser. */
+const ENDPOINT_JSON = 'application/vnd.nestjs-mcp-tasks+json';
+/** Where the request's own Content-Type waits meanwhile (restored once the body is parsed). */
+const ORIGINAL_TYPE = Symbol('nestjs-mcp-tasks: content-type');
+
+interface TaggedRequest {
+  url: string;
+  headers: IncomingMessage['headers'];
+  [ORIGINAL_TYPE]?: string;
+}
+const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
+
+interface ExpressLike {
+  use(
+    path: string,
+    handler: (
+      error: unknown,
+      req: IncomingMessage,
+      res: ServerResponse,
+      next: (error?: unknown) => void,
+    ) => void,
+  ): void;
+}
+
+interface FastifyLike {
+  addHook(
+    name: 'onRequest',
+    hook: (
+      request: TaggedRequest,
+      reply: unknown,
+      done: () => void,
+    ) => void,
+  ): void;
+  addContentTypeParser(
+    type: string,
+    parser: (
+      request: TaggedRequest,
+      payload: Readable,
+      done: (error: Error | null, body?: unknown) => void,
+    ) => void,
+  ): void;
+}
+
+function pathnameOf(url: string): string {
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
+/**
+ * Makes a body the framework cannot parse reach the endpoint as a JSON-RPC error instead of the
+ * framework's own error page: malformed JSON → -32700 (HTTP 400), an oversized body → -32600
+ * (HTTP 413). Only requests to the endpoint's path are touched; the app's other routes keep the
+ * framework's behaviour.
+ *
+ * - Express: an error-handling middleware on the path, ahead of Nest's exception handler.
+ * - Fastify: the endpoint's JSON requests are parsed by a parser of ours (Fastify's parsers are
+ *   per media type, so the request is tagged with a private one on arrival), which hands the
+ *   endpoint a marker instead of failing.
+ */
+export function installBodyParsing(
+  adapterName: string,
+  instance: unknown,
+  path: string,
+  maxBytes: number,
+): void {
+  if (adapterName === 'express') {
+    (instance as ExpressLike).use(path, (error, _req, res, next) => {
+      const type = (error as { type?: unknown } | null)?.type;
+      if (type === 'entity.parse.failed') return sendError(res, 400, null, PARSE_ERROR);
+      if (type === 'entity.too.large') return sendError(res, 413, null, BODY_TOO_LARGE);
+      next(error);
+    });
+    return;
+  }
+  if (adapterName === 'fastify') {
+    const fastify = instance as FastifyLike;
+    fastify.addHook('onRequest', (request, _reply, done) => {
+      const type = request.headers['content-type'];
+      if (typeof type === 'string' && JSON_TYPE.test(type) && pathnameOf(request.url) === path) {
+        request[ORIGINAL_TYPE] = type;
+        request.headers['content-type'] = ENDPOINT_JSON;
+      }
+      done();
+    });
+    fastify.addContentTypeParser(ENDPOINT_JSON, (request, payload, done) => {
+      request.headers['content-type'] = request[ORIGINAL_TYPE];
+      readJson(payload, maxBytes).then(
+        (body) => done(null, body),
+        () => done(null, UNPARSABLE_BODY),
+      );
+    });
+  }
+}
+
+async function readJson(payload: Readable, maxBytes: number): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of payload) {
+    size += (chunk as Buffer).length;
+    // Past the limit the rest is read and dropped, so the client still gets its answer.
+    if (size <= maxBytes) chunks.push(chunk as Buffer);
+  }
+  if (size > maxBytes) return OVERSIZED_BODY;
+  const text = Buffer.concat(chunks, size).toString('utf8');
+  return JSON.parse(text) as unknown;
+}
