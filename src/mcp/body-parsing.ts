@@ -39,11 +39,7 @@ interface ExpressLike {
 interface FastifyLike {
   addHook(
     name: 'onRequest',
-    hook: (
-      request: TaggedRequest,
-      reply: unknown,
-      done: () => void,
-    ) => void,
+    hook: (request: TaggedRequest, reply: unknown, done: () => void) => void,
   ): void;
   addContentTypeParser(
     type: string,

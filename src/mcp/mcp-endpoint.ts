@@ -172,14 +172,16 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     }
 
     const tasks = declaresTasks(message?.params);
+    const info: EndpointRequestInfo = { owner, tasks, ...(method !== undefined && { method }) };
     if (isRequest && method === 'tools/call') {
       const name = (message.params as { name?: unknown } | null)?.name;
       const tool = typeof name === 'string' ? this.registry.get(name) : undefined;
       if (tool && !tasks && tool.options.whenClientLacksTasks === 'reject') {
         return sendError(res, 400, idOf(message), missingTasksCapability(`tool ${name}`));
       }
+      if (typeof name === 'string') info.tool = name;
     }
-    return this.toSdk(req, res, body, { owner, tasks });
+    return this.toSdk(req, res, body, info);
   }
 
   private toSdk(

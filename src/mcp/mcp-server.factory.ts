@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import {
   type CallToolResult,
   McpServer,
+  type McpRequestContext,
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
 import { toTask, type TaskOwner } from '../task.js';
@@ -15,6 +16,10 @@ export interface EndpointRequestInfo {
   owner: Required<TaskOwner>;
   /** Whether the request declared the tasks extension. */
   tasks: boolean;
+  /** The JSON-RPC method, when the request is one. */
+  method?: string;
+  /** For `tools/call`: the tool's name. */
+  tool?: string;
 }
 
 /** Key under which EndpointRequestInfo travels in the SDK's `authInfo.extra`. */
@@ -36,10 +41,16 @@ const EMPTY_INPUT: StandardSchemaWithJSON = {
   },
 };
 
+function requestInfoOf(context: { authInfo?: { extra?: Record<string, unknown> } } | undefined) {
+  return context?.authInfo?.extra?.[REQUEST_INFO_KEY] as EndpointRequestInfo | undefined;
+}
+
 /**
- * Builds the McpServer the SDK asks for on each request it serves: the task tools (definitions
- * and schemas made once at bootstrap, so this is a loop of cheap registrations), the extension
- * advertised as exactly `{}`, and the app's own `configure` hook.
+ * Builds the McpServer the SDK asks for on each request it serves: the extension advertised as
+ * exactly `{}`, the app's own `configure` hook, and the task tools the request needs. Tool
+ * definitions and schemas are made once at bootstrap; a request registers only what it can use:
+ * every task tool for `tools/list`, the called one for `tools/call`, none otherwise. So a call
+ * costs the same with 1 or 50 task tools.
  */
 @Injectable()
 export class McpServerFactory {
@@ -49,28 +60,37 @@ export class McpServerFactory {
     private readonly runner: TaskToolRunner,
   ) {}
 
-  readonly create = (): McpServer => {
+  readonly create = (context?: McpRequestContext): McpServer => {
     const server = new McpServer(this.config.serverInfo, {
       capabilities: { tools: {}, extensions: { [TASKS_EXTENSION_ID]: {} } },
     });
     this.config.configure?.(server);
-    for (const tool of this.registry.all()) {
-      server.registerTool(
-        tool.name,
-        { ...tool.config, inputSchema: tool.config.inputSchema ?? EMPTY_INPUT },
-        (input: unknown, context: unknown) => this.call(tool, input, context),
-      );
+    const info = requestInfoOf(context);
+    if (info?.method === 'tools/call') {
+      const tool = info.tool === undefined ? undefined : this.registry.get(info.tool);
+      if (tool) this.register(server, tool);
+    } else if (info === undefined || info.method === 'tools/list') {
+      for (const tool of this.registry.all()) this.register(server, tool);
     }
     return server;
   };
+
+  private register(server: McpServer, tool: TaskToolDefinition): void {
+    server.registerTool(
+      tool.name,
+      { ...tool.config, inputSchema: tool.config.inputSchema ?? EMPTY_INPUT },
+      (input: unknown, context: unknown) => this.call(tool, input, context),
+    );
+  }
 
   private async call(
     tool: TaskToolDefinition,
     input: unknown,
     context: unknown,
   ): Promise<CallToolResult> {
-    const extra = (context as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http
-      ?.authInfo?.extra?.[REQUEST_INFO_KEY] as EndpointRequestInfo | undefined;
+    const extra = requestInfoOf(
+      (context as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http,
+    );
     const owner = extra?.owner ?? { principal: null, tenant: null };
     if (extra?.tasks) {
       const record = await this.runner.start(tool, input, owner);
