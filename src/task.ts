@@ -245,7 +245,8 @@ export function updateTask(
   if (Object.keys(remaining).length > 0) {
     return next(task, { inputRequests: remaining, inputResponses: received }, now);
   }
-  const { inputRequests, ...kept } = task;
+  // Back to work: the status message described the wait, so it goes with it.
+  const { inputRequests, statusMessage, ...kept } = task;
   return next(kept as TaskRecord, { status: 'working', inputResponses: received }, now);
 }
 

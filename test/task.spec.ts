@@ -165,6 +165,16 @@ describe('task model: input requests and answers', () => {
     expect(more.usedInputKeys).toEqual(['a', 'b']);
   });
 
+  it('answering every key clears the status message that described the wait', () => {
+    const asked = ok(
+      requireInputTask(fresh(), { a: ask('a') }, { statusMessage: 'Waiting' }, T0 + 1),
+    );
+    expect(asked.statusMessage).toBe('Waiting');
+    const partial = ok(requireInputTask(asked, { b: ask('b') }, {}, T0 + 2));
+    expect(ok(updateTask(partial, { a: answer('1') }, T0 + 3)).statusMessage).toBe('Waiting');
+    expect(ok(updateTask(asked, { a: answer('1') }, T0 + 3)).statusMessage).toBeUndefined();
+  });
+
   it('a partial answer keeps input_required with the rest outstanding', () => {
     const partial = ok(updateTask(inputRequired(['a', 'b']), { a: answer('1') }, T0 + 2));
     expect(partial.status).toBe('input_required');

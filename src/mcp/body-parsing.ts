@@ -11,6 +11,20 @@ export const PARSE_ERROR = {
   message: 'Parse error: the request body is not valid JSON',
 };
 export const BODY_TOO_LARGE = { code: -32600, message: 'Request body too large' };
+export const NOT_A_MESSAGE = {
+  code: -32600,
+  message: 'Bad Request: the request body is not a valid JSON-RPC message',
+};
+
+function isJson(text: unknown): boolean {
+  if (typeof text !== 'string') return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** The media type the endpoint's Fastify requests carry while routed to our own parser. */
 const ENDPOINT_JSON = 'application/vnd.nestjs-mcp-tasks+json';
@@ -76,7 +90,12 @@ export function installBodyParsing(
   if (adapterName === 'express') {
     (instance as ExpressLike).use(path, (error, _req, res, next) => {
       const type = (error as { type?: unknown } | null)?.type;
-      if (type === 'entity.parse.failed') return sendError(res, 400, null, PARSE_ERROR);
+      if (type === 'entity.parse.failed') {
+        // body-parser's strict mode refuses JSON that is not an object or array: valid JSON, but
+        // not a JSON-RPC message (-32600) rather than a parse error (-32700).
+        const raw = (error as { body?: unknown }).body;
+        return sendError(res, 400, null, isJson(raw) ? NOT_A_MESSAGE : PARSE_ERROR);
+      }
       if (type === 'entity.too.large') return sendError(res, 413, null, BODY_TOO_LARGE);
       next(error);
     });

@@ -8,22 +8,22 @@ import {
   type TaskOwner,
   type TaskRecord,
 } from '../task.js';
-import { ExpiryHeap } from './expiry-heap.js';
+import { ExpiryIndex } from './expiry-index.js';
 import type { TaskStore, TaskStoreCleanupOptions, TaskStoreCreateOptions } from './task-store.js';
 
 /**
- * The default store: one process, one Map. Two expiry indexes make cleanup cost
- * O(expired · log n): one ordered by `createdAt + ttlMs`, one by the moment a task without a
- * TTL became terminal. Records are frozen on write, so a record handed out cannot change the
- * store behind its back.
+ * The default store: one process, one Map. Two expiry indexes make cleanup cost O(expired): one
+ * by `createdAt + ttlMs` (a lane per TTL), one by the moment a task without a TTL became
+ * terminal. Records are frozen on write, so a record handed out cannot change the store behind
+ * its back.
  */
 @Injectable()
 export class InMemoryTaskStore implements TaskStore {
   private readonly tasks = new Map<string, TaskRecord>();
-  /** Tasks with a TTL, by expiry instant. */
-  private readonly byExpiry = new ExpiryHeap();
-  /** Terminal tasks without a TTL, by the instant they became terminal. */
-  private readonly byTerminal = new ExpiryHeap();
+  /** Tasks with a TTL, by expiry instant, a lane per TTL. */
+  private readonly byExpiry = new ExpiryIndex();
+  /** Terminal tasks without a TTL, by the instant they became terminal (one lane). */
+  private readonly byTerminal = new ExpiryIndex();
   /** Heap entries whose task was deleted directly: compacted away when they pile up. */
   private stale = 0;
 
@@ -68,18 +68,15 @@ export class InMemoryTaskStore implements TaskStore {
 
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
     let removed = this.removeExpired(now);
-    const terminalBefore = now - options.terminalTtlMs;
-    const heap = this.byTerminal;
-    while (heap.peekDeadline() <= terminalBefore) {
-      const terminalAt = heap.peekDeadline();
-      const record = this.tasks.get(heap.pop());
+    this.byTerminal.popDue(now - options.terminalTtlMs, (terminalAt, taskId) => {
+      const record = this.tasks.get(taskId);
       if (record !== undefined && record.ttlMs === null && record.lastUpdatedAt === terminalAt) {
-        this.tasks.delete(record.taskId);
+        this.tasks.delete(taskId);
         removed++;
       } else if (this.stale > 0) {
         this.stale--;
       }
-    }
+    });
     return removed;
   }
 
@@ -93,17 +90,15 @@ export class InMemoryTaskStore implements TaskStore {
 
   private removeExpired(now: number): number {
     let removed = 0;
-    const heap = this.byExpiry;
-    while (heap.peekDeadline() <= now) {
-      const deadline = heap.peekDeadline();
-      const record = this.tasks.get(heap.pop());
+    this.byExpiry.popDue(now, (deadline, taskId) => {
+      const record = this.tasks.get(taskId);
       if (record !== undefined && expiresAt(record) === deadline) {
-        this.tasks.delete(record.taskId);
+        this.tasks.delete(taskId);
         removed++;
       } else if (this.stale > 0) {
         this.stale--;
       }
-    }
+    });
     return removed;
   }
 
@@ -111,11 +106,11 @@ export class InMemoryTaskStore implements TaskStore {
   private index(record: TaskRecord, previous: TaskRecord | undefined): void {
     if (previous === undefined) {
       const at = expiresAt(record);
-      if (at !== null) this.byExpiry.push(at, record.taskId);
+      if (at !== null) this.byExpiry.push(record.ttlMs!, at, record.taskId);
       return;
     }
     if (record.ttlMs === null && isTerminal(record.status) && !isTerminal(previous.status)) {
-      this.byTerminal.push(record.lastUpdatedAt, record.taskId);
+      this.byTerminal.push(0, record.lastUpdatedAt, record.taskId);
     }
   }
 
