@@ -6,6 +6,7 @@ export {
   type PartProvider,
   type TasksConfig,
   type TasksJanitorOptions,
+  type TasksListenOptions,
   type TasksModuleExtras,
   type TasksModuleOptions,
 } from './tasks.options.js';
@@ -15,6 +16,7 @@ export {
   DEFAULT_TERMINAL_TTL_MS,
   DEFAULT_TTL_MS,
   TASKS_CONFIG,
+  LISTEN_FEED,
   TASKS_EXTENSION_ID,
 } from './tasks.constants.js';
 export {
@@ -73,6 +75,7 @@ export {
 } from './store/task-store.js';
 export { InMemoryTaskStore } from './store/in-memory.task-store.js';
 export { InjectTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
+export { ListenNotifier } from './notify/listen.notifier.js';
 export { TasksJanitor } from './janitor/tasks.janitor.js';
 export {
   TaskTool,

@@ -5,7 +5,8 @@ import {
   type Type,
 } from '@nestjs/common';
 import { show, TasksConfigError } from './errors.js';
-import { isTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
+import { ListenNotifier } from './notify/listen.notifier.js';
+import { isTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 import { InMemoryTaskStore } from './store/in-memory.task-store.js';
 import { missingStoreMethods, TaskStore } from './store/task-store.js';
 import { MCP_PATH } from './tasks.constants.js';
@@ -90,7 +91,7 @@ function storeProviders(store: TasksModuleExtras['store']): Provider[] {
 }
 
 function notifierProviders(notifier: TasksModuleExtras['notifier']): Provider[] {
-  if (notifier === undefined) return [{ provide: TaskNotifier, useClass: NoopTaskNotifier }];
+  if (notifier === undefined) return [{ provide: TaskNotifier, useClass: ListenNotifier }];
   if (notifier === null) return [{ provide: TaskNotifier, useValue: null }];
   return partProviders('notifier', TaskNotifier, notifier, (value) =>
     isTaskNotifier(value) ? null : 'must implement TaskNotifier (a notify method)',

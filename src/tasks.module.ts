@@ -11,7 +11,8 @@ import { TaskToolRunner } from './tools/task-tool.runner.js';
 import { TasksJanitor } from './janitor/tasks.janitor.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { TaskStore } from './store/task-store.js';
-import { TASKS_CONFIG } from './tasks.constants.js';
+import { LISTEN_FEED, TASKS_CONFIG } from './tasks.constants.js';
+import { ListenRouter } from './listen/listen.router.js';
 import { ConfigurableModuleClass, TASKS_MODULE_OPTIONS } from './tasks.module-definition.js';
 import { resolveTasksConfig, type TasksModuleOptions } from './tasks.options.js';
 import { TasksService } from './tasks.service.js';
@@ -34,6 +35,8 @@ import { TasksService } from './tasks.service.js';
   imports: [DiscoveryModule],
   providers: [
     TaskEvents,
+    { provide: LISTEN_FEED, useFactory: () => new TaskEvents() },
+    ListenRouter,
     TaskToolRegistry,
     TaskToolExplorer,
     TaskToolRunner,

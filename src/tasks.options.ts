@@ -4,7 +4,10 @@ import { defaultPrincipal, type PrincipalResolver } from './principal.js';
 import {
   DEFAULT_JANITOR_INTERVAL_MS,
   DEFAULT_MCP_PATH,
+  DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_TASK_IDS,
   DEFAULT_MAX_ROWS,
   DEFAULT_TERMINAL_TTL_MS,
   DEFAULT_TTL_MS,
@@ -53,6 +56,17 @@ export interface TasksModuleOptions {
    * 1 MiB. Under Express the app's own body parser limit (Nest's default: 100 kB) applies first.
    */
   maxBodyBytes?: number;
+  /** Listen streams (`subscriptions/listen`). */
+  listen?: TasksListenOptions;
+}
+
+export interface TasksListenOptions {
+  /** Interval of SSE keepalive comments; `0` turns them off. Default 15 s. */
+  keepAliveMs?: number;
+  /** Open streams per process; a listen beyond it gets a JSON-RPC error. Default 1,024. */
+  maxStreams?: number;
+  /** Task ids per filter; more is -32602. Default 256. */
+  maxTaskIds?: number;
 }
 
 /**
@@ -98,6 +112,7 @@ export interface TasksConfig {
   readonly allowedHosts: readonly string[] | false | undefined;
   readonly allowedOrigins: readonly string[] | false | undefined;
   readonly maxBodyBytes: number;
+  readonly listen: Readonly<Required<TasksListenOptions>>;
 }
 
 const OPTION_KEYS: ReadonlySet<string> = new Set([
@@ -113,7 +128,9 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'allowedHosts',
   'allowedOrigins',
   'maxBodyBytes',
+  'listen',
 ]);
+const LISTEN_KEYS: ReadonlySet<string> = new Set(['keepAliveMs', 'maxStreams', 'maxTaskIds']);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
 
 const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
@@ -214,6 +231,22 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     allowedHosts,
     allowedOrigins,
     maxBodyBytes: positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
+    listen: listenOptions(raw.listen),
+  });
+}
+
+function listenOptions(value: unknown): Readonly<Required<TasksListenOptions>> {
+  const given = value ?? {};
+  if (!isObject(given)) throw mustBe('listen', 'an object', given);
+  refuseUnknownKeys('listen.', given, LISTEN_KEYS);
+  const keepAliveMs = given.keepAliveMs ?? DEFAULT_KEEPALIVE_MS;
+  if (keepAliveMs !== 0 && !isPositiveInteger(keepAliveMs)) {
+    throw mustBe('listen.keepAliveMs', 'a positive integer or 0', keepAliveMs);
+  }
+  return Object.freeze({
+    keepAliveMs: keepAliveMs as number,
+    maxStreams: positiveInteger('listen.maxStreams', given.maxStreams, DEFAULT_MAX_STREAMS),
+    maxTaskIds: positiveInteger('listen.maxTaskIds', given.maxTaskIds, DEFAULT_MAX_TASK_IDS),
   });
 }
 

@@ -3,7 +3,8 @@ import { Inject, Injectable, Module, type INestApplicationContext } from '@nestj
 import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import { Test } from '@nestjs/testing';
 import { TasksConfigError } from '../src/errors.js';
-import { NoopTaskNotifier, TaskNotifier } from '../src/notify/task-notifier.js';
+import { ListenNotifier } from '../src/notify/listen.notifier.js';
+import { TaskNotifier } from '../src/notify/task-notifier.js';
 import { defaultPrincipal } from '../src/principal.js';
 import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
 import { TaskStore } from '../src/store/task-store.js';
@@ -65,7 +66,7 @@ describe('TasksModule.forRoot', () => {
     const task = await service.create(owner);
     expect(await app.get<TaskStore>(TaskStore).get(task.taskId)).toEqual(task);
     expect(app.get(TaskStore)).toBeInstanceOf(InMemoryTaskStore);
-    expect(app.get(TaskNotifier)).toBeInstanceOf(NoopTaskNotifier);
+    expect(app.get(TaskNotifier)).toBeInstanceOf(ListenNotifier);
     expect(app.get<TasksConfig>(TASKS_CONFIG)).toEqual({
       cancellation: 'immediate',
       defaultTtlMs: 3_600_000,
@@ -79,6 +80,7 @@ describe('TasksModule.forRoot', () => {
       allowedHosts: undefined,
       allowedOrigins: undefined,
       maxBodyBytes: 1_048_576,
+      listen: { keepAliveMs: 15_000, maxStreams: 1_024, maxTaskIds: 256 },
     });
   });
 

@@ -25,6 +25,7 @@ import {
   UNPARSABLE_BODY,
 } from './body-parsing.js';
 import type { TasksConfig } from '../tasks.options.js';
+import { ListenRouter } from '../listen/listen.router.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { declaresTasks, idOf, missingTasksCapability, sendError } from './json-rpc.js';
 import {
@@ -73,6 +74,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     private readonly registry: TaskToolRegistry,
     private readonly factory: McpServerFactory,
     private readonly methods: TasksMethods,
+    private readonly listen: ListenRouter,
     @Inject(MCP_PATH) private readonly path: string | false,
     @Optional() private readonly adapterHost?: HttpAdapterHost,
     @Optional() private readonly appConfig?: ApplicationConfig,
@@ -83,6 +85,8 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     const maxRequestBodySize = this.config.maxBodyBytes;
     this.handler = createMcpHandler(this.factory.create, { onerror, maxRequestBodySize });
     this.nodeHandler = toNodeHandler(this.handler, { onerror, maxRequestBodySize });
+    // What the server advertises decides which core listen filters are honoured.
+    this.listen.attach(this.handler.bus, this.factory.create().server.getCapabilities());
     const adapter = this.adapterHost?.httpAdapter;
     if (this.path !== false && adapter) {
       const fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
@@ -168,6 +172,9 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       if (mismatch) return sendError(res, 400, idOf(message), mismatch);
       if (TASK_METHODS.has(method)) {
         return this.methods.handle(res, idOf(message), method, message.params, owner);
+      }
+      if (method === 'subscriptions/listen') {
+        return this.listen.open(res, idOf(message), message.params, owner);
       }
     }
 

@@ -1,0 +1,333 @@
+import type { ServerResponse } from 'node:http';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  type OnModuleDestroy,
+} from '@nestjs/common';
+import {
+  SERVER_INFO_META_KEY,
+  SUBSCRIPTION_ID_META_KEY,
+  type ServerCapabilities,
+  type ServerEvent,
+  type ServerEventBus,
+} from '@modelcontextprotocol/server';
+import type { JsonRpcErrorObject } from '../errors.js';
+import {
+  declaresTasks,
+  missingTasksCapability,
+  type RequestId,
+  sendError,
+} from '../mcp/json-rpc.js';
+import type { TaskEvents } from '../notify/task-events.js';
+import { TaskStore } from '../store/task-store.js';
+import { isOwnedBy, isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
+import { LISTEN_FEED, TASKS_CONFIG } from '../tasks.constants.js';
+import type { TasksConfig } from '../tasks.options.js';
+
+/** The filter a listen request asks for, and the part of it the server honours. */
+export interface ListenFilter {
+  taskIds?: string[];
+  toolsListChanged?: boolean;
+  promptsListChanged?: boolean;
+  resourcesListChanged?: boolean;
+  resourceSubscriptions?: string[];
+}
+
+/** A stream that buffers this much unsent output is too slow to keep: it is closed. */
+const MAX_BUFFERED_BYTES = 1 << 20;
+
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+};
+
+const frame = (json: string): string => `event: message\ndata: ${json}\n\n`;
+
+/** One open `subscriptions/listen` stream. */
+class ListenStream {
+  closed = false;
+  /** The last version delivered per task, so a change heard twice is sent once. */
+  readonly delivered = new Map<string, number>();
+  /** `,"_meta":{...}}` closing every notification's params: the subscription id, serialized once. */
+  readonly metaTail: string;
+
+  constructor(
+    readonly id: RequestId,
+    readonly owner: TaskOwner,
+    readonly filter: ListenFilter,
+    readonly res: ServerResponse,
+  ) {
+    this.metaTail = `,"_meta":${JSON.stringify({ [SUBSCRIPTION_ID_META_KEY]: id })}}`;
+  }
+
+  write(data: string): void {
+    if (this.closed) return;
+    this.res.write(data);
+    if (this.res.writableLength > MAX_BUFFERED_BYTES) this.res.destroy();
+  }
+}
+
+interface Watch {
+  readonly streams: Set<ListenStream>;
+  readonly unsubscribe: () => void;
+}
+
+function stringArray(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every((item) => typeof item === 'string');
+}
+
+/**
+ * Serves every `subscriptions/listen` as an SSE response to its POST (the SDK's own router drops
+ * `taskIds`, so all listens are served here and the core filters behave as the SDK's do):
+ *
+ * - the first message acknowledges the honoured filter, `taskIds` narrowed to the caller's own
+ *   tasks (unknown and foreign ids silently dropped);
+ * - every change of a watched task arrives as `notifications/tasks` with the full DetailedTask;
+ *   ownership is checked again at each delivery;
+ * - `toolsListChanged` and friends are honoured where the server advertises them and fed from the
+ *   SDK handler's event bus;
+ * - every message carries the subscription id (the listen request's id) in `_meta`;
+ * - streams are indexed by task id, so a change costs O(streams watching that task);
+ * - at shutdown every stream ends with the listen result, so `app.close()` never waits on them.
+ */
+@Injectable()
+export class ListenRouter implements BeforeApplicationShutdown, OnModuleDestroy {
+  private readonly streams = new Set<ListenStream>();
+  private readonly byTask = new Map<string, Watch>();
+  private capabilities: ServerCapabilities = {};
+  private unsubscribeBus: (() => void) | undefined;
+  private keepAlive: NodeJS.Timeout | undefined;
+  private readonly resultMeta: Record<string, unknown>;
+
+  constructor(
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+    @Inject(TaskStore) private readonly store: TaskStore,
+    @Inject(LISTEN_FEED) private readonly feed: TaskEvents,
+  ) {
+    this.resultMeta = { [SERVER_INFO_META_KEY]: config.serverInfo };
+  }
+
+  /** How many streams are open. */
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /** How many task ids have watchers (for leak checks). */
+  get watchedTasks(): number {
+    return this.byTask.size;
+  }
+
+  /** Connects the router to the SDK handler's change bus and the server's advertised capabilities. */
+  attach(bus: ServerEventBus, capabilities: ServerCapabilities): void {
+    this.capabilities = capabilities;
+    this.unsubscribeBus?.();
+    this.unsubscribeBus = bus.subscribe((event) => this.onServerEvent(event));
+    const every = this.config.listen.keepAliveMs;
+    if (every > 0 && this.keepAlive === undefined) {
+      this.keepAlive = setInterval(() => {
+        for (const stream of this.streams) stream.write(': keepalive\n\n');
+      }, every);
+      this.keepAlive.unref();
+    }
+  }
+
+  /** Serves one listen request: an error answer, or an SSE stream that stays open. */
+  async open(res: ServerResponse, id: RequestId, params: unknown, owner: TaskOwner): Promise<void> {
+    const requested = this.parse(params);
+    if ('code' in requested) {
+      return sendError(res, requested.code === -32021 ? 400 : 200, id, requested);
+    }
+    if (this.streams.size >= this.config.listen.maxStreams) {
+      return sendError(res, 200, id, { code: -32603, message: 'Subscription limit reached' });
+    }
+    const honored = await this.honor(requested, owner);
+    // The owner check ran over the store: the client may have gone meanwhile.
+    if (res.destroyed) return;
+    const stream = new ListenStream(id, owner, honored, res);
+    res.writeHead(200, SSE_HEADERS);
+    stream.write(
+      frame(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'notifications/subscriptions/acknowledged',
+          params: { notifications: honored, _meta: { [SUBSCRIPTION_ID_META_KEY]: id } },
+        }),
+      ),
+    );
+    const nothingToSend =
+      Object.keys(honored).length === 0 ||
+      (Object.keys(honored).length === 1 && honored.taskIds?.length === 0);
+    if (nothingToSend) return this.end(stream);
+    this.streams.add(stream);
+    for (const taskId of honored.taskIds ?? []) this.watch(taskId, stream);
+    res.on('close', () => this.drop(stream));
+  }
+
+  beforeApplicationShutdown(): void {
+    for (const stream of [...this.streams]) this.end(stream);
+  }
+
+  onModuleDestroy(): void {
+    this.unsubscribeBus?.();
+    this.unsubscribeBus = undefined;
+    if (this.keepAlive !== undefined) clearInterval(this.keepAlive);
+    this.keepAlive = undefined;
+  }
+
+  // ----- filters --------------------------------------------------------------------------------
+
+  private parse(params: unknown): ListenFilter | JsonRpcErrorObject {
+    const notifications = isPlainObject(params) ? params.notifications : undefined;
+    const invalid = (detail: string): JsonRpcErrorObject => ({
+      code: -32602,
+      message: `Invalid params: ${detail}`,
+    });
+    if (!isPlainObject(notifications)) {
+      return invalid("'notifications' is required and must be a valid SubscriptionFilter");
+    }
+    const filter: ListenFilter = {};
+    for (const key of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged'] as const) {
+      const flag = notifications[key];
+      if (flag === undefined) continue;
+      if (typeof flag !== 'boolean') return invalid(`notifications.${key} must be a boolean`);
+      filter[key] = flag;
+    }
+    const { resourceSubscriptions, taskIds } = notifications;
+    if (resourceSubscriptions !== undefined) {
+      if (!stringArray(resourceSubscriptions)) {
+        return invalid('notifications.resourceSubscriptions must be an array of strings');
+      }
+      filter.resourceSubscriptions = resourceSubscriptions;
+    }
+    if (taskIds !== undefined) {
+      if (!stringArray(taskIds))
+        return invalid('notifications.taskIds must be an array of strings');
+      if (!declaresTasks(params))
+        return missingTasksCapability('subscriptions/listen with taskIds');
+      if (taskIds.length > this.config.listen.maxTaskIds) {
+        return invalid(
+          `notifications.taskIds may name at most ${this.config.listen.maxTaskIds} tasks`,
+        );
+      }
+      filter.taskIds = taskIds;
+    }
+    return filter;
+  }
+
+  /** The part of the filter served: the core flags the server advertises, the caller's own tasks. */
+  private async honor(requested: ListenFilter, owner: TaskOwner): Promise<ListenFilter> {
+    const { tools, prompts, resources } = this.capabilities;
+    const honored: ListenFilter = {};
+    if (requested.toolsListChanged && tools?.listChanged) honored.toolsListChanged = true;
+    if (requested.promptsListChanged && prompts?.listChanged) honored.promptsListChanged = true;
+    if (requested.resourcesListChanged && resources?.listChanged)
+      honored.resourcesListChanged = true;
+    if (requested.resourceSubscriptions?.length && resources?.subscribe) {
+      honored.resourceSubscriptions = [...requested.resourceSubscriptions];
+    }
+    if (requested.taskIds !== undefined) {
+      const unique = [...new Set(requested.taskIds)];
+      const found = await Promise.all(unique.map((taskId) => this.store.get(taskId, owner)));
+      honored.taskIds = unique.filter((_, i) => found[i] !== null);
+    }
+    return honored;
+  }
+
+  // ----- delivery -------------------------------------------------------------------------------
+
+  private watch(taskId: string, stream: ListenStream): void {
+    let watch = this.byTask.get(taskId);
+    if (watch === undefined) {
+      const streams = new Set<ListenStream>();
+      watch = {
+        streams,
+        unsubscribe: this.feed.subscribe(taskId, (record) => this.deliver(streams, record)),
+      };
+      this.byTask.set(taskId, watch);
+    }
+    watch.streams.add(stream);
+  }
+
+  private deliver(streams: ReadonlySet<ListenStream>, record: TaskRecord): void {
+    let head: string | undefined;
+    for (const stream of streams) {
+      // Ownership is checked again at delivery: a stream only ever receives its owner's tasks.
+      if (!isOwnedBy(record, stream.owner)) continue;
+      const last = stream.delivered.get(record.taskId);
+      if (last !== undefined && last >= record.version) continue;
+      stream.delivered.set(record.taskId, record.version);
+      head ??= `{"jsonrpc":"2.0","method":"notifications/tasks","params":${JSON.stringify(toWire(record)).slice(0, -1)}`;
+      stream.write(frame(`${head}${stream.metaTail}}`));
+    }
+  }
+
+  private onServerEvent(event: ServerEvent): void {
+    const wanted = (filter: ListenFilter): boolean => {
+      switch (event.kind) {
+        case 'tools_list_changed':
+          return filter.toolsListChanged === true;
+        case 'prompts_list_changed':
+          return filter.promptsListChanged === true;
+        case 'resources_list_changed':
+          return filter.resourcesListChanged === true;
+        case 'resource_updated':
+          return filter.resourceSubscriptions?.includes(event.uri) === true;
+      }
+    };
+    const method =
+      event.kind === 'resource_updated'
+        ? 'notifications/resources/updated'
+        : `notifications/${event.kind.replace('_list_changed', '')}/list_changed`;
+    for (const stream of this.streams) {
+      if (!wanted(stream.filter)) continue;
+      const params = {
+        ...event.params,
+        ...(event.kind === 'resource_updated' && { uri: event.uri }),
+        _meta: {
+          ...(event.params?._meta as object | undefined),
+          [SUBSCRIPTION_ID_META_KEY]: stream.id,
+        },
+      };
+      stream.write(frame(JSON.stringify({ jsonrpc: '2.0', method, params })));
+    }
+  }
+
+  // ----- teardown -------------------------------------------------------------------------------
+
+  /** Ends a stream gracefully with the listen result carrying the subscription id. */
+  private end(stream: ListenStream): void {
+    stream.write(
+      frame(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: stream.id,
+          result: {
+            resultType: 'complete',
+            _meta: { [SUBSCRIPTION_ID_META_KEY]: stream.id, ...this.resultMeta },
+          },
+        }),
+      ),
+    );
+    this.drop(stream);
+    stream.res.end();
+  }
+
+  /** Forgets a stream (closed by either side); idempotent. */
+  private drop(stream: ListenStream): void {
+    if (stream.closed) return;
+    stream.closed = true;
+    this.streams.delete(stream);
+    for (const taskId of stream.filter.taskIds ?? []) {
+      const watch = this.byTask.get(taskId);
+      if (watch === undefined) continue;
+      watch.streams.delete(stream);
+      if (watch.streams.size === 0) {
+        watch.unsubscribe();
+        this.byTask.delete(taskId);
+      }
+    }
+  }
+}
