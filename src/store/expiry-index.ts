@@ -75,7 +75,7 @@ export class ExpiryIndex {
       else lane.trim();
     }
     const heap = this.overflow;
-    while (heap.peekDeadline() <= until) {
+    while (heap.size > 0 && heap.peekDeadline() <= until) {
       const deadline = heap.peekDeadline();
       visit(deadline, heap.pop());
     }
