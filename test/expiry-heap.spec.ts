@@ -1,18 +1,9 @@
 import { ExpiryHeap } from '../src/store/expiry-heap.js';
-
-/** A small seeded generator (mulberry32) so failures repeat. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from './helpers.js';
 
 describe('ExpiryHeap', () => {
   it('pops in deadline order, interleaved with pushes, like a sorted list would', () => {
-    const next = random(42);
+    const next = seededRandom(42);
     const heap = new ExpiryHeap();
     const model: [number, string][] = [];
     for (let step = 0; step < 5_000; step++) {

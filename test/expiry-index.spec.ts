@@ -1,18 +1,9 @@
 import { ExpiryIndex } from '../src/store/expiry-index.js';
-
-/** A small seeded generator (mulberry32) so failures repeat. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from './helpers.js';
 
 describe('ExpiryIndex', () => {
   it('hands out exactly the due entries, whatever the lanes and order, like a model list', () => {
-    const next = random(7);
+    const next = seededRandom(7);
     const index = new ExpiryIndex();
     let model: [number, string][] = [];
     let clock = 1000;

@@ -48,3 +48,13 @@ export const elicit = (message: string) => ({
 });
 
 export const accept = (name: string) => ({ action: 'accept', content: { name } });
+
+/** A small seeded generator (mulberry32): randomized tests that repeat exactly. */
+export function seededRandom(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -29,6 +29,7 @@ import {
   updateTask,
   validateInputRequests,
 } from '../src/task.js';
+import { elicit } from './helpers.js';
 
 const T0 = Date.UTC(2026, 6, 28, 12, 0, 0);
 const ok = (result: TransitionResult): TaskRecord => {
@@ -36,17 +37,7 @@ const ok = (result: TransitionResult): TaskRecord => {
   return result;
 };
 const fresh = (): TaskRecord => newTask('task-1', { principal: 'alice' }, { ttlMs: 60_000 }, T0);
-const ask = (message: string): InputRequest => ({
-  method: 'elicitation/create',
-  params: {
-    message,
-    requestedSchema: {
-      type: 'object',
-      properties: { name: { type: 'string' } },
-      required: ['name'],
-    },
-  },
-});
+const ask = (message: string): InputRequest => elicit(message);
 const answer = (name: string) => ({ action: 'accept', content: { name } });
 const result = toStoredResult({
   content: [{ type: 'text', text: '3' }],
