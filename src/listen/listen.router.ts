@@ -21,9 +21,10 @@ import {
 } from '../mcp/json-rpc.js';
 import type { TaskEvents } from '../notify/task-events.js';
 import { TaskStore } from '../store/task-store.js';
-import { isOwnedBy, isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
+import { isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
 import { LISTEN_FEED, TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
+import { ListenOwnership } from './listen-ownership.js';
 
 /** The filter a listen request asks for, and the part of it the server honours. */
 export interface ListenFilter {
@@ -84,9 +85,9 @@ function stringArray(value: unknown): value is string[] {
  * `taskIds`, so all listens are served here and the core filters behave as the SDK's do):
  *
  * - the first message acknowledges the honoured filter, `taskIds` narrowed to the caller's own
- *   tasks (unknown and foreign ids silently dropped);
+ *   tasks (unknown and foreign ids silently dropped; see ListenOwnership);
  * - every change of a watched task arrives as `notifications/tasks` with the full DetailedTask;
- *   ownership is checked again at each delivery;
+ *   ownership is checked again at each delivery (ListenOwnership);
  * - `toolsListChanged` and friends are honoured where the server advertises them and fed from the
  *   SDK handler's event bus;
  * - every message carries the subscription id (the listen request's id) in `_meta`;
@@ -229,9 +230,7 @@ export class ListenRouter implements BeforeApplicationShutdown, OnModuleDestroy 
       honored.resourceSubscriptions = [...requested.resourceSubscriptions];
     }
     if (requested.taskIds !== undefined) {
-      const unique = [...new Set(requested.taskIds)];
-      const found = await Promise.all(unique.map((taskId) => this.store.get(taskId, owner)));
-      honored.taskIds = unique.filter((_, i) => found[i] !== null);
+      honored.taskIds = await ListenOwnership.ownTaskIds(this.store, requested.taskIds, owner);
     }
     return honored;
   }
@@ -254,8 +253,7 @@ export class ListenRouter implements BeforeApplicationShutdown, OnModuleDestroy 
   private deliver(streams: ReadonlySet<ListenStream>, record: TaskRecord): void {
     let head: string | undefined;
     for (const stream of streams) {
-      // Ownership is checked again at delivery: a stream only ever receives its owner's tasks.
-      if (!isOwnedBy(record, stream.owner)) continue;
+      if (!ListenOwnership.mayReceive(record, stream.owner)) continue;
       const last = stream.delivered.get(record.taskId);
       if (last !== undefined && last >= record.version) continue;
       stream.delivered.set(record.taskId, record.version);
