@@ -53,7 +53,7 @@ export interface TasksModuleOptions {
   allowedOrigins?: string[] | false;
   /**
    * The largest request body the endpoint accepts, in bytes (-32600, HTTP 413 beyond). Default
-   * 1 MiB. Under Express the app's own body parser limit (Nest's default: 100 kB) applies first.
+   * 1 MiB. The endpoint reads its own bodies, so the app's body parser limit does not apply.
    */
   maxBodyBytes?: number;
   /** Listen streams (`subscriptions/listen`). */

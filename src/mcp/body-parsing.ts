@@ -65,6 +65,46 @@ interface FastifyLike {
   ): void;
 }
 
+/**
+ * Under Express, the endpoint reads its own JSON bodies, with its own limit (`maxBodyBytes`),
+ * ahead of the app's body parser (which then finds the body read and skips it). Call it before
+ * Nest registers its parser; `isEndpoint` is asked per request, so the path may be settled later
+ * (a global prefix is set after the module is built).
+ */
+export function installExpressParser(
+  instance: unknown,
+  isEndpoint: (pathname: string) => boolean,
+  maxBytes: number,
+): void {
+  (instance as { use(handler: ExpressMiddleware): void }).use((req, _res, next) => {
+    const type = req.headers['content-type'];
+    if (
+      req.method !== 'POST' ||
+      typeof type !== 'string' ||
+      !JSON_TYPE.test(type) ||
+      !isEndpoint(pathnameOf(req.url ?? ''))
+    ) {
+      return next();
+    }
+    readJson(req, maxBytes).then(
+      (body) => {
+        (req as IncomingMessage & { body?: unknown }).body = body;
+        next();
+      },
+      () => {
+        (req as IncomingMessage & { body?: unknown }).body = UNPARSABLE_BODY;
+        next();
+      },
+    );
+  });
+}
+
+type ExpressMiddleware = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  next: (error?: unknown) => void,
+) => void;
+
 function pathnameOf(url: string): string {
   const query = url.indexOf('?');
   return query === -1 ? url : url.slice(0, query);
@@ -76,7 +116,9 @@ function pathnameOf(url: string): string {
  * (HTTP 413). Only requests to the endpoint's path are touched; the app's other routes keep the
  * framework's behaviour.
  *
- * - Express: an error-handling middleware on the path, ahead of Nest's exception handler.
+ * - Express: the endpoint parses its own bodies (installExpressParser); should the app's parser
+ *   still get one first, an error-handling middleware on the path, ahead of Nest's exception
+ *   handler, translates its errors.
  * - Fastify: the endpoint's JSON requests are parsed by a parser of ours (Fastify's parsers are
  *   per media type, so the request is tagged with a private one on arrival), which hands the
  *   endpoint a marker instead of failing.

@@ -20,6 +20,7 @@ import { MCP_PATH, TASKS_CONFIG } from '../tasks.constants.js';
 import {
   BODY_TOO_LARGE,
   installBodyParsing,
+  installExpressParser,
   OVERSIZED_BODY,
   PARSE_ERROR,
   UNPARSABLE_BODY,
@@ -68,6 +69,8 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('McpEndpoint');
   private handler!: McpHttpHandler;
   private nodeHandler!: NodeMcpRequestHandler;
+  /** The endpoint's full path (global prefix included), settled at module init. */
+  private fullPath: string | undefined;
 
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
@@ -78,7 +81,19 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     @Inject(MCP_PATH) private readonly path: string | false,
     @Optional() private readonly adapterHost?: HttpAdapterHost,
     @Optional() private readonly appConfig?: ApplicationConfig,
-  ) {}
+  ) {
+    // As soon as the HTTP adapter exists, and so before Nest registers its body parser: under
+    // Express the endpoint reads its own bodies, with its own size limit.
+    adapterHost?.init$.subscribe(() => {
+      const adapter = adapterHost.httpAdapter;
+      if (path === false || adapter?.getType() !== 'express') return;
+      installExpressParser(
+        adapter.getInstance(),
+        (pathname) => pathname === this.fullPath,
+        config.maxBodyBytes,
+      );
+    });
+  }
 
   onModuleInit(): void {
     const onerror = (error: Error): void => this.logger.debug(`MCP: ${error.message}`);
@@ -89,10 +104,15 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     this.listen.attach(this.handler.bus, this.factory.create().server.getCapabilities());
     const adapter = this.adapterHost?.httpAdapter;
     if (this.path !== false && adapter) {
-      const fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
+      this.fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
         .replace(/\/{2,}/g, '/')
         .replace(/(.)\/$/, '$1');
-      installBodyParsing(adapter.getType(), adapter.getInstance(), fullPath, maxRequestBodySize);
+      installBodyParsing(
+        adapter.getType(),
+        adapter.getInstance(),
+        this.fullPath,
+        maxRequestBodySize,
+      );
     }
   }
 

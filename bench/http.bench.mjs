@@ -1,0 +1,594 @@
+// HTTP benchmark for nestjs-mcp-tasks: the MCP endpoint under load, next to baselines measured in
+// the same run.
+//
+//   npm run bench         (builds dist/ and .demo-build/, then runs the store and HTTP benchmarks)
+//   npm run bench:http    (runs this file against the dist/ and .demo-build/ already built)
+//
+// The servers run in child processes (this file with `--serve <app>`), Express adapter, on
+// loopback; this process is the load generator: keep-alive node:http, 32 requests in flight.
+// Three comparisons, each alternating subject and baseline round by round:
+//
+//   (a) `tasks/get` of a completed task owned by the caller (the lean path) against a bare Nest
+//       route in the same app answering the same JSON bytes to the same request.
+//       Target: subject / baseline ≥ 0.5.
+//   (b) `tools/call` of the plain `echo` tool (the official SDK handler, a McpServer per request)
+//       against the same bare route answering echo's JSON. No target: the price of the SDK path.
+//   (c) `tools/call` of a task tool that finishes at once, in an app with 1 registered task tool
+//       and in an app with 50 (a provider class generated here, each method decorated with
+//       `TaskTool` from dist/). Target: 50 tools ≥ 0.8 × 1 tool.
+//
+// It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
+// it cannot run (nothing built, a server that does not start, wrong answers from a server).
+//
+// Environment knobs (all optional): BENCH_HTTP_ROUNDS (default 5), BENCH_HTTP_ROUND_MS (2000),
+// BENCH_HTTP_WARMUP_MS (2500), BENCH_HTTP_ONLY (e.g. "a,c"), BENCH_HTTP_CPU_PROF (a directory:
+// the servers run with --cpu-prof and write their profiles there on exit).
+
+import 'reflect-metadata';
+import { Buffer } from 'node:buffer';
+import { fork } from 'node:child_process';
+import { Agent, request } from 'node:http';
+import { cpus, loadavg } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { clearTimeout, setTimeout } from 'node:timers';
+import { fileURLToPath } from 'node:url';
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------------------------
+
+const CONCURRENCY = 32;
+const ROUNDS = positiveEnv('BENCH_HTTP_ROUNDS', 5);
+const ROUND_MS = positiveEnv('BENCH_HTTP_ROUND_MS', 2_000);
+const WARMUP_MS = positiveEnv('BENCH_HTTP_WARMUP_MS', 2_500);
+const ONLY = new Set((process.env.BENCH_HTTP_ONLY ?? 'a,b,c').split(',').map((s) => s.trim()));
+const CPU_PROF_DIR = process.env.BENCH_HTTP_CPU_PROF;
+/** Whatever happens, the whole run ends by then. */
+const HARD_DEADLINE_MS = 170_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+
+const GET_TARGET_RATIO = 0.5;
+const TOOLS_TARGET_RATIO = 0.8;
+/** The number of task tools in the larger app of (c). */
+const MANY_TOOLS = 50;
+
+const PROTOCOL_VERSION = '2026-07-28';
+const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+const PRINCIPAL = 'bench';
+
+function positiveEnv(name, fallback) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    console.error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+    process.exit(1);
+  }
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire format: one MCP request as a 2026-07-28 client sends it
+// ---------------------------------------------------------------------------------------------
+
+/** Path, headers and body of an MCP request (standard headers, per-request envelope, auth). */
+function mcpRequest(method, params, { tasks = true, id = 1 } = {}) {
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    method,
+    params: {
+      ...params,
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+        'io.modelcontextprotocol/clientInfo': { name: 'http-bench', version: '1.0.0' },
+        'io.modelcontextprotocol/clientCapabilities': tasks
+          ? { extensions: { [TASKS_EXTENSION]: {} } }
+          : {},
+      },
+    },
+  });
+  const name = params.name ?? params.taskId;
+  return {
+    path: '/mcp',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': method,
+      ...(name !== undefined && { 'mcp-name': name }),
+      authorization: `Bearer ${PRINCIPAL}`,
+    },
+    body,
+  };
+}
+
+const getRequest = (taskId) => mcpRequest('tasks/get', { taskId });
+const echoRequest = () =>
+  mcpRequest('tools/call', { name: 'echo', arguments: { text: 'hello' } }, { tasks: false });
+const instantRequest = () => mcpRequest('tools/call', { name: 'instant_0', arguments: {} });
+
+// ---------------------------------------------------------------------------------------------
+// Server side (child process): `node bench/http.bench.mjs --serve <demo|tools-N>`
+// ---------------------------------------------------------------------------------------------
+
+async function serve(kind) {
+  const { Controller, HttpCode, Injectable, Module, Post } = await import('@nestjs/common');
+  const { NestFactory } = await import('@nestjs/core');
+  const { ExpressAdapter } = await import('@nestjs/platform-express');
+
+  const decorateMethod = (decorators, target, key) => {
+    const descriptor = Object.getOwnPropertyDescriptor(target, key);
+    Object.defineProperty(target, key, Reflect.decorate(decorators, target, key, descriptor));
+  };
+
+  let module;
+  /** The JSON the bare routes answer with, captured from the endpoint once it listens. */
+  const bare = { get: null, echo: null };
+  if (kind === 'demo') {
+    const { DemoModule } = await import('../.demo-build/examples/demo.module.js');
+    class BareController {
+      get() {
+        return bare.get;
+      }
+      echo() {
+        return bare.echo;
+      }
+    }
+    decorateMethod([Post('get'), HttpCode(200)], BareController.prototype, 'get');
+    decorateMethod([Post('echo'), HttpCode(200)], BareController.prototype, 'echo');
+    Reflect.decorate([Controller('bare')], BareController);
+    class BenchModule {}
+    Reflect.decorate(
+      [Module({ imports: [DemoModule], controllers: [BareController] })],
+      BenchModule,
+    );
+    module = BenchModule;
+  } else {
+    const count = Number(/^tools-(\d+)$/.exec(kind)?.[1]);
+    if (!Number.isSafeInteger(count) || count < 1) throw new Error(`unknown server kind ${kind}`);
+    const { TasksModule, TaskTool } = await import('../dist/index.js');
+    const z = await import('zod');
+    // One provider with `count` task tools that finish at once, each with its own input schema.
+    class InstantTools {}
+    for (let i = 0; i < count; i++) {
+      const key = `tool${i}`;
+      InstantTools.prototype[key] = async function () {
+        return { content: [{ type: 'text', text: 'done' }] };
+      };
+      decorateMethod(
+        [
+          TaskTool({
+            name: `instant_${i}`,
+            title: `Instant ${i}`,
+            description: 'Finishes at once.',
+            input: z.object({ note: z.string().max(100).optional() }),
+          }),
+        ],
+        InstantTools.prototype,
+        key,
+      );
+    }
+    Reflect.decorate([Injectable()], InstantTools);
+    class BenchModule {}
+    Reflect.decorate(
+      [
+        Module({
+          imports: [
+            // Every call leaves a completed task behind: no row limit, and short-lived tasks
+            // that the janitor removes every second, so the store stays small.
+            TasksModule.forRoot({
+              maxRows: null,
+              defaultTtlMs: 5_000,
+              janitor: { intervalMs: 1_000 },
+              serverInfo: { name: 'http-bench', version: '1.0.0' },
+            }),
+          ],
+          providers: [InstantTools],
+        }),
+      ],
+      BenchModule,
+    );
+    module = BenchModule;
+  }
+
+  const app = await NestFactory.create(module, new ExpressAdapter(), { logger: false });
+  app.enableShutdownHooks();
+  await app.listen(0, '127.0.0.1');
+  const { port } = app.getHttpServer().address();
+  const url = (path) => `http://127.0.0.1:${port}${path}`;
+  const call = async ({ path, headers, body }) => {
+    const response = await globalThis.fetch(url(path), { method: 'POST', headers, body });
+    return { status: response.status, text: await response.text() };
+  };
+
+  const ready = { type: 'ready', port, kind };
+  if (kind === 'demo') {
+    // A completed task owned by the bench principal, for tasks/get.
+    const created = await call(
+      mcpRequest('tools/call', { name: 'add_slowly', arguments: { a: 1, b: 2, delayMs: 0 } }),
+    );
+    const taskId = JSON.parse(created.text).result?.taskId;
+    if (typeof taskId !== 'string') throw new Error(`add_slowly answered ${created.text}`);
+    let got;
+    for (let i = 0; i < 100; i++) {
+      got = await call(getRequest(taskId));
+      if (JSON.parse(got.text).result?.status === 'completed') break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    if (JSON.parse(got.text).result?.status !== 'completed') {
+      throw new Error(`the task did not complete: ${got.text}`);
+    }
+    bare.get = JSON.parse(got.text);
+    bare.echo = JSON.parse((await call(echoRequest())).text);
+    ready.taskId = taskId;
+  }
+
+  process.on('message', (message) => {
+    if (message?.type === 'cpu') process.send({ type: 'cpu', usage: process.cpuUsage() });
+    if (message?.type === 'stop') {
+      // Closing the app ends the process normally, so --cpu-prof writes its profile.
+      app.close().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    }
+  });
+  process.on('disconnect', () => process.exit(0));
+  process.send(ready);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load side (this process)
+// ---------------------------------------------------------------------------------------------
+
+/** A server in a child process: its port, and its CPU time on request. */
+class ServerProcess {
+  static start(kind) {
+    const execArgv = CPU_PROF_DIR
+      ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF_DIR}`, `--cpu-prof-name=${kind}.cpuprofile`]
+      : [];
+    const child = fork(fileURLToPath(import.meta.url), ['--serve', kind], {
+      execArgv,
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${kind}: no answer in 30 s`)), 30_000);
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`${kind}: exited with ${code} at start`)));
+      child.once('message', (message) => {
+        clearTimeout(timer);
+        child.removeAllListeners('exit');
+        resolve(new ServerProcess(child, message));
+      });
+    });
+  }
+
+  constructor(child, ready) {
+    this.child = child;
+    this.kind = ready.kind;
+    this.port = ready.port;
+    this.taskId = ready.taskId;
+  }
+
+  /** The child's user+system CPU time so far, in µs. */
+  cpu() {
+    return new Promise((resolve) => {
+      const onMessage = (message) => {
+        if (message?.type !== 'cpu') return;
+        this.child.off('message', onMessage);
+        resolve(message.usage.user + message.usage.system);
+      };
+      this.child.on('message', onMessage);
+      this.child.send({ type: 'cpu' });
+    });
+  }
+
+  stop() {
+    if (this.child.exitCode !== null) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.child.kill('SIGKILL');
+        resolve();
+      }, 10_000);
+      this.child.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.child.send({ type: 'stop' });
+    });
+  }
+}
+
+/** One load target: a server, and the exact bytes of the request sent to it again and again. */
+const targets = [];
+function target(label, server, { path, headers, body }) {
+  const payload = Buffer.from(body);
+  const t = {
+    label,
+    server,
+    agent: new Agent({ keepAlive: true, maxSockets: CONCURRENCY }),
+    options: {
+      host: '127.0.0.1',
+      port: server.port,
+      path,
+      method: 'POST',
+      headers: { ...headers, 'content-length': String(payload.length) },
+    },
+    payload,
+  };
+  targets.push(t);
+  return t;
+}
+
+/** Sends the target's request once; resolves the HTTP status (and the body when asked). */
+function send(t, keepBody = false) {
+  return new Promise((resolve, reject) => {
+    const req = request({ ...t.options, agent: t.agent, timeout: REQUEST_TIMEOUT_MS }, (res) => {
+      if (!keepBody) {
+        res.on('end', () => resolve({ status: res.statusCode }));
+        res.resume();
+        return;
+      }
+      const chunks = [];
+      res.on('data', (chunk) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') }),
+      );
+    });
+    req.on('timeout', () => req.destroy(new Error(`${t.label}: no answer in 10 s`)));
+    req.on('error', reject);
+    req.end(t.payload);
+  });
+}
+
+/**
+ * Keeps CONCURRENCY requests in flight for `ms`. Returns requests/s, the client's CPU share and
+ * the server's CPU time per request. A non-200 answer is counted as an error, not as served.
+ */
+async function load(t, ms) {
+  const serverBefore = await t.server.cpu();
+  const clientBefore = process.cpuUsage();
+  let served = 0;
+  let errors = 0;
+  const start = performance.now();
+  const deadline = start + ms;
+  const worker = async () => {
+    while (performance.now() < deadline) {
+      const { status } = await send(t);
+      if (status === 200) served++;
+      else errors++;
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  const seconds = (performance.now() - start) / 1000;
+  const client = process.cpuUsage(clientBefore);
+  const serverCpu = (await t.server.cpu()) - serverBefore;
+  return {
+    rps: served / seconds,
+    errors,
+    clientCpu: (client.user + client.system) / 1e6 / seconds,
+    serverUsPerRequest: serverCpu / Math.max(1, served + errors),
+  };
+}
+
+/** Sends the target's request once and checks the answer with `check` (throws when wrong). */
+async function verify(t, check) {
+  const { status, text } = await send(t, true);
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  if (status !== 200 || !check(json)) {
+    throw new Error(`${t.label} answered HTTP ${status}: ${String(text).slice(0, 300)}`);
+  }
+  return text;
+}
+
+const median = (values) => {
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+const fmt = (n, digits = 0) =>
+  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const pad = (s, n) => String(s).padStart(n);
+
+/**
+ * Warm-up, then ROUNDS rounds of subject and baseline, the order swapped every round. Prints
+ * the rounds and returns the medians and the median of the per-round ratios.
+ */
+async function compare(title, subject, baseline, checks) {
+  console.log(`\n${title}`);
+  for (const t of [subject, baseline]) {
+    await verify(t, checks[t === subject ? 0 : 1]);
+    await load(t, WARMUP_MS);
+  }
+  const rows = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    const order = round % 2 ? [subject, baseline] : [baseline, subject];
+    const result = {};
+    for (const t of order) result[t === subject ? 'subject' : 'baseline'] = await load(t, ROUND_MS);
+    result.ratio = result.subject.rps / result.baseline.rps;
+    rows.push(result);
+    const cell = (r) =>
+      `${pad(fmt(r.rps), 7)} req/s ${pad(fmt(r.serverUsPerRequest), 5)} µs/req server` +
+      ` (client CPU ${fmt(r.clientCpu * 100)} %${r.errors ? `, ${r.errors} errors` : ''})`;
+    console.log(`  round ${round}  ${subject.label}: ${cell(result.subject)}`);
+    console.log(`           ${baseline.label}: ${cell(result.baseline)}`);
+    console.log(`           ratio ${fmt(result.ratio, 3)}`);
+  }
+  for (const t of [subject, baseline]) await verify(t, checks[t === subject ? 0 : 1]);
+  const summary = {
+    subject: median(rows.map((r) => r.subject.rps)),
+    baseline: median(rows.map((r) => r.baseline.rps)),
+    subjectUs: median(rows.map((r) => r.subject.serverUsPerRequest)),
+    baselineUs: median(rows.map((r) => r.baseline.serverUsPerRequest)),
+    ratio: median(rows.map((r) => r.ratio)),
+    ratios: rows.map((r) => r.ratio),
+    errors: rows.reduce((n, r) => n + r.subject.errors + r.baseline.errors, 0),
+  };
+  console.log(
+    `  median: ${subject.label} ${fmt(summary.subject)} req/s (${fmt(summary.subjectUs)} µs/req), ` +
+      `${baseline.label} ${fmt(summary.baseline)} req/s (${fmt(summary.baselineUs)} µs/req), ` +
+      `ratio ${fmt(summary.ratio, 3)}`,
+  );
+  return summary;
+}
+
+async function main() {
+  const deadline = setTimeout(() => {
+    console.error(`\nThe benchmark ran past ${HARD_DEADLINE_MS / 1000} s; stopping.`);
+    process.exit(1);
+  }, HARD_DEADLINE_MS);
+  deadline.unref();
+
+  try {
+    await import('../dist/index.js');
+    await import('../.demo-build/examples/demo.module.js');
+  } catch (error) {
+    console.error(
+      'Cannot import ../dist/index.js or ../.demo-build/examples/demo.module.js; run ' +
+        '`npm run build && npx tsc -p tsconfig.examples.json` first (or `npm run bench`).',
+    );
+    console.error(error);
+    process.exit(1);
+  }
+
+  console.log(
+    `HTTP benchmark: Express, loopback, keep-alive, ${CONCURRENCY} requests in flight; ` +
+      `${ROUNDS} rounds of ${ROUND_MS} ms per contender after a ${WARMUP_MS} ms warm-up.`,
+  );
+  console.log(
+    `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), ` +
+      `load average ${loadavg()
+        .map((n) => n.toFixed(2))
+        .join(' ')}. Servers in child processes; this process is the client.`,
+  );
+
+  const kinds = [
+    ...(ONLY.has('a') || ONLY.has('b') ? ['demo'] : []),
+    ...(ONLY.has('c') ? ['tools-1', `tools-${MANY_TOOLS}`] : []),
+  ];
+  const servers = {};
+  const started = await Promise.allSettled(kinds.map((kind) => ServerProcess.start(kind)));
+  for (const [i, outcome] of started.entries()) {
+    if (outcome.status === 'fulfilled') servers[kinds[i]] = outcome.value;
+  }
+  const failed = started.find((outcome) => outcome.status === 'rejected');
+
+  const results = [];
+  let exitCode = 0;
+  try {
+    if (failed) throw failed.reason;
+    const isResult = (check) => (json) => json?.jsonrpc === '2.0' && check(json.result);
+    if (servers.demo) {
+      const demo = servers.demo;
+      /** The bare route must answer exactly the bytes the endpoint answers. */
+      const sameBytes = async (baseline, subject) => {
+        const ours = await verify(subject, () => true);
+        const bare = await verify(baseline, () => true);
+        if (ours !== bare) {
+          throw new Error(`${baseline.label} does not answer the same bytes as ${subject.label}`);
+        }
+      };
+      if (ONLY.has('a')) {
+        const subject = target('tasks/get', demo, getRequest(demo.taskId));
+        const baseline = target('bare route', demo, {
+          ...getRequest(demo.taskId),
+          path: '/bare/get',
+        });
+        await sameBytes(baseline, subject);
+        const completed = isResult((r) => r?.status === 'completed' && r.taskId === demo.taskId);
+        const summary = await compare(
+          '(a) tasks/get of a completed task (lean path) vs a bare Nest route, same JSON',
+          subject,
+          baseline,
+          [completed, completed],
+        );
+        results.push({
+          what: '(a) tasks/get ÷ bare route',
+          ...summary,
+          target: `≥ ${GET_TARGET_RATIO}`,
+          pass: summary.ratio >= GET_TARGET_RATIO,
+        });
+      }
+      if (ONLY.has('b')) {
+        const subject = target('echo (SDK)', demo, echoRequest());
+        const baseline = target('bare route', demo, { ...echoRequest(), path: '/bare/echo' });
+        await sameBytes(baseline, subject);
+        const echoed = isResult((r) => r?.content?.[0]?.text === 'hello');
+        const summary = await compare(
+          '(b) tools/call echo through the SDK handler vs a bare Nest route, same JSON',
+          subject,
+          baseline,
+          [echoed, echoed],
+        );
+        results.push({ what: '(b) echo (SDK path) ÷ bare route', ...summary, target: null });
+      }
+    }
+    if (ONLY.has('c')) {
+      // Each app publishes the task tools it was built with.
+      for (const count of [1, MANY_TOOLS]) {
+        const list = target('tools/list', servers[`tools-${count}`], mcpRequest('tools/list', {}));
+        await verify(
+          list,
+          isResult((r) => r?.tools?.length === count),
+        );
+      }
+      const subject = target(
+        `${MANY_TOOLS} tools`,
+        servers[`tools-${MANY_TOOLS}`],
+        instantRequest(),
+      );
+      const baseline = target('1 tool', servers['tools-1'], instantRequest());
+      const task = isResult((r) => r?.resultType === 'task' && typeof r.taskId === 'string');
+      const summary = await compare(
+        `(c) tools/call of a task tool: app with ${MANY_TOOLS} task tools vs app with 1`,
+        subject,
+        baseline,
+        [task, task],
+      );
+      results.push({
+        what: `(c) ${MANY_TOOLS} task tools ÷ 1 task tool`,
+        ...summary,
+        target: `≥ ${TOOLS_TARGET_RATIO}`,
+        pass: summary.ratio >= TOOLS_TARGET_RATIO,
+      });
+    }
+  } catch (error) {
+    console.error('\nThe benchmark could not run:', error);
+    exitCode = 1;
+  } finally {
+    for (const t of targets) t.agent.destroy();
+    await Promise.all(Object.values(servers).map((server) => server.stop()));
+  }
+
+  if (results.length > 0) {
+    console.log('\nSummary');
+    for (const r of results) {
+      const verdict =
+        r.target === null ? 'no target' : `target ${r.target}: ${r.pass ? 'PASS' : 'MISS'}`;
+      console.log(
+        `  ${r.what}: ${fmt(r.subject)} vs ${fmt(r.baseline)} req/s, ratio ${fmt(r.ratio, 3)} ` +
+          `(rounds ${r.ratios.map((x) => fmt(x, 2)).join(' ')}), ` +
+          `server ${fmt(r.subjectUs)} vs ${fmt(r.baselineUs)} µs/req — ${verdict}` +
+          (r.errors ? ` — ${r.errors} non-200 answers` : ''),
+      );
+    }
+  }
+  if (CPU_PROF_DIR) console.log(`\nServer CPU profiles written to ${CPU_PROF_DIR}`);
+  // No process.exit(): stdout may be a pipe, and the last lines must get out.
+  process.exitCode = exitCode;
+}
+
+if (process.argv[2] === '--serve') {
+  serve(process.argv[3]).catch((error) => {
+    console.error(`server ${process.argv[3]} failed:`, error);
+    process.exit(1);
+  });
+} else {
+  await main();
+}
