@@ -87,3 +87,6 @@ export type { TaskContext } from './tools/task-context.js';
 export { toToolInputSchema, type TaskToolInput } from './tools/input-schema.js';
 export { TaskEvents, type TaskListener } from './notify/task-events.js';
 export { defaultPrincipal, type PrincipalResolver } from './principal.js';
+export { RedisTaskStore } from './redis/redis.task-store.js';
+export { RedisTaskNotifier, redisNotifier } from './redis/redis.notifier.js';
+export type { RedisConnectionOptions } from './redis/redis-connection.js';

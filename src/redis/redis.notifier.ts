@@ -1,0 +1,80 @@
+import { Logger, type OnApplicationShutdown } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { TaskEvents } from '../notify/task-events.js';
+import type { TaskNotifier } from '../notify/task-notifier.js';
+import type { PartProvider } from '../tasks.options.js';
+import type { TaskRecord } from '../task.js';
+import { LISTEN_FEED } from '../tasks.constants.js';
+import {
+  connect,
+  DEFAULT_PREFIX,
+  type RedisConnectionOptions,
+  release,
+} from './redis-connection.js';
+
+/**
+ * The notifier for several instances: every change is published on `{prefix}changes`, and every
+ * instance (this one included) subscribes and puts what it hears on its own feeds: the listen
+ * feed, where its ListenRouter delivers to the streams watching the task (checking ownership
+ * there), and the in-process feed of tool calls waiting on the task. So a task completed on
+ * instance A reaches a listen stream held by instance B.
+ */
+export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
+  private readonly logger = new Logger('RedisTaskNotifier');
+  private readonly publisher: Redis;
+  private readonly subscriber: Redis;
+  private readonly owned: boolean;
+  private readonly channel: string;
+  /** Resolves once the subscription is in place. */
+  readonly ready: Promise<void>;
+
+  constructor(
+    options: RedisConnectionOptions,
+    private readonly listenFeed: TaskEvents,
+    private readonly events?: TaskEvents,
+  ) {
+    ({ client: this.publisher, owned: this.owned } = connect(options, 'RedisTaskNotifier'));
+    this.subscriber = this.publisher.duplicate();
+    this.subscriber.on('error', () => undefined);
+    this.channel = `${options.prefix ?? DEFAULT_PREFIX}changes`;
+    this.subscriber.on('message', (channel: string, message: string) => {
+      if (channel === this.channel) this.hear(message);
+    });
+    this.ready = this.subscriber.subscribe(this.channel).then(
+      () => undefined,
+      (error: unknown) => this.logger.error(`Could not subscribe: ${String(error)}`),
+    );
+  }
+
+  notify(record: TaskRecord): Promise<void> {
+    return this.publisher.publish(this.channel, JSON.stringify(record)).then(() => undefined);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await release(this.subscriber, true);
+    await release(this.publisher, this.owned);
+  }
+
+  private hear(message: string): void {
+    let record: TaskRecord;
+    try {
+      record = JSON.parse(message) as TaskRecord;
+    } catch {
+      return;
+    }
+    this.listenFeed.publish(record);
+    this.events?.publish(record);
+  }
+}
+
+/**
+ * The Redis notifier as a `notifier` for TasksModule:
+ * `TasksModule.forRoot({ store: new RedisTaskStore(redis), notifier: redisNotifier(redis) })`.
+ */
+export function redisNotifier(options: RedisConnectionOptions): PartProvider<TaskNotifier> {
+  return {
+    useFactory: (listenFeed: TaskEvents, events: TaskEvents) =>
+      new RedisTaskNotifier(options, listenFeed, events),
+    inject: [LISTEN_FEED, TaskEvents],
+  } as PartProvider<TaskNotifier>;
+}

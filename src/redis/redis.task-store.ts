@@ -1,0 +1,192 @@
+import type { OnApplicationShutdown } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { TaskInternalError, TaskStoreFullError } from '../errors.js';
+import type {
+  TaskStore,
+  TaskStoreCleanupOptions,
+  TaskStoreCreateOptions,
+} from '../store/task-store.js';
+import { expiresAt, isOwnedBy, isTerminal, type TaskOwner, type TaskRecord } from '../task.js';
+import {
+  connect,
+  DEFAULT_PREFIX,
+  DEFAULT_REDIS_TIMEOUT_MS,
+  type RedisConnectionOptions,
+  release,
+  withTimeout,
+} from './redis-connection.js';
+
+/**
+ * Reserves a row: refuses when `maxRows` tasks are live (expired ones do not count), refuses an
+ * id already reserved. KEYS: rows. ARGV: now, maxRows (-1 = none), taskId, expiry score.
+ * Returns 1 (reserved), 0 (full) or -1 (id taken).
+ */
+const RESERVE = `
+local limit = tonumber(ARGV[2])
+if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') >= limit then return 0 end
+if redis.call('ZADD', KEYS[1], 'NX', ARGV[4], ARGV[3]) == 0 then return -1 end
+return 1`;
+
+/**
+ * Writes a new task with Redis's own expiry. KEYS: task. ARGV: version, json, expire-at ms or ''.
+ */
+const CREATE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'j', ARGV[2])
+if ARGV[3] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[3]) end
+return 1`;
+
+/**
+ * The compare-and-set: writes only if the stored version is the expected one (an expired task has
+ * no key, so it fails too). HSET keeps the key's expiry. KEYS: task. ARGV: expected, version, json.
+ */
+const COMPARE_AND_SET = `
+if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'j', ARGV[3])
+return 1`;
+
+const COMMANDS = {
+  nestjsMcpTasksReserve: { numberOfKeys: 1, lua: RESERVE },
+  nestjsMcpTasksCreate: { numberOfKeys: 1, lua: CREATE },
+  nestjsMcpTasksCompareAndSet: { numberOfKeys: 1, lua: COMPARE_AND_SET },
+} as const;
+
+type ScriptClient = Redis & {
+  nestjsMcpTasksReserve(key: string, ...args: (string | number)[]): Promise<number>;
+  nestjsMcpTasksCreate(key: string, ...args: (string | number)[]): Promise<number>;
+  nestjsMcpTasksCompareAndSet(key: string, ...args: (string | number)[]): Promise<number>;
+};
+
+/**
+ * The TaskStore for several instances behind one endpoint (ioredis 6).
+ *
+ * - A task is one hash `{prefix}{<taskId>}` holding its version and JSON; the braces are the hash
+ *   tag, so every script touches one Redis Cluster slot.
+ * - Expiry is Redis's own: `PEXPIREAT createdAt + ttlMs`.
+ * - Transitions are a server-side compare-and-set (Lua): two instances racing on one task cannot
+ *   both win. `get` is one round trip, a transition (read + compare-and-set) two.
+ * - `maxRows` is enforced atomically on a sorted set of rows scored by expiry (`{prefix}rows`),
+ *   which also lets cleanup find expired rows in O(expired); finished tasks without a TTL are
+ *   found in `{prefix}terminal` by the instant they finished.
+ * - Every call is bounded by `timeoutMs` (default 5 s): with Redis away a request fails in bounded
+ *   time, and ioredis reconnects by itself when Redis is back.
+ */
+export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
+  readonly client: Redis;
+  private readonly owned: boolean;
+  private readonly prefix: string;
+  private readonly timeoutMs: number;
+  private readonly rowsKey: string;
+  private readonly terminalKey: string;
+
+  constructor(options: RedisConnectionOptions) {
+    ({ client: this.client, owned: this.owned } = connect(options, 'RedisTaskStore'));
+    this.prefix = options.prefix ?? DEFAULT_PREFIX;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
+    this.rowsKey = `${this.prefix}rows`;
+    this.terminalKey = `${this.prefix}terminal`;
+    for (const [name, definition] of Object.entries(COMMANDS)) {
+      if (!(name in this.client)) this.client.defineCommand(name, definition);
+    }
+  }
+
+  private get scripts(): ScriptClient {
+    return this.client as ScriptClient;
+  }
+
+  /** The key of a task; `{…}` is the Redis Cluster hash tag. */
+  keyOf(taskId: string): string {
+    return `${this.prefix}{${taskId}}`;
+  }
+
+  async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    const at = expiresAt(record);
+    const reserved = await this.call(
+      this.scripts.nestjsMcpTasksReserve(
+        this.rowsKey,
+        Date.now(),
+        options.maxRows ?? -1,
+        record.taskId,
+        at ?? '+inf',
+      ),
+    );
+    if (reserved === 0) throw new TaskStoreFullError(options.maxRows ?? 0);
+    if (reserved === -1) throw new TaskInternalError('Task id already exists');
+    const written = await this.call(
+      this.scripts.nestjsMcpTasksCreate(
+        this.keyOf(record.taskId),
+        record.version,
+        JSON.stringify(record),
+        at ?? '',
+      ),
+    );
+    if (written === 0) throw new TaskInternalError('Task id already exists');
+  }
+
+  async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
+    const json = await this.call(this.client.hget(this.keyOf(taskId), 'j'));
+    if (json === null) return null;
+    const record = JSON.parse(json) as TaskRecord;
+    if (owner !== undefined && !isOwnedBy(record, owner)) return null;
+    return record;
+  }
+
+  async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const written = await this.call(
+      this.scripts.nestjsMcpTasksCompareAndSet(
+        this.keyOf(record.taskId),
+        expectedVersion,
+        record.version,
+        JSON.stringify(record),
+      ),
+    );
+    if (written !== 1) return false;
+    if (record.ttlMs === null && isTerminal(record.status)) {
+      // Finished and kept until terminalTtlMs: remembered by the instant it finished (NX keeps
+      // the first, should a write repeat it).
+      await this.call(
+        this.client.zadd(this.terminalKey, 'NX', record.lastUpdatedAt, record.taskId),
+      );
+    }
+    return true;
+  }
+
+  async delete(taskId: string): Promise<boolean> {
+    const [deleted] = await this.call(
+      Promise.all([
+        this.client.del(this.keyOf(taskId)),
+        this.client.zrem(this.rowsKey, taskId),
+        this.client.zrem(this.terminalKey, taskId),
+      ]),
+    );
+    return deleted === 1;
+  }
+
+  async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
+    // Tasks past their TTL: Redis removed them already; their rows go now.
+    let removed = await this.call(this.client.zremrangebyscore(this.rowsKey, '-inf', now));
+    // Finished tasks without a TTL, once terminalTtlMs old.
+    const due = await this.call(
+      this.client.zrangebyscore(this.terminalKey, '-inf', now - options.terminalTtlMs),
+    );
+    for (const taskId of due) {
+      const [deleted] = await this.call(
+        Promise.all([
+          this.client.del(this.keyOf(taskId)),
+          this.client.zrem(this.rowsKey, taskId),
+          this.client.zrem(this.terminalKey, taskId),
+        ]),
+      );
+      removed += deleted;
+    }
+    return removed;
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await release(this.client, this.owned);
+  }
+
+  private call<T>(operation: Promise<T>): Promise<T> {
+    return withTimeout(operation, this.timeoutMs);
+  }
+}
