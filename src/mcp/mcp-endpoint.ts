@@ -59,6 +59,7 @@ const JSON_MEDIA_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
  * One request to the MCP endpoint, in order: the body and the SDK's classification (envelope,
  * era, JSON-RPC shape); the standard headers; then the route:
  * - `tasks/get|update|cancel` → the lean path (TasksMethods);
+ * - `subscriptions/listen` → the listen router (an SSE stream);
  * - `tools/call` of a task tool from a client without the tasks extension → -32021 (HTTP 400),
  *   unless the tool runs inline;
  * - everything else → the official SDK handler with a per-request McpServer.
