@@ -58,6 +58,13 @@ export interface TasksModuleOptions {
   maxBodyBytes?: number;
   /** Listen streams (`subscriptions/listen`). */
   listen?: TasksListenOptions;
+  /**
+   * What happens, at shutdown, to tool calls still running in this process. `'fail'` (default):
+   * each task fails with -32603 "The server shut down before the task finished", so no task stays
+   * `working` unnoticed. `'leave'`: tasks stay as they are, for a shared store where another
+   * instance or a worker takes them over.
+   */
+  runningTasksOnShutdown?: 'fail' | 'leave';
 }
 
 export interface TasksListenOptions {
@@ -113,6 +120,7 @@ export interface TasksConfig {
   readonly allowedOrigins: readonly string[] | false | undefined;
   readonly maxBodyBytes: number;
   readonly listen: Readonly<Required<TasksListenOptions>>;
+  readonly runningTasksOnShutdown: 'fail' | 'leave';
 }
 
 const OPTION_KEYS: ReadonlySet<string> = new Set([
@@ -129,6 +137,7 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'allowedOrigins',
   'maxBodyBytes',
   'listen',
+  'runningTasksOnShutdown',
 ]);
 const LISTEN_KEYS: ReadonlySet<string> = new Set(['keepAliveMs', 'maxStreams', 'maxTaskIds']);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
@@ -232,7 +241,16 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     allowedOrigins,
     maxBodyBytes: positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
     listen: listenOptions(raw.listen),
+    runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
   });
+}
+
+function onShutdown(value: unknown): 'fail' | 'leave' {
+  if (value === undefined) return 'fail';
+  if (value !== 'fail' && value !== 'leave') {
+    throw mustBe('runningTasksOnShutdown', '"fail" or "leave"', value);
+  }
+  return value;
 }
 
 function listenOptions(value: unknown): Readonly<Required<TasksListenOptions>> {

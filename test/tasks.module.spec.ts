@@ -81,6 +81,7 @@ describe('TasksModule.forRoot', () => {
       allowedOrigins: undefined,
       maxBodyBytes: 1_048_576,
       listen: { keepAliveMs: 15_000, maxStreams: 1_024, maxTaskIds: 256 },
+      runningTasksOnShutdown: 'fail',
     });
   });
 
@@ -131,6 +132,19 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
       'cancellation must be "immediate" or "cooperative", got "later"',
     ],
     [{ maxRow: 5 } as never, 'maxRow is not an option'],
+    [
+      { runningTasksOnShutdown: 'keep' as never },
+      'runningTasksOnShutdown must be "fail" or "leave", got "keep"',
+    ],
+    [{ listen: { maxStreams: 0 } }, 'listen.maxStreams must be a positive integer, got 0'],
+    [{ listen: { keepAliveMs: -1 } }, 'listen.keepAliveMs must be a positive integer or 0, got -1'],
+    [{ maxBodyBytes: 1.5 }, 'maxBodyBytes must be a positive integer, got 1.5'],
+    [
+      { serverInfo: { name: 'x' } as never },
+      'serverInfo must be an object with string name and version',
+    ],
+    [{ principal: 'user' as never }, 'principal must be a function, got "user"'],
+    [{ allowedHosts: [''] }, 'allowedHosts must be an array of host names or false'],
     [{ janitor: { interval: 5 } } as never, 'janitor.interval is not an option'],
   ];
 

@@ -68,6 +68,8 @@ interface Running {
 export class TaskToolRunner implements BeforeApplicationShutdown {
   private readonly logger = new Logger('TaskToolRunner');
   private readonly running = new Map<string, Running>();
+  /** Set at shutdown: ending calls then leave their tasks as shutdown decided. */
+  private shuttingDown = false;
 
   constructor(
     private readonly tasks: TasksService,
@@ -106,15 +108,22 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     return { content: [{ type: 'text', text: message }], isError: true };
   }
 
-  /** Ends every call still running: its signal fires and its task fails with a clear error. */
+  /**
+   * Ends every call still running: its signal fires, and (option `runningTasksOnShutdown`,
+   * default `'fail'`) its task fails with a clear error, or is left for another instance.
+   */
   async beforeApplicationShutdown(): Promise<void> {
     const running = [...this.running.entries()];
-    for (const [, call] of running) call.controller.abort(new Error('The server is shutting down'));
+    this.shuttingDown = true;
+    const leave = this.config.runningTasksOnShutdown === 'leave';
     await Promise.all(
       running.map(async ([taskId, call]) => {
-        await this.tasks
-          .fail(taskId, [-32603, 'The server shut down before the task finished'])
-          .catch(() => undefined);
+        if (!leave) {
+          await this.tasks
+            .fail(taskId, [-32603, 'The server shut down before the task finished'])
+            .catch(() => undefined);
+        }
+        call.controller.abort(new Error('The server is shutting down'));
         await call.done;
       }),
     );
@@ -149,10 +158,16 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
       try {
         const value = await tool.invoke(input, context);
         if (context.isHandedOff) return;
-        if (controller.signal.aborted) return await this.acknowledgeCancel(taskId);
+        if (controller.signal.aborted) {
+          if (this.shuttingDown) return;
+          return await this.acknowledgeCancel(taskId);
+        }
         await this.settle(this.tasks.complete(taskId, toCallToolResult(value)));
       } catch (error) {
-        if (controller.signal.aborted) return await this.acknowledgeCancel(taskId);
+        if (controller.signal.aborted) {
+          if (this.shuttingDown) return;
+          return await this.acknowledgeCancel(taskId);
+        }
         const failure = failureOf(error);
         if (failure === undefined) {
           this.logger.error(

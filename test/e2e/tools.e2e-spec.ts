@@ -339,3 +339,44 @@ describe('task tool discovery', () => {
     await expect(moduleRef.init()).rejects.toThrow(/name must be 1-128/);
   });
 });
+
+describe('shutdown with tool calls still running', () => {
+  @Injectable()
+  class Forever {
+    @TaskTool({ name: 'forever' })
+    async forever(_input: unknown, task: TaskContext) {
+      await new Promise((_, reject) =>
+        task.signal.addEventListener('abort', () => reject(task.signal.reason), { once: true }),
+      );
+    }
+  }
+
+  it.each([
+    ['fail', 'failed'],
+    ['leave', 'working'],
+  ] as const)(
+    "runningTasksOnShutdown '%s': app.close() is prompt and the task is %s",
+    async (mode, status) => {
+      @Module({
+        imports: [TasksModule.forRoot({ runningTasksOnShutdown: mode })],
+        providers: [Forever],
+      })
+      class ShutdownModule {}
+      const running = await startApp(ShutdownModule, 'express');
+      const { body } = await rpc(running.url, 'tools/call', { name: 'forever', arguments: {} });
+      const taskId = body.result!.taskId!;
+      const tasks = running.app.get(TasksService);
+      const started = Date.now();
+      await running.close();
+      expect(Date.now() - started).toBeLessThan(2_000);
+      const after = await tasks.status(taskId);
+      expect(after.status).toBe(status);
+      if (mode === 'fail') {
+        expect(after.error).toEqual({
+          code: -32603,
+          message: 'The server shut down before the task finished',
+        });
+      }
+    },
+  );
+});
