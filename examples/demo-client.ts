@@ -4,8 +4,13 @@ import {
   Client,
   type FetchLike,
   StreamableHTTPClientTransport,
+  type SubscriptionFilter,
 } from '@modelcontextprotocol/client';
-import type { JsonValue } from '@modelcontextprotocol/ext-tasks/core';
+import type { JsonValue, TaskId } from '@modelcontextprotocol/ext-tasks/core';
+import {
+  type DetailedTaskV2,
+  TaskStatusNotificationParamsV2Schema,
+} from '@modelcontextprotocol/ext-tasks/core/v2';
 import {
   type ApplicationElicitResult,
   type ApplicationInputHandler,
@@ -291,6 +296,95 @@ function printChanges(label: string): (event: TaskExecutionEvent<unknown>) => vo
   };
 }
 
+/**
+ * One status line that each change rewrites in place (`\r`) on a terminal; elsewhere (a pipe, a
+ * log) each new line is printed on its own.
+ */
+function liveLine(label: string): { show(text: string): void; end(): void } {
+  const tty = process.stdout.isTTY === true;
+  let last: string | undefined;
+  return {
+    show(text) {
+      if (text === last) return;
+      last = text;
+      const line = `  [${label}] ${text}`;
+      if (tty) process.stdout.write(`\r\x1b[2K${line}`);
+      else console.log(line);
+    },
+    end() {
+      if (tty && last !== undefined) process.stdout.write('\n');
+    },
+  };
+}
+
+const statusText = (task: { status: string; statusMessage?: string }): string =>
+  task.statusMessage === undefined ? task.status : `${task.status}: ${task.statusMessage}`;
+
+/**
+ * Follows a task over a listen stream instead of polling: `subscriptions/listen` with
+ * `taskIds: [taskId]` through the SDK client's `listen()`, and a handler for the
+ * `notifications/tasks` it delivers. Each change rewrites one status line. After the
+ * acknowledgement one `tasks/get` catches up on what changed before the stream was open; from then
+ * on only the stream speaks. Resolves with the tool result, or throws when the task fails, is
+ * cancelled, or the stream ends first.
+ */
+async function followByListen(
+  client: Client,
+  session: TaskEnabledSession,
+  taskId: TaskId,
+  label: string,
+): Promise<unknown> {
+  const line = liveLine(label);
+  let settle!: { resolve: (task: DetailedTaskV2) => void; reject: (error: Error) => void };
+  const terminal = new Promise<DetailedTaskV2>((resolve, reject) => {
+    settle = { resolve, reject };
+  });
+  // Not awaited when the catch-up read already finds the task finished.
+  void terminal.catch(() => undefined);
+  let heard = false;
+  client.setNotificationHandler(
+    'notifications/tasks',
+    { params: TaskStatusNotificationParamsV2Schema },
+    (task) => {
+      if (task.taskId !== taskId) return;
+      heard = true;
+      line.show(statusText(task));
+      if (task.status === 'completed' || task.status === 'failed' || task.status === 'cancelled') {
+        settle.resolve(task);
+      }
+    },
+  );
+  try {
+    // The filter field `taskIds` belongs to the tasks extension, not to the SDK's own type.
+    const filter: SubscriptionFilter & { taskIds: string[] } = { taskIds: [taskId] };
+    const subscription = await client.listen(filter);
+    try {
+      void subscription.closed.then((how) =>
+        settle.reject(new Error(`the listen stream ended (${how}) before the task did`)),
+      );
+      const now = await session.task(taskId).snapshot();
+      if (!heard) line.show(statusText(now));
+      if (now.status === 'completed' || now.status === 'failed' || now.status === 'cancelled') {
+        const outcome = await session.task(taskId).result();
+        line.end();
+        if (outcome.status === 'completed') return outcome.result;
+        throw new Error(`${label} ended ${outcome.status}`);
+      }
+      const last = await terminal;
+      line.end();
+      if (last.status === 'completed') return last.result;
+      if (last.status === 'failed') {
+        throw new Error(`${label} failed: ${last.error.code} ${last.error.message}`);
+      }
+      throw new Error(`${label} ended ${last.status}`);
+    } finally {
+      await subscription.close();
+    }
+  } finally {
+    client.removeNotificationHandler('notifications/tasks');
+  }
+}
+
 async function runDemo(url: string, name: string): Promise<void> {
   console.log(`Connecting to ${url}`);
   const { client, session, close } = await connectOfficialClient(url, {
@@ -310,14 +404,15 @@ async function runDemo(url: string, name: string): Promise<void> {
     const { tools } = await client.listTools();
     console.log(`Tools: ${tools.map((tool) => tool.name).join(', ')}`);
 
-    console.log('\nadd_slowly {a: 2, b: 3}');
+    console.log('\nadd_slowly {a: 2, b: 3}, followed over a listen stream');
     const add = await session.callTool('add_slowly', { a: 2, b: 3, delayMs: 1000 });
-    if (add.kind === 'task') console.log(`  task ${add.handle.taskId}`);
-    const added = await add.settle({ onEvent: printChanges('add_slowly') });
-    if (added.outcome.status !== 'completed') {
-      throw new Error(`add_slowly ended ${added.outcome.status}`);
-    }
-    console.log(`  result: ${textOf(added.outcome.result)}`);
+    if (add.kind !== 'task') throw new Error('add_slowly did not answer with a task');
+    const addId = add.handle.taskId;
+    console.log(`  task ${addId}`);
+    // The session would poll this task; the listen stream follows it instead.
+    await add.detach();
+    const sum = await followByListen(client, session, addId, 'add_slowly');
+    console.log(`  result: ${textOf(sum)}`);
 
     console.log('\ngreet');
     const greet = await session.callTool('greet', {});
