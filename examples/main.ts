@@ -1,14 +1,21 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import { DemoModule } from './demo.module.js';
+import { DemoModule, demoStorage } from './demo.module.js';
 
-/** The demo server: the in-memory store, the endpoint at /mcp, on PORT (default 3000). */
+/**
+ * The demo server: the endpoint at /mcp, on PORT (default 3000). With REDIS_URL its tasks live in
+ * Redis (prefix `demo:`) and instances on several ports share them; without, in memory.
+ */
 async function main(): Promise<void> {
-  const app = await NestFactory.create(DemoModule, { forceCloseConnections: true });
+  const storage = demoStorage();
+  const app = await NestFactory.create(storage ? DemoModule.withStorage(storage) : DemoModule, {
+    forceCloseConnections: true,
+  });
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port, process.env.HOST ?? '127.0.0.1');
   console.log(`MCP endpoint: http://${process.env.HOST ?? '127.0.0.1'}:${port}/mcp`);
+  console.log(`Tasks: ${storage ? 'in Redis (REDIS_URL), prefix demo:' : 'in memory'}`);
 }
 
 void main();

@@ -3,6 +3,7 @@ import { DiscoveryModule } from '@nestjs/core';
 import { McpEndpoint } from './mcp/mcp-endpoint.js';
 import { McpHostGuard } from './mcp/mcp-host.guard.js';
 import { McpServerFactory } from './mcp/mcp-server.factory.js';
+import { TaskToolCalls } from './mcp/task-tool-calls.js';
 import { TasksMethods } from './mcp/tasks-methods.js';
 import { TaskEvents } from './notify/task-events.js';
 import { TaskToolExplorer } from './tools/task-tool.explorer.js';
@@ -42,6 +43,7 @@ import { TasksService } from './tasks.service.js';
     TaskToolRunner,
     McpServerFactory,
     TasksMethods,
+    TaskToolCalls,
     McpEndpoint,
     McpHostGuard,
     {

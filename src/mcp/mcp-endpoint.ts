@@ -13,6 +13,7 @@ import {
   classifyInboundRequest,
   createMcpHandler,
   type McpHttpHandler,
+  UnsupportedProtocolVersionError,
 } from '@modelcontextprotocol/server';
 import { toNodeHandler, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
 import { ownerOf } from '../principal.js';
@@ -35,6 +36,7 @@ import {
   REQUEST_INFO_KEY,
 } from './mcp-server.factory.js';
 import { checkStandardHeaders, type StandardHeaders } from './standard-headers.js';
+import { TaskToolCalls } from './task-tool-calls.js';
 import { TASK_METHODS, TasksMethods } from './tasks-methods.js';
 
 /** The framework's request and response: Express's are Node's own; Fastify's wrap them. */
@@ -53,6 +55,9 @@ function header(request: FrameworkRequest, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+/** The protocol revisions served on the modern path (what the SDK's own gate accepts). */
+const MODERN_REVISIONS: readonly string[] = ['2026-07-28'];
+
 const JSON_MEDIA_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
 
 /**
@@ -60,8 +65,9 @@ const JSON_MEDIA_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
  * era, JSON-RPC shape); the standard headers; then the route:
  * - `tasks/get|update|cancel` → the lean path (TasksMethods);
  * - `subscriptions/listen` → the listen router (an SSE stream);
- * - `tools/call` of a task tool from a client without the tasks extension → -32021 (HTTP 400),
- *   unless the tool runs inline;
+ * - `tools/call` of a task tool: from a client with the tasks extension → TaskToolCalls (the task
+ *   is created and answered in front of the SDK); without it → -32021 (HTTP 400), unless the
+ *   tool runs inline (then the SDK serves it);
  * - everything else → the official SDK handler with a per-request McpServer.
  * No error leaves with a stack: faults are logged and answered -32603.
  */
@@ -79,6 +85,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     private readonly factory: McpServerFactory,
     private readonly methods: TasksMethods,
     private readonly listen: ListenRouter,
+    private readonly toolCalls: TaskToolCalls,
     @Inject(MCP_PATH) private readonly path: string | false,
     @Optional() private readonly adapterHost?: HttpAdapterHost,
     @Optional() private readonly appConfig?: ApplicationConfig,
@@ -184,6 +191,18 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     const isRequest = method !== undefined && message.id !== undefined;
 
     if (outcome.kind === 'modern' && isRequest) {
+      const revision = outcome.classification.revision;
+      if (revision === undefined || !MODERN_REVISIONS.includes(revision)) {
+        const {
+          code,
+          message: text,
+          data,
+        } = new UnsupportedProtocolVersionError({
+          supported: [...MODERN_REVISIONS],
+          requested: revision ?? 'unknown',
+        });
+        return sendError(res, 400, idOf(message), { code, message: text, data });
+      }
       const mismatch = checkStandardHeaders(
         headers,
         method,
@@ -206,6 +225,15 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       const tool = typeof name === 'string' ? this.registry.get(name) : undefined;
       if (tool && !tasks && tool.options.whenClientLacksTasks === 'reject') {
         return sendError(res, 400, idOf(message), missingTasksCapability(`tool ${name}`));
+      }
+      if (tool && tasks && outcome.kind === 'modern') {
+        return this.toolCalls.handle(
+          res,
+          idOf(message),
+          tool,
+          message.params as Record<string, unknown>,
+          owner,
+        );
       }
       if (typeof name === 'string') info.tool = name;
     }

@@ -26,7 +26,7 @@ export interface EndpointRequestInfo {
 export const REQUEST_INFO_KEY = 'nestjs-mcp-tasks';
 
 /** Accepts only an object, publishes `{ type: "object" }`: the input of a tool that names none. */
-const EMPTY_INPUT: StandardSchemaWithJSON = {
+export const EMPTY_INPUT: StandardSchemaWithJSON = {
   '~standard': {
     version: 1,
     vendor: 'nestjs-mcp-tasks',

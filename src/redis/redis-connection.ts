@@ -43,8 +43,10 @@ export function connect(
   }
   const Redis = loadIoredis();
   const timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
-  // Commands wait in ioredis's offline queue while Redis is away; our own timeout bounds them.
-  const defaults: RedisOptions = { maxRetriesPerRequest: null, connectTimeout: timeoutMs };
+  // While Redis is away, a queued call fails after one reconnect attempt (maxRetriesPerRequest),
+  // not when Redis comes back: a call reported as failed must not run later, unseen. Calls
+  // issued before the first connection wait for it. ioredis keeps reconnecting by itself.
+  const defaults: RedisOptions = { maxRetriesPerRequest: 1, connectTimeout: timeoutMs };
   const client =
     typeof options.connection === 'string'
       ? new Redis(options.connection, defaults)
@@ -71,14 +73,19 @@ export function withTimeout<T>(operation: Promise<T>, ms: number): Promise<T> {
   return Promise.race([operation, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Closes a client the part made; leaves the app's own alone. Idempotent. */
-export async function release(client: Redis, owned: boolean): Promise<void> {
+/** Closes a client the part made; leaves the app's own alone. Idempotent, bounded by `ms`. */
+export async function release(client: Redis, owned: boolean, ms: number): Promise<void> {
   if (!owned || client.status === 'end') return;
+  if (client.status !== 'ready') {
+    // Between reconnect attempts there is nothing to say goodbye to.
+    client.disconnect();
+    return;
+  }
   const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
   try {
-    await withTimeout(client.quit(), DEFAULT_REDIS_TIMEOUT_MS);
+    await withTimeout(client.quit(), ms);
+    await withTimeout(ended, ms);
   } catch {
     client.disconnect();
   }
-  await withTimeout(ended, DEFAULT_REDIS_TIMEOUT_MS).catch(() => client.disconnect());
 }

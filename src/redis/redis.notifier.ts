@@ -8,6 +8,7 @@ import { LISTEN_FEED } from '../tasks.constants.js';
 import {
   connect,
   DEFAULT_PREFIX,
+  DEFAULT_REDIS_TIMEOUT_MS,
   type RedisConnectionOptions,
   release,
 } from './redis-connection.js';
@@ -25,6 +26,7 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   private readonly subscriber: Redis;
   private readonly owned: boolean;
   private readonly channel: string;
+  private readonly timeoutMs: number;
   /** Resolves once the subscription is in place. */
   readonly ready: Promise<void>;
 
@@ -37,6 +39,7 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     this.subscriber = this.publisher.duplicate();
     this.subscriber.on('error', () => undefined);
     this.channel = `${options.prefix ?? DEFAULT_PREFIX}changes`;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
     this.subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.channel) this.hear(message);
     });
@@ -50,9 +53,15 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     return this.publisher.publish(this.channel, JSON.stringify(record)).then(() => undefined);
   }
 
-  async onApplicationShutdown(): Promise<void> {
-    await release(this.subscriber, true);
-    await release(this.publisher, this.owned);
+  private closing: Promise<void> | undefined;
+
+  /** Closes the subscriber, and the publisher if the notifier made it. Idempotent. */
+  onApplicationShutdown(): Promise<void> {
+    this.closing ??= Promise.all([
+      release(this.subscriber, true, this.timeoutMs),
+      release(this.publisher, this.owned, this.timeoutMs),
+    ]).then(() => undefined);
+    return this.closing;
   }
 
   private hear(message: string): void {

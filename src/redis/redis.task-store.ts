@@ -112,14 +112,22 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
     );
     if (reserved === 0) throw new TaskStoreFullError(options.maxRows ?? 0);
     if (reserved === -1) throw new TaskInternalError('Task id already exists');
-    const written = await this.call(
-      this.scripts.nestjsMcpTasksCreate(
-        this.keyOf(record.taskId),
-        record.version,
-        JSON.stringify(record),
-        at ?? '',
-      ),
-    );
+    let written: number;
+    try {
+      written = await this.call(
+        this.scripts.nestjsMcpTasksCreate(
+          this.keyOf(record.taskId),
+          record.version,
+          JSON.stringify(record),
+          at ?? '',
+        ),
+      );
+    } catch (error) {
+      // The row was reserved but the task not written: give the row back (best effort; an
+      // orphan row only counts against maxRows until its expiry score passes).
+      this.client.zrem(this.rowsKey, record.taskId).catch(() => undefined);
+      throw error;
+    }
     if (written === 0) throw new TaskInternalError('Task id already exists');
   }
 
@@ -182,8 +190,12 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
     return removed;
   }
 
-  async onApplicationShutdown(): Promise<void> {
-    await release(this.client, this.owned);
+  private closing: Promise<void> | undefined;
+
+  /** Closes the client the store made (not the app's own). Idempotent. */
+  onApplicationShutdown(): Promise<void> {
+    this.closing ??= release(this.client, this.owned, this.timeoutMs);
+    return this.closing;
   }
 
   private call<T>(operation: Promise<T>): Promise<T> {

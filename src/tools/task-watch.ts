@@ -1,3 +1,4 @@
+import { TaskNotFoundError } from '../errors.js';
 import type { TaskRecord } from '../task.js';
 import type { TasksService } from '../tasks.service.js';
 
@@ -10,7 +11,8 @@ export interface WaitOptions {
 /**
  * Resolves with the first state of the task that satisfies `until`: from this process's change
  * feed at once, or from a periodic re-read (changes written by another process sharing the store).
- * Rejects when the task is gone, or with the signal's reason when it aborts.
+ * Rejects when the task is gone, or with the signal's reason when it aborts; store faults are
+ * retried at the next poll.
  */
 export function waitForTask(
   tasks: TasksService,
@@ -32,7 +34,11 @@ export function waitForTask(
       if (until(record)) finish(() => resolve(record));
     };
     const poll = (): void => {
-      tasks.status(taskId).then(check, (error: unknown) => finish(() => reject(error)));
+      tasks.status(taskId).then(check, (error: unknown) => {
+        // Only a task that is gone ends the wait; a store fault is waited out (the next poll
+        // tries again), so an outage does not cancel the work that waits.
+        if (error instanceof TaskNotFoundError) finish(() => reject(error));
+      });
     };
     const onAbort = (): void => finish(() => reject(options.signal?.reason));
 

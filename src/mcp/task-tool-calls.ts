@@ -1,0 +1,85 @@
+import type { ServerResponse } from 'node:http';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
+import { JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, TaskError } from '../errors.js';
+import { isPlainObject, type TaskOwner, toTask } from '../task.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
+import type { TasksConfig } from '../tasks.options.js';
+import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
+import { TaskToolRunner } from '../tools/task-tool.runner.js';
+import { type RequestId, sendError, sendResult } from './json-rpc.js';
+import { EMPTY_INPUT } from './mcp-server.factory.js';
+
+interface Issue {
+  message: string;
+  path?: readonly (PropertyKey | { key: PropertyKey })[];
+}
+
+/** One issue as the SDK words it: `a.b: message`. */
+function formatIssue(issue: Issue): string {
+  if (!issue.path?.length) return issue.message;
+  const path = issue.path.map((part) => String(typeof part === 'object' ? part.key : part));
+  return `${path.join('.')}: ${issue.message}`;
+}
+
+/**
+ * `tools/call` of a task tool from a client that declared the extension, answered in front of the
+ * SDK: the arguments are validated with the tool's schema (a failure is the same tool error
+ * result the SDK gives), the task is created and stored, the method starts, and the
+ * CreateTaskResult answers. A store fault or a full store is a JSON-RPC error (-32603), which the
+ * SDK's tool handler could only have turned into a tool error result.
+ */
+@Injectable()
+export class TaskToolCalls {
+  private readonly logger = new Logger('TaskToolCalls');
+  private readonly meta: Record<string, unknown>;
+
+  constructor(
+    private readonly runner: TaskToolRunner,
+    @Inject(TASKS_CONFIG) config: TasksConfig,
+  ) {
+    this.meta = { [SERVER_INFO_META_KEY]: config.serverInfo };
+  }
+
+  async handle(
+    res: ServerResponse,
+    id: RequestId,
+    tool: TaskToolDefinition,
+    params: Record<string, unknown>,
+    owner: TaskOwner,
+  ): Promise<void> {
+    const args = params.arguments ?? {};
+    if (!isPlainObject(args)) {
+      return sendError(res, 200, id, {
+        code: JSONRPC_INVALID_PARAMS,
+        message: 'Invalid params: arguments must be an object',
+      });
+    }
+    const schema = tool.config.inputSchema ?? EMPTY_INPUT;
+    const checked = await schema['~standard'].validate(args);
+    if (checked.issues !== undefined && checked.issues.length > 0) {
+      const detail = checked.issues.map((issue) => formatIssue(issue as Issue)).join(', ');
+      return sendResult(res, id, {
+        content: [
+          {
+            type: 'text',
+            text: `Input validation error: Invalid arguments for tool ${tool.name}: ${detail}`,
+          },
+        ],
+        isError: true,
+        resultType: 'complete',
+        _meta: this.meta,
+      });
+    }
+    try {
+      const record = await this.runner.start(tool, (checked as { value: unknown }).value, owner);
+      sendResult(res, id, { ...toTask(record), resultType: 'task', content: [], _meta: this.meta });
+    } catch (error) {
+      if (error instanceof TaskError) return sendError(res, 200, id, error.toJsonRpcError());
+      this.logger.error(
+        `tools/call ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
+      );
+      sendError(res, 200, id, { code: JSONRPC_INTERNAL_ERROR, message: 'Internal error' });
+    }
+  }
+}
