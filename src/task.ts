@@ -235,6 +235,14 @@ export function updateTask(
   if (task.status !== 'input_required' || outstanding === undefined) return task;
   const accepted = Object.keys(responses).filter((key) => Object.hasOwn(outstanding, key));
   if (accepted.length === 0) return task;
+  for (const key of accepted) {
+    const problem = inputResponseProblem(outstanding[key]!, responses[key]);
+    if (problem !== undefined) {
+      return new InvalidTaskParamsError(
+        `Invalid params: input response ${JSON.stringify(key)} ${problem}`,
+      );
+    }
+  }
   const remaining = Object.fromEntries(
     Object.entries(outstanding).filter(([key]) => !accepted.includes(key)),
   );
@@ -347,6 +355,40 @@ export function validateInputRequests(requests: unknown): Record<string, InputRe
     }
   }
   return requests as Record<string, InputRequest>;
+}
+
+const ELICIT_ACTIONS: ReadonlySet<unknown> = new Set(['accept', 'decline', 'cancel']);
+
+/** Why `response` is not an answer to `request` (the client's result shapes), or `undefined`. */
+export function inputResponseProblem(request: InputRequest, response: unknown): string | undefined {
+  if (!isPlainObject(response)) return 'must be an object';
+  switch (request.method) {
+    case 'elicitation/create': {
+      if (!ELICIT_ACTIONS.has(response.action))
+        return 'needs action "accept", "decline" or "cancel"';
+      const content = response.content;
+      if (content === undefined) return undefined;
+      if (!isPlainObject(content)) return 'content must be an object';
+      const ok = Object.values(content).every(
+        (value) =>
+          ['string', 'number', 'boolean'].includes(typeof value) ||
+          (Array.isArray(value) && value.every((item) => typeof item === 'string')),
+      );
+      return ok ? undefined : 'content values must be strings, numbers, booleans or string arrays';
+    }
+    case 'sampling/createMessage':
+      return typeof response.model === 'string' &&
+        (response.role === 'user' || response.role === 'assistant') &&
+        response.content !== null &&
+        typeof response.content === 'object'
+        ? undefined
+        : 'needs model, role and content';
+    case 'roots/list':
+      return Array.isArray(response.roots) &&
+        response.roots.every((root) => isPlainObject(root) && typeof root.uri === 'string')
+        ? undefined
+        : 'needs roots, each with a uri';
+  }
 }
 
 /** Normalizes a tool result for storage: `content` defaults to `[]`, `resultType` is "complete". */

@@ -26,6 +26,7 @@ import {
   toStoredResult,
   toTask,
   toWire,
+  inputResponseProblem,
   updateTask,
   validateInputRequests,
 } from '../src/task.js';
@@ -182,6 +183,38 @@ describe('task model: input requests and answers', () => {
     const partial = ok(updateTask(asked, { a: answer('1'), zzz: answer('?') }, T0 + 2));
     expect(partial.inputResponses).toEqual({ a: answer('1') });
     expect(updateTask(partial, { a: answer('changed') }, T0 + 3)).toBe(partial);
+  });
+
+  it('an answer that does not fit its request is refused and changes nothing', () => {
+    const asked = inputRequired(['a']);
+    for (const bad of [
+      null,
+      5,
+      'x',
+      [],
+      {},
+      { action: 'maybe' },
+      { action: 'accept', content: true },
+    ]) {
+      const refused = updateTask(asked, { a: bad as never }, T0 + 2);
+      expect(refused).toBeInstanceOf(InvalidTaskParamsError);
+      expect((refused as Error).message).toContain('input response "a"');
+    }
+    expect(
+      inputResponseProblem({ method: 'roots/list' }, { roots: [{ uri: 'file:///x' }] }),
+    ).toBeUndefined();
+    expect(inputResponseProblem({ method: 'roots/list' }, { roots: [{}] })).toBe(
+      'needs roots, each with a uri',
+    );
+    const sampling = { method: 'sampling/createMessage' as const, params: {} };
+    expect(
+      inputResponseProblem(sampling, {
+        model: 'm',
+        role: 'assistant',
+        content: { type: 'text', text: 'hi' },
+      }),
+    ).toBeUndefined();
+    expect(inputResponseProblem(sampling, { model: 'm' })).toBe('needs model, role and content');
   });
 
   it('update is idempotent', () => {

@@ -5,12 +5,22 @@ import { sendError } from './json-rpc.js';
 /** What the endpoint finds in place of a body the framework could not parse. */
 export const UNPARSABLE_BODY = Symbol('nestjs-mcp-tasks: unparsable body');
 export const OVERSIZED_BODY = Symbol('nestjs-mcp-tasks: oversized body');
+export const TOO_DEEP_BODY = Symbol('nestjs-mcp-tasks: body nested too deeply');
+/** A body of another media type, read and dropped (Fastify), so the endpoint answers 415 itself. */
+export const UNSUPPORTED_BODY = Symbol('nestjs-mcp-tasks: unsupported media type');
+
+/** The deepest nesting of arrays and objects a body may have. */
+export const MAX_BODY_DEPTH = 64;
 
 export const PARSE_ERROR = {
   code: -32700,
   message: 'Parse error: the request body is not valid JSON',
 };
 export const BODY_TOO_LARGE = { code: -32600, message: 'Request body too large' };
+export const TOO_DEEP = {
+  code: -32600,
+  message: `Bad Request: the request body nests deeper than ${MAX_BODY_DEPTH} levels`,
+};
 export const NOT_A_MESSAGE = {
   code: -32600,
   message: 'Bad Request: the request body is not a valid JSON-RPC message',
@@ -28,15 +38,19 @@ function isJson(text: unknown): boolean {
 
 /** The media type the endpoint's Fastify requests carry while routed to our own parser. */
 const ENDPOINT_JSON = 'application/vnd.nestjs-mcp-tasks+json';
+/** The same, for bodies of any other media type (answered 415 by the endpoint). */
+const ENDPOINT_OTHER = 'application/vnd.nestjs-mcp-tasks.other';
 /** Where the request's own Content-Type waits meanwhile (restored once the body is parsed). */
 const ORIGINAL_TYPE = Symbol('nestjs-mcp-tasks: content-type');
 
 interface TaggedRequest {
+  method: string;
   url: string;
   headers: IncomingMessage['headers'];
   [ORIGINAL_TYPE]?: string;
 }
-const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
+/** The media type the endpoint accepts, as the SDK does: exactly `application/json`. */
+export const JSON_TYPE = /^\s*application\/json\s*(;|$)/i;
 
 interface ExpressLike {
   use(
@@ -146,21 +160,34 @@ export function installBodyParsing(
   if (adapterName === 'fastify') {
     const fastify = instance as FastifyLike;
     fastify.addHook('onRequest', (request, _reply, done) => {
-      const type = request.headers['content-type'];
-      if (typeof type === 'string' && JSON_TYPE.test(type) && pathnameOf(request.url) === path) {
+      if (request.method === 'POST' && pathnameOf(request.url) === path) {
+        const type = request.headers['content-type'];
+        const json = typeof type === 'string' && JSON_TYPE.test(type);
         request[ORIGINAL_TYPE] = type;
-        request.headers['content-type'] = ENDPOINT_JSON;
+        request.headers['content-type'] = json ? ENDPOINT_JSON : ENDPOINT_OTHER;
       }
       done();
     });
+    fastify.addContentTypeParser(ENDPOINT_OTHER, (request, payload, done) => {
+      restoreType(request);
+      payload.resume();
+      payload.once('end', () => done(null, UNSUPPORTED_BODY));
+      payload.once('error', () => done(null, UNSUPPORTED_BODY));
+    });
     fastify.addContentTypeParser(ENDPOINT_JSON, (request, payload, done) => {
-      request.headers['content-type'] = request[ORIGINAL_TYPE];
+      restoreType(request);
       readJson(payload, maxBytes).then(
         (body) => done(null, body),
         () => done(null, UNPARSABLE_BODY),
       );
     });
   }
+}
+
+function restoreType(request: TaggedRequest): void {
+  const type = request[ORIGINAL_TYPE];
+  if (type === undefined) delete request.headers['content-type'];
+  else request.headers['content-type'] = type;
 }
 
 async function readJson(payload: Readable, maxBytes: number): Promise<unknown> {
@@ -173,5 +200,23 @@ async function readJson(payload: Readable, maxBytes: number): Promise<unknown> {
   }
   if (size > maxBytes) return OVERSIZED_BODY;
   const text = Buffer.concat(chunks, size).toString('utf8');
-  return JSON.parse(text) as unknown;
+  const body = JSON.parse(text) as unknown;
+  return depthOf(body, MAX_BODY_DEPTH) > MAX_BODY_DEPTH ? TOO_DEEP_BODY : body;
+}
+
+/** The nesting depth of a parsed JSON value, counted without recursion, stopping past `limit`. */
+export function depthOf(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    const level = depth + 1;
+    if (level > deepest) deepest = level;
+    if (deepest > limit) return deepest;
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      if (child !== null && typeof child === 'object') stack.push([child, level]);
+    }
+  }
+  return deepest;
 }

@@ -22,6 +22,9 @@ import {
   BODY_TOO_LARGE,
   installBodyParsing,
   installExpressParser,
+  JSON_TYPE,
+  TOO_DEEP,
+  TOO_DEEP_BODY,
   OVERSIZED_BODY,
   PARSE_ERROR,
   UNPARSABLE_BODY,
@@ -57,8 +60,6 @@ function header(request: FrameworkRequest, name: string): string | undefined {
 
 /** The protocol revisions served on the modern path (what the SDK's own gate accepts). */
 const MODERN_REVISIONS: readonly string[] = ['2026-07-28'];
-
-const JSON_MEDIA_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
 
 /**
  * One request to the MCP endpoint, in order: the body and the SDK's classification (envelope,
@@ -151,7 +152,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     if (req.method !== 'POST') return this.toSdk(req, res, undefined, { owner, tasks: false });
 
     const contentType = header(request, 'content-type') ?? '';
-    if (!JSON_MEDIA_TYPE.test(contentType)) {
+    if (!JSON_TYPE.test(contentType)) {
       return sendError(res, 415, null, {
         code: -32600,
         message: 'Unsupported Media Type: Content-Type must be application/json',
@@ -160,6 +161,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     const declaredLength = Number(header(request, 'content-length') ?? 0);
     const body = declaredLength > this.config.maxBodyBytes ? OVERSIZED_BODY : request.body;
     if (body === UNPARSABLE_BODY) return sendError(res, 400, null, PARSE_ERROR);
+    if (body === TOO_DEEP_BODY) return sendError(res, 400, null, TOO_DEEP);
     if (body === OVERSIZED_BODY) return sendError(res, 413, null, BODY_TOO_LARGE);
     const headers: StandardHeaders = {
       protocolVersion: header(request, 'mcp-protocol-version'),

@@ -48,7 +48,7 @@ export class TaskToolCalls {
     params: Record<string, unknown>,
     owner: TaskOwner,
   ): Promise<void> {
-    const args = params.arguments ?? {};
+    const args = params.arguments === undefined ? {} : params.arguments;
     if (!isPlainObject(args)) {
       return sendError(res, 200, id, {
         code: JSONRPC_INVALID_PARAMS,
@@ -56,7 +56,16 @@ export class TaskToolCalls {
       });
     }
     const schema = tool.config.inputSchema ?? EMPTY_INPUT;
-    const checked = await schema['~standard'].validate(args);
+    let checked: Awaited<ReturnType<(typeof schema)['~standard']['validate']>>;
+    try {
+      checked = await schema['~standard'].validate(args);
+    } catch (error) {
+      this.logger.warn(`tools/call ${tool.name}: validation failed: ${String(error)}`);
+      return sendError(res, 200, id, {
+        code: JSONRPC_INVALID_PARAMS,
+        message: 'Invalid params: the arguments could not be validated',
+      });
+    }
     if (checked.issues !== undefined && checked.issues.length > 0) {
       const detail = checked.issues.map((issue) => formatIssue(issue as Issue)).join(', ');
       return sendResult(res, id, {
