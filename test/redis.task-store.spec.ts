@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { RedisTaskStore } from '../src/redis/redis.task-store.js';
 import type { TaskStore } from '../src/store/task-store.js';
-import { newTask } from '../src/task.js';
+import { completeTask, newTask, toStoredResult } from '../src/task.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
 import { runTaskStoreContract } from './store.contract.js';
 
@@ -34,6 +34,26 @@ describe('RedisTaskStore', () => {
       expect(await raw.pexpiretime('layout:{abc}')).toBe(task.createdAt + 60_000);
     } finally {
       raw.disconnect();
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it('a finished no-TTL write that lost its compare-and-set leaves the live task alone at cleanup', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'stale:' });
+    try {
+      const now = Date.now();
+      const task = newTask('t1', { principal: 'p' }, { ttlMs: null }, now - 10 * 3_600_000);
+      await store.create(task, { maxRows: null });
+      const lost = completeTask(task, toStoredResult({ content: [] }), {}, now - 5 * 3_600_000);
+      if (lost instanceof Error) throw lost;
+      expect(await store.compareAndSet(lost, task.version + 7)).toBe(false);
+      expect(await store.cleanup(now, { terminalTtlMs: 3_600_000 })).toBe(0);
+      expect(await store.get('t1')).toEqual(task);
+      // Once really finished (an hour ago or more) it goes.
+      expect(await store.compareAndSet(lost, task.version)).toBe(true);
+      expect(await store.cleanup(now, { terminalTtlMs: 3_600_000 })).toBe(1);
+      expect(await store.get('t1')).toBeNull();
+    } finally {
       await store.onApplicationShutdown();
     }
   });

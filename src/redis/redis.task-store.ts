@@ -140,23 +140,21 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
   }
 
   async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
-    const written = await this.call(
-      this.scripts.nestjsMcpTasksCompareAndSet(
-        this.keyOf(record.taskId),
-        expectedVersion,
-        record.version,
-        JSON.stringify(record),
-      ),
+    const write = this.scripts.nestjsMcpTasksCompareAndSet(
+      this.keyOf(record.taskId),
+      expectedVersion,
+      record.version,
+      JSON.stringify(record),
     );
-    if (written !== 1) return false;
-    if (record.ttlMs === null && isTerminal(record.status)) {
-      // Finished and kept until terminalTtlMs: remembered by the instant it finished (NX keeps
-      // the first, should a write repeat it).
-      await this.call(
-        this.client.zadd(this.terminalKey, 'NX', record.lastUpdatedAt, record.taskId),
-      );
-    }
-    return true;
+    // A finished task without a TTL is kept until terminalTtlMs: it is remembered by the instant
+    // it finished, sent together with the write (one round trip; the index lives in another
+    // slot). Should the write lose, the entry is stale, and cleanup checks the record first.
+    const remember =
+      record.ttlMs === null && isTerminal(record.status)
+        ? this.client.zadd(this.terminalKey, 'NX', record.lastUpdatedAt, record.taskId)
+        : undefined;
+    const [written] = await this.call(Promise.all([write, remember]));
+    return written === 1;
   }
 
   async delete(taskId: string): Promise<boolean> {
@@ -173,19 +171,26 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
     // Tasks past their TTL: Redis removed them already; their rows go now.
     let removed = await this.call(this.client.zremrangebyscore(this.rowsKey, '-inf', now));
-    // Finished tasks without a TTL, once terminalTtlMs old.
-    const due = await this.call(
-      this.client.zrangebyscore(this.terminalKey, '-inf', now - options.terminalTtlMs),
-    );
+    // Finished tasks without a TTL, once terminalTtlMs old. An entry can be stale (its write
+    // lost the compare-and-set): the record decides.
+    const before = now - options.terminalTtlMs;
+    const due = await this.call(this.client.zrangebyscore(this.terminalKey, '-inf', before));
     for (const taskId of due) {
-      const [deleted] = await this.call(
-        Promise.all([
-          this.client.del(this.keyOf(taskId)),
-          this.client.zrem(this.rowsKey, taskId),
-          this.client.zrem(this.terminalKey, taskId),
-        ]),
-      );
-      removed += deleted;
+      const record = await this.get(taskId);
+      if (record !== null && !(record.ttlMs === null && isTerminal(record.status))) {
+        await this.call(this.client.zrem(this.terminalKey, taskId));
+      } else if (record !== null && record.lastUpdatedAt > before) {
+        await this.call(this.client.zadd(this.terminalKey, 'XX', record.lastUpdatedAt, taskId));
+      } else {
+        const [deleted] = await this.call(
+          Promise.all([
+            this.client.del(this.keyOf(taskId)),
+            this.client.zrem(this.rowsKey, taskId),
+            this.client.zrem(this.terminalKey, taskId),
+          ]),
+        );
+        removed += deleted;
+      }
     }
     return removed;
   }
