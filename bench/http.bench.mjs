@@ -32,6 +32,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { fileURLToPath } from 'node:url';
+import { median, positiveEnv } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -55,17 +56,6 @@ const MANY_TOOLS = 50;
 const PROTOCOL_VERSION = '2026-07-28';
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 const PRINCIPAL = 'bench';
-
-function positiveEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value <= 0) {
-    console.error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
-    process.exit(1);
-  }
-  return value;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The wire format: one MCP request as a 2026-07-28 client sends it
@@ -387,11 +377,6 @@ async function verify(t, check) {
   return text;
 }
 
-const median = (values) => {
-  const sorted = [...values].sort((x, y) => x - y);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 const fmt = (n, digits = 0) =>
   n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const pad = (s, n) => String(s).padStart(n);

@@ -40,6 +40,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 import { fileURLToPath } from 'node:url';
+import { median, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -86,31 +87,13 @@ const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 /** The listen caller is anonymous (no guard): its tasks belong to this owner. */
 const OWNER = Object.freeze({ principal: null, tenant: null });
 
-function positiveEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value <= 0) {
-    console.error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
-    process.exit(1);
-  }
-  return value;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-const nowNs = () => process.hrtime.bigint();
-const msSince = (start) => Number(nowNs() - start) / 1e6;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
 
-const median = (values) => {
-  const sorted = [...values].sort((x, y) => x - y);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 /** Nearest-rank percentile of an ascending array. */
 const percentile = (sorted, p) => sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
 
@@ -118,7 +101,6 @@ const fmt = (n, digits = 0) =>
   n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const fmtMiB = (bytes) => `${fmt(bytes / 1_048_576, 2)} MiB`;
 const fmtSignedKiB = (bytes) => `${bytes >= 0 ? '+' : '−'}${fmt(Math.abs(bytes) / 1024, 1)} KiB`;
-const verdict = (ok) => (ok ? 'PASS' : 'MISS');
 
 /** The soft open-file limit of this process (Node raises it to the hard limit at startup). */
 function openFileLimit() {

@@ -31,6 +31,7 @@ import { join } from 'node:path';
 import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 import { Redis } from 'ioredis';
+import { fmtInt, median, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -56,17 +57,6 @@ const OWNER = Object.freeze({ principal: 'bench' });
 const RESULT = Object.freeze({ content: [{ type: 'text', text: 'ok' }] });
 const PREFIX = `bench-redis-${process.pid}:`;
 
-function positiveEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0) {
-    console.error(`${name} must be a positive number, got ${raw}`);
-    process.exit(1);
-  }
-  return value;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The built package
 // ---------------------------------------------------------------------------------------------
@@ -89,17 +79,8 @@ const CONFIG = resolveTasksConfig({ maxRows: null, defaultTtlMs: HOUR });
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
-const nowNs = () => process.hrtime.bigint();
-const msSince = (start) => Number(nowNs() - start) / 1e6;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const fmtInt = (n) => Math.round(n).toLocaleString('en-US');
 const fmt2 = (n) => n.toFixed(2);
-const verdict = (ok) => (ok ? 'PASS' : 'MISS');
 
 /** A Redis URL fit to print: its password, if any, masked. */
 function shown(url) {

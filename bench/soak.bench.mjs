@@ -38,6 +38,7 @@ import { Buffer } from 'node:buffer';
 import { connect } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
+import { msSince, nowNs, positiveEnv, verdict } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -70,17 +71,6 @@ const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 /** The listen caller is anonymous (no guard): its tasks belong to this owner. */
 const OWNER = Object.freeze({ principal: null, tenant: null });
 
-function positiveEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value <= 0) {
-    console.error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
-    process.exit(1);
-  }
-  return value;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Every live timer, unref'd ones included
 // ---------------------------------------------------------------------------------------------
@@ -103,8 +93,6 @@ createHook({
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-const nowNs = () => process.hrtime.bigint();
-const msSince = (start) => Number(nowNs() - start) / 1e6;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -112,7 +100,6 @@ const fmt = (n, digits = 0) =>
   n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const fmtMiB = (bytes) => `${fmt(bytes / 1_048_576, 2)} MiB`;
 const fmtSignedKiB = (bytes) => `${bytes >= 0 ? '+' : '−'}${fmt(Math.abs(bytes) / 1024, 1)} KiB`;
-const verdict = (ok) => (ok ? 'PASS' : 'MISS');
 
 function assert(condition, message) {
   if (!condition) throw new Error(`Benchmark invariant broken: ${message}`);

@@ -21,6 +21,7 @@
 import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { Buffer } from 'node:buffer';
+import { fmtInt, median, msSince, nowNs, verdict } from './common.mjs';
 
 // The built package. `npm run bench` builds it first; `bench:store` assumes it is there.
 let lib;
@@ -82,15 +83,6 @@ const { newTaskId: newId } = await import('../dist/task-id.js');
 /** For context only: one CSPRNG call per id, what a naive implementation pays. */
 const newIdUnpooled = () => randomBytes(32).toString('base64url');
 
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
-
-const nowNs = () => process.hrtime.bigint();
-const msSince = (start) => Number(nowNs() - start) / 1e6;
-
 /** A full, settled collection: two passes so objects freed by the first are gone too. */
 function fullGc() {
   globalThis.gc();
@@ -102,9 +94,7 @@ function heapUsed() {
   return process.memoryUsage().heapUsed;
 }
 
-const fmtInt = (n) => Math.round(n).toLocaleString('en-US');
 const fmtMs = (ms) => `${ms.toFixed(3)} ms`;
-const verdict = (ok) => (ok ? 'PASS' : 'MISS');
 
 function assert(condition, message) {
   if (!condition) throw new Error(`Benchmark invariant broken: ${message}`);

@@ -1,0 +1,24 @@
+// Helpers every benchmark shares: reading knobs from the environment, medians, time, verdicts.
+
+/** A positive integer from the environment, or `fallback`; anything else stops the bench. */
+export function positiveEnv(name, fallback) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    console.error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+    process.exit(1);
+  }
+  return value;
+}
+
+export const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+
+export const nowNs = () => process.hrtime.bigint();
+export const msSince = (start) => Number(nowNs() - start) / 1e6;
+export const fmtInt = (n) => Math.round(n).toLocaleString('en-US');
+export const verdict = (ok) => (ok ? 'PASS' : 'MISS');
