@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http';
-import type { JsonRpcErrorObject } from '../errors.js';
+import type { Logger } from '@nestjs/common';
+import { SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
+import { JSONRPC_INTERNAL_ERROR, type JsonRpcErrorObject, TaskError } from '../errors.js';
 import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
 
 export type RequestId = string | number | null;
@@ -54,4 +56,25 @@ export function sendError(
   error: JsonRpcErrorObject,
 ): void {
   sendJson(res, status, { jsonrpc: '2.0', id, error });
+}
+
+/** The `_meta` every result of ours carries: the server's identity, as the SDK's own results do. */
+export function resultMeta(serverInfo: unknown): Record<string, unknown> {
+  return { [SERVER_INFO_META_KEY]: serverInfo };
+}
+
+/**
+ * Answers a failed request in band (HTTP 200): a TaskError with its own code and message, anything
+ * else -32603 "Internal error", logged here with its detail (which never leaves the process).
+ */
+export function sendFailure(
+  res: ServerResponse,
+  id: RequestId,
+  error: unknown,
+  logger: Logger,
+  what: string,
+): void {
+  if (error instanceof TaskError) return sendError(res, 200, id, error.toJsonRpcError());
+  logger.error(`${what} failed: ${(error as Error)?.stack ?? String(error)}`);
+  sendError(res, 200, id, { code: JSONRPC_INTERNAL_ERROR, message: 'Internal error' });
 }

@@ -1,13 +1,12 @@
 import type { ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
-import { JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, TaskError } from '../errors.js';
+import { JSONRPC_INVALID_PARAMS } from '../errors.js';
 import { isPlainObject, type TaskOwner, toTask } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
 import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
-import { type RequestId, sendError, sendResult } from './json-rpc.js';
+import { type RequestId, resultMeta, sendError, sendFailure, sendResult } from './json-rpc.js';
 import { EMPTY_INPUT } from './mcp-server.factory.js';
 
 interface Issue {
@@ -38,7 +37,7 @@ export class TaskToolCalls {
     private readonly runner: TaskToolRunner,
     @Inject(TASKS_CONFIG) config: TasksConfig,
   ) {
-    this.meta = { [SERVER_INFO_META_KEY]: config.serverInfo };
+    this.meta = resultMeta(config.serverInfo);
   }
 
   async handle(
@@ -84,11 +83,7 @@ export class TaskToolCalls {
       const record = await this.runner.start(tool, (checked as { value: unknown }).value, owner);
       sendResult(res, id, { ...toTask(record), resultType: 'task', content: [], _meta: this.meta });
     } catch (error) {
-      if (error instanceof TaskError) return sendError(res, 200, id, error.toJsonRpcError());
-      this.logger.error(
-        `tools/call ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
-      );
-      sendError(res, 200, id, { code: JSONRPC_INTERNAL_ERROR, message: 'Internal error' });
+      sendFailure(res, id, error, this.logger, `tools/call ${tool.name}`);
     }
   }
 }

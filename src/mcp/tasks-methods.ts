@@ -1,7 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
-import { InvalidTaskParamsError, JSONRPC_INTERNAL_ERROR, TaskError } from '../errors.js';
+import { InvalidTaskParamsError } from '../errors.js';
 import { isPlainObject, type TaskOwner, toWire } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
@@ -10,7 +9,9 @@ import {
   declaresTasks,
   missingTasksCapability,
   type RequestId,
+  resultMeta,
   sendError,
+  sendFailure,
   sendResult,
 } from './json-rpc.js';
 
@@ -29,14 +30,13 @@ export const TASK_METHODS: ReadonlySet<string> = new Set([
 @Injectable()
 export class TasksMethods {
   private readonly logger = new Logger('TasksMethods');
-  /** Every result carries the server's identity in `_meta`, as the SDK's own results do. */
   private readonly meta: Record<string, unknown>;
 
   constructor(
     private readonly tasks: TasksService,
     @Inject(TASKS_CONFIG) config: TasksConfig,
   ) {
-    this.meta = { [SERVER_INFO_META_KEY]: config.serverInfo };
+    this.meta = resultMeta(config.serverInfo);
   }
 
   async handle(
@@ -50,9 +50,7 @@ export class TasksMethods {
     try {
       sendResult(res, id, await this.answer(method, params as Record<string, unknown>, owner));
     } catch (error) {
-      if (error instanceof TaskError) return sendError(res, 200, id, error.toJsonRpcError());
-      this.logger.error(`${method} failed: ${(error as Error)?.stack ?? String(error)}`);
-      sendError(res, 200, id, { code: JSONRPC_INTERNAL_ERROR, message: 'Internal error' });
+      sendFailure(res, id, error, this.logger, method);
     }
   }
 
