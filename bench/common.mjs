@@ -22,3 +22,28 @@ export const nowNs = () => process.hrtime.bigint();
 export const msSince = (start) => Number(nowNs() - start) / 1e6;
 export const fmtInt = (n) => Math.round(n).toLocaleString('en-US');
 export const verdict = (ok) => (ok ? 'PASS' : 'MISS');
+
+/** A full, settled collection: two passes so objects freed by the first are gone too. */
+export function fullGc() {
+  globalThis.gc();
+  globalThis.gc();
+}
+
+/** The heap in use after a full collection. */
+export function heapUsed() {
+  fullGc();
+  return process.memoryUsage().heapUsed;
+}
+
+/** The built package (`npm run build`); stops the bench with a hint when it is missing. */
+export async function loadBuiltPackage() {
+  try {
+    return await import('../dist/index.js');
+  } catch (error) {
+    console.error(
+      'Cannot import ../dist/index.js; run `npm run build` first (or `npm run bench`).',
+    );
+    console.error(error);
+    process.exit(1);
+  }
+}

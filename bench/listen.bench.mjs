@@ -40,7 +40,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 import { fileURLToPath } from 'node:url';
-import { median, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
+import { fullGc, heapUsed, median, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -532,17 +532,6 @@ async function startServer() {
         server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
       ),
   };
-}
-
-/** A full, settled collection: two passes so objects freed by the first are gone too. */
-function fullGc() {
-  globalThis.gc();
-  globalThis.gc();
-}
-
-function heapUsed() {
-  fullGc();
-  return process.memoryUsage().heapUsed;
 }
 
 /** Waits until `check()` holds (streams dropped, sockets gone); throws after SETTLE_TIMEOUT_MS. */

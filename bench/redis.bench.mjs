@@ -31,7 +31,15 @@ import { join } from 'node:path';
 import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 import { Redis } from 'ioredis';
-import { fmtInt, median, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
+import {
+  fmtInt,
+  loadBuiltPackage,
+  median,
+  msSince,
+  nowNs,
+  positiveEnv,
+  verdict,
+} from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -61,14 +69,7 @@ const PREFIX = `bench-redis-${process.pid}:`;
 // The built package
 // ---------------------------------------------------------------------------------------------
 
-let lib;
-try {
-  lib = await import('../dist/index.js');
-} catch (error) {
-  console.error('Cannot import ../dist/index.js; run `npm run build` first (or `npm run bench`).');
-  console.error(error);
-  process.exit(1);
-}
+const lib = await loadBuiltPackage();
 const { TasksService, RedisTaskStore, RedisTaskNotifier, TaskEvents, resolveTasksConfig } = lib;
 const { newTaskId } = await import('../dist/task-id.js');
 

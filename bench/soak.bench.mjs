@@ -38,7 +38,7 @@ import { Buffer } from 'node:buffer';
 import { connect } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
-import { msSince, nowNs, positiveEnv, verdict } from './common.mjs';
+import { fullGc, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -125,12 +125,6 @@ async function settle(what, check) {
   } catch {
     console.log(`NOTE: still waiting for ${what} after ${fmt(WAIT_MS)} ms; measuring anyway.`);
   }
-}
-
-/** A full, settled collection: two passes so objects freed by the first are gone too. */
-function fullGc() {
-  globalThis.gc();
-  globalThis.gc();
 }
 
 /** Runs `work` over `items`, `concurrency` at a time. */

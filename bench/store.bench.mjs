@@ -21,17 +21,19 @@
 import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { Buffer } from 'node:buffer';
-import { fmtInt, median, msSince, nowNs, verdict } from './common.mjs';
+import {
+  fmtInt,
+  fullGc,
+  heapUsed,
+  loadBuiltPackage,
+  median,
+  msSince,
+  nowNs,
+  verdict,
+} from './common.mjs';
 
 // The built package. `npm run bench` builds it first; `bench:store` assumes it is there.
-let lib;
-try {
-  lib = await import('../dist/index.js');
-} catch (error) {
-  console.error('Cannot import ../dist/index.js; run `npm run build` first (or `npm run bench`).');
-  console.error(error);
-  process.exit(1);
-}
+const lib = await loadBuiltPackage();
 const { TasksService, InMemoryTaskStore, resolveTasksConfig, newTask } = lib;
 
 if (typeof globalThis.gc !== 'function') {
@@ -82,17 +84,6 @@ const CONFIG = resolveTasksConfig({ maxRows: null, defaultTtlMs: HOUR });
 const { newTaskId: newId } = await import('../dist/task-id.js');
 /** For context only: one CSPRNG call per id, what a naive implementation pays. */
 const newIdUnpooled = () => randomBytes(32).toString('base64url');
-
-/** A full, settled collection: two passes so objects freed by the first are gone too. */
-function fullGc() {
-  globalThis.gc();
-  globalThis.gc();
-}
-
-function heapUsed() {
-  fullGc();
-  return process.memoryUsage().heapUsed;
-}
 
 const fmtMs = (ms) => `${ms.toFixed(3)} ms`;
 
