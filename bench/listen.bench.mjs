@@ -40,7 +40,16 @@ import { cpus, loadavg } from 'node:os';
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 import { fileURLToPath } from 'node:url';
-import { fullGc, heapUsed, median, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
+import {
+  fullGc,
+  heapUsed,
+  loadBuiltPackage,
+  median,
+  msSince,
+  nowNs,
+  positiveEnv,
+  verdict,
+} from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -482,7 +491,7 @@ async function startServer() {
   const { NestFactory } = await import('@nestjs/core');
   const { ExpressAdapter } = await import('@nestjs/platform-express');
   const { SUBSCRIPTION_ID_META_KEY } = await import('@modelcontextprotocol/server');
-  const lib = await import('../dist/index.js');
+  const lib = await loadBuiltPackage();
   // ListenRouter is read from its own module: the package index need not export it.
   const { ListenRouter } = await import('../dist/listen/listen.router.js');
 

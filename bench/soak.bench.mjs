@@ -38,7 +38,7 @@ import { Buffer } from 'node:buffer';
 import { connect } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
-import { fullGc, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
+import { fullGc, loadBuiltPackage, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -144,7 +144,7 @@ async function startServer() {
   const { Module } = await import('@nestjs/common');
   const { NestFactory } = await import('@nestjs/core');
   const { ExpressAdapter } = await import('@nestjs/platform-express');
-  const lib = await import('../dist/index.js');
+  const lib = await loadBuiltPackage();
   // ListenRouter is read from its own module: the package index need not export it.
   const { ListenRouter } = await import('../dist/listen/listen.router.js');
   class SoakBenchModule {}

@@ -1,11 +1,13 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import * as z from 'zod/v4';
 import {
-  RedisTaskStore,
-  redisNotifier,
   TasksModule,
   type TasksModuleExtras,
 } from '../src/index.js';
+import {
+  RedisTaskStore,
+  redisNotifier,
+} from '../src/redis/index.js';
 import { DemoAuthGuard } from './demo-auth.guard.js';
 import { DemoTools } from './demo.tools.js';
 

@@ -1,7 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { Type } from 'class-transformer';
 import { IsInt, IsNumber, IsOptional, IsString, Max, Min } from 'class-validator';
-import { TaskTool, type TaskContext } from '../src/index.js';
+import {
+  TaskTool,
+  type TaskContext,
+} from '../src/index.js';
 
 export class AddInput {
   @IsNumber()

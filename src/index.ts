@@ -1,28 +1,21 @@
+/**
+ * `nestjs-mcp-tasks`: what a NestJS app uses. The Redis store and notifier live in
+ * `nestjs-mcp-tasks/redis`, the Node client in `nestjs-mcp-tasks/client`, the test helpers in
+ * `nestjs-mcp-tasks/testing`.
+ */
 export { TasksModule } from './tasks.module.js';
-export { TASKS_MODULE_OPTIONS } from './tasks.module-definition.js';
 export { TasksService, type CreateTaskParams, type StatusMessageOption } from './tasks.service.js';
-export {
-  resolveTasksConfig,
-  type PartProvider,
-  type TasksConfig,
-  type TasksJanitorOptions,
-  type TasksListenOptions,
-  type TasksModuleExtras,
-  type TasksModuleOptions,
+export type {
+  PartProvider,
+  TasksJanitorOptions,
+  TasksListenOptions,
+  TasksModuleExtras,
+  TasksModuleOptions,
 } from './tasks.options.js';
-export {
-  DEFAULT_JANITOR_INTERVAL_MS,
-  DEFAULT_MAX_ROWS,
-  DEFAULT_TERMINAL_TTL_MS,
-  DEFAULT_TTL_MS,
-  TASKS_CONFIG,
-  LISTEN_FEED,
-  TASKS_EXTENSION_ID,
-} from './tasks.constants.js';
+export { TASKS_EXTENSION_ID } from './tasks.constants.js';
 export {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
-  TASK_ERROR_CODES,
   TaskConflictError,
   TaskError,
   TaskInternalError,
@@ -34,30 +27,16 @@ export {
   type TaskErrorKind,
 } from './errors.js';
 export {
-  cancelTask,
-  completeTask,
-  failTask,
-  isCancellationRequested,
   isExpired,
   isOwnedBy,
   isTerminal,
-  markCancelledTask,
-  newTask,
-  progressTask,
-  requireInputTask,
-  takeInputResponsesTask,
-  toJsonRpcError,
-  toStoredResult,
   toTask,
   toWire,
-  updateTask,
-  validateInputRequests,
   type CallToolResult,
   type CancellationMode,
   type DetailedTask,
   type InputRequest,
   type InputResponse,
-  type NewTaskParams,
   type StoredCallToolResult,
   type Task,
   type TaskFailure,
@@ -65,7 +44,6 @@ export {
   type TaskRecord,
   type TaskStatus,
   type TerminalTaskStatus,
-  type TransitionResult,
 } from './task.js';
 export {
   InjectTaskStore,
@@ -74,9 +52,8 @@ export {
   type TaskStoreCreateOptions,
 } from './store/task-store.js';
 export { InMemoryTaskStore } from './store/in-memory.task-store.js';
-export { InjectTaskNotifier, NoopTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
+export { InjectTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 export { ListenNotifier } from './notify/listen.notifier.js';
-export { TasksJanitor } from './janitor/tasks.janitor.js';
 export {
   TaskTool,
   type TaskToolAnnotations,
@@ -84,9 +61,5 @@ export {
   type WhenClientLacksTasks,
 } from './tools/task-tool.decorator.js';
 export type { TaskContext } from './tools/task-context.js';
-export { toToolInputSchema, type TaskToolInput } from './tools/input-schema.js';
-export { TaskEvents, type TaskListener } from './notify/task-events.js';
+export type { TaskToolInput } from './tools/input-schema.js';
 export { defaultPrincipal, type PrincipalResolver } from './principal.js';
-export { RedisTaskStore } from './redis/redis.task-store.js';
-export { RedisTaskNotifier, redisNotifier } from './redis/redis.notifier.js';
-export type { RedisConnectionOptions } from './redis/redis-connection.js';

@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { DemoModule } from '../../examples/demo.module.js';
-import { type InMemoryTaskStore, TaskStore } from '../../src/index.js';
+import {
+  type InMemoryTaskStore,
+  TaskStore,
+} from '../../src/index.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import {
   leak,

@@ -6,9 +6,6 @@ import {
 } from '@modelcontextprotocol/ext-tasks/core/v2';
 import {
   type InputRequest,
-  RedisTaskNotifier,
-  RedisTaskStore,
-  redisNotifier,
   type TaskContext,
   TaskNotifier,
   type TaskRecord,
@@ -17,6 +14,11 @@ import {
   TasksModule,
   type TasksModuleExtras,
 } from '../../src/index.js';
+import {
+  RedisTaskNotifier,
+  RedisTaskStore,
+  redisNotifier,
+} from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type AdapterName, type RunningApp, startApp } from './app.js';
 import { mcpRequest, post, type RawResponse } from './raw.js';

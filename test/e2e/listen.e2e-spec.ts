@@ -6,11 +6,11 @@ import {
 } from '@modelcontextprotocol/ext-tasks/core/v2';
 import * as z from 'zod/v4';
 import { ListenRouter } from '../../src/listen/listen.router.js';
+import { LISTEN_FEED } from '../../src/tasks.constants.js';
+import { TaskEvents } from '../../src/notify/task-events.js';
 import {
   type InputRequest,
   type InputResponse,
-  LISTEN_FEED,
-  TaskEvents,
   type TaskRecord,
   TaskStore,
   TaskTool,

@@ -2,9 +2,6 @@ import { Module, type Type } from '@nestjs/common';
 import { TaskStatusNotificationParamsV2Schema } from '@modelcontextprotocol/ext-tasks/core/v2';
 import {
   isTerminal,
-  RedisTaskNotifier,
-  RedisTaskStore,
-  redisNotifier,
   TaskNotifier,
   type TaskRecord,
   TaskStore,
@@ -14,6 +11,11 @@ import {
   TasksService,
   toWire,
 } from '../../src/index.js';
+import {
+  RedisTaskNotifier,
+  RedisTaskStore,
+  redisNotifier,
+} from '../../src/redis/index.js';
 import { accept, elicit, seededRandom } from '../helpers.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type RunningApp, startApp } from './app.js';

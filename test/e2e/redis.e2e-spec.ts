@@ -4,9 +4,6 @@ import * as z from 'zod/v4';
 import {
   type InputRequest,
   isTerminal,
-  RedisTaskNotifier,
-  RedisTaskStore,
-  redisNotifier,
   type TaskContext,
   TaskNotifier,
   type TaskRecord,
@@ -16,6 +13,11 @@ import {
   TasksModule,
   TasksService,
 } from '../../src/index.js';
+import {
+  RedisTaskNotifier,
+  RedisTaskStore,
+  redisNotifier,
+} from '../../src/redis/index.js';
 import { seededRandom } from '../helpers.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type AdapterName, type RunningApp, startApp } from './app.js';

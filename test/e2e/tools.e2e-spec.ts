@@ -11,7 +11,12 @@ import { Test } from '@nestjs/testing';
 import { IsString } from 'class-validator';
 import * as z from 'zod/v4';
 import { TasksConfigError } from '../../src/errors.js';
-import { TaskTool, type TaskContext, TasksModule, TasksService } from '../../src/index.js';
+import {
+  TaskTool,
+  type TaskContext,
+  TasksModule,
+  TasksService,
+} from '../../src/index.js';
 import { ADAPTERS, startApp, type RunningApp } from './app.js';
 
 const META = (tasks: boolean) => ({
