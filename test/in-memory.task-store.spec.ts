@@ -1,8 +1,10 @@
 import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
 import { newTask } from '../src/task.js';
-import { runTaskStoreContract } from './store.contract.js';
+import { taskStoreContract } from '../src/testing/index.js';
 
-runTaskStoreContract('InMemoryTaskStore', { create: async () => new InMemoryTaskStore() });
+describe('TaskStore contract: InMemoryTaskStore', () => {
+  for (const rule of taskStoreContract(() => new InMemoryTaskStore())) it(rule.name, rule.run);
+});
 
 describe('InMemoryTaskStore', () => {
   it('freezes stored records so a handed-out record cannot change the store', async () => {

@@ -1,9 +1,8 @@
 import { Redis } from 'ioredis';
 import { RedisTaskStore } from '../src/redis/redis.task-store.js';
-import type { TaskStore } from '../src/store/task-store.js';
 import { completeTask, newTask, toStoredResult } from '../src/task.js';
 import { startTestRedis, type TestRedis } from './redis-server.js';
-import { runTaskStoreContract } from './store.contract.js';
+import { taskStoreContract } from '../src/testing/index.js';
 
 let redis: TestRedis;
 let prefixes = 0;
@@ -15,11 +14,13 @@ afterAll(async () => {
   await redis.stop();
 });
 
-runTaskStoreContract('RedisTaskStore', {
-  // Each test gets its own key prefix: a fresh, empty store on the same server.
-  create: async () =>
-    new RedisTaskStore({ connection: redis.url, prefix: `contract-${++prefixes}:` }),
-  dispose: async (store: TaskStore) => (store as RedisTaskStore).onApplicationShutdown(),
+describe('TaskStore contract: RedisTaskStore', () => {
+  const contract = taskStoreContract({
+    // Each case gets its own key prefix: a fresh, empty store on the same server.
+    create: () => new RedisTaskStore({ connection: redis.url, prefix: `contract-${++prefixes}:` }),
+    dispose: (store) => store.onApplicationShutdown(),
+  });
+  for (const rule of contract) it(rule.name, rule.run);
 });
 
 describe('RedisTaskStore', () => {

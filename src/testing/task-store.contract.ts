@@ -1,0 +1,660 @@
+/**
+ * The TaskStore contract: the rules every store must keep, as plain test cases that any runner
+ * (Jest, Vitest, node:test, Mocha) can run. It speaks to a store only through the public
+ * TaskStore interface, and builds its records by hand (stores never apply lifecycle rules).
+ *
+ * This file may import only the package's main entry and node builtins.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import {
+  TaskError,
+  TaskStoreFullError,
+  type TaskOwner,
+  type TaskRecord,
+  type TaskStore,
+} from '../index.js';
+
+/** How the contract gets a store: a fresh, empty one per case, released after it. */
+export interface TaskStoreHarness<S extends TaskStore = TaskStore> {
+  /** A new, empty store (for a shared database: a fresh key prefix, schema or table). */
+  create(): S | Promise<S>;
+  /** Releases it (closes connections); runs after each case, passed or failed. Optional. */
+  dispose?(store: S): void | Promise<void>;
+}
+
+/** One rule of the contract. `run` takes no arguments, so `it(c.name, c.run)` works anywhere. */
+export interface TaskStoreContractCase {
+  readonly name: string;
+  readonly run: () => Promise<void>;
+}
+
+const HOUR = 3_600_000;
+const alice: TaskOwner = { principal: 'alice', tenant: null };
+const unlimited = { maxRows: null };
+
+/**
+ * The TaskStore contract as a list of `{ name, run }` cases. Each `run` creates a fresh store
+ * through the harness, checks one rule with `node:assert/strict`, and disposes of the store.
+ *
+ * ```ts
+ * for (const c of taskStoreContract({ create: () => new MyTaskStore() })) it(c.name, c.run);
+ * ```
+ *
+ * `harness` may also be the factory alone: `taskStoreContract(() => new MyTaskStore())`.
+ */
+export function taskStoreContract<S extends TaskStore>(
+  harness: TaskStoreHarness<S> | (() => S | Promise<S>),
+): TaskStoreContractCase[] {
+  const { create, dispose } =
+    typeof harness === 'function' ? { create: harness, dispose: undefined } : harness;
+  if (typeof create !== 'function') {
+    throw new TypeError('taskStoreContract: the harness needs a create() that returns a store');
+  }
+  return RULES.map(([name, check]) => ({
+    name,
+    run: async (): Promise<void> => {
+      const store = await create.call(harness);
+      if (store === null || typeof store !== 'object') {
+        throw new TypeError(`harness.create() must return a TaskStore, got ${String(store)}`);
+      }
+      try {
+        await check(store);
+      } finally {
+        await dispose?.call(harness, store);
+      }
+    },
+  }));
+}
+
+/** The names of the contract's cases, in order (for reports and for filtering). */
+export function taskStoreContractRules(): string[] {
+  return RULES.map(([name]) => name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records, built by hand as a TasksService would write them
+// ---------------------------------------------------------------------------------------------
+
+const newId = (): string => randomBytes(32).toString('base64url');
+
+/** A new `working` task, version 1, as `TasksService.create` stores it. */
+function record(owner: TaskOwner = alice, ttlMs: number | null = HOUR, createdAt = Date.now()) {
+  const task: TaskRecord = {
+    taskId: newId(),
+    owner: { principal: owner.principal, tenant: owner.tenant ?? null },
+    status: 'working',
+    createdAt,
+    lastUpdatedAt: createdAt,
+    ttlMs,
+    version: 1,
+  };
+  return task;
+}
+
+/** The next version of `task` with a new status message (a progress write). */
+function changed(task: TaskRecord, message: string): TaskRecord {
+  return {
+    ...task,
+    statusMessage: message,
+    lastUpdatedAt: Math.max(Date.now(), task.lastUpdatedAt),
+    version: task.version + 1,
+  };
+}
+
+/** The next version of `task`, completed at `at` (no pending input, no cancel request left). */
+function completed(task: TaskRecord, at: number): TaskRecord {
+  const { inputRequests, inputResponses, cancelRequested, ...kept } = task;
+  return {
+    ...kept,
+    status: 'completed',
+    result: { content: [], resultType: 'complete' },
+    lastUpdatedAt: Math.max(at, task.lastUpdatedAt),
+    version: task.version + 1,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assertions with messages that say what the store did wrong
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A deep copy without `undefined` properties and with plain prototypes, so that records compare
+ * by their data (a store that reads `statusMessage: undefined` back, or builds its objects with
+ * another prototype, still holds the same record).
+ */
+function data(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(data);
+  if (value === null || typeof value !== 'object') return value;
+  const copy: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) if (item !== undefined) copy[key] = data(item);
+  return copy;
+}
+
+function withContext(error: unknown, what: string): unknown {
+  if (error instanceof assert.AssertionError) error.message = `${what}\n${error.message}`;
+  return error;
+}
+
+function sameRecord(actual: unknown, expected: TaskRecord, what: string): void {
+  if (actual === null || actual === undefined) {
+    assert.fail(`${what}: expected the record of task ${short(expected)}, got ${String(actual)}`);
+  }
+  try {
+    assert.deepStrictEqual(data(actual), data(expected));
+  } catch (error) {
+    throw withContext(error, `${what}: the record read back differs from the one written`);
+  }
+}
+
+function isNull(actual: unknown, what: string): void {
+  if (actual !== null) {
+    assert.fail(`${what}: expected null, got ${show(actual)}`);
+  }
+}
+
+function is<T>(actual: T, expected: T, what: string): void {
+  if (!Object.is(actual, expected)) {
+    assert.fail(`${what}: expected ${show(expected)}, got ${show(actual)}`);
+  }
+}
+
+/** What `promise` rejected with; fails when it resolved. */
+async function refusal(promise: Promise<unknown>, what: string): Promise<unknown> {
+  const outcome = await promise.then(
+    () => ({ resolved: true as const }),
+    (error: unknown) => ({ resolved: false as const, error }),
+  );
+  if (outcome.resolved)
+    assert.fail(`${what}: expected a refusal (a rejected promise), it resolved`);
+  return outcome.error;
+}
+
+function short(task: TaskRecord): string {
+  return `${task.taskId.slice(0, 8)}…`;
+}
+
+function show(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === 'object') {
+    const task = value as Partial<TaskRecord>;
+    if (typeof task.taskId === 'string') {
+      return `a record (status ${String(task.status)}, version ${String(task.version)})`;
+    }
+    try {
+      return JSON.stringify(value);
+    } catch {
+      return Object.prototype.toString.call(value);
+    }
+  }
+  return typeof value === 'string' ? JSON.stringify(value) : String(value);
+}
+
+function errorName(error: unknown): string {
+  if (error instanceof Error) return `${error.constructor.name}: ${error.message}`;
+  return show(error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rules
+// ---------------------------------------------------------------------------------------------
+
+type Rule = readonly [name: string, check: (store: TaskStore) => Promise<void>];
+
+const RULES: readonly Rule[] = [
+  [
+    'create then get returns an equal record',
+    async (store) => {
+      const task = record();
+      await store.create(task, unlimited);
+      sameRecord(await store.get(task.taskId), task, 'get(taskId) after create');
+    },
+  ],
+
+  [
+    'get of an unknown id is null',
+    async (store) => {
+      isNull(await store.get(newId()), 'get(unknown id)');
+      isNull(await store.get(newId(), alice), 'get(unknown id, owner)');
+    },
+  ],
+
+  [
+    'create refuses an id that exists, and keeps the first record',
+    async (store) => {
+      const task = record();
+      await store.create(task, unlimited);
+      const twin: TaskRecord = {
+        ...record({ principal: 'mallory', tenant: 'x' }),
+        taskId: task.taskId,
+        statusMessage: 'twin',
+      };
+      const error = await refusal(
+        store.create(twin, unlimited),
+        'create(a record whose id exists)',
+      );
+      assert.ok(
+        error instanceof TaskError,
+        `create(a record whose id exists) must reject with a TaskError, got ${errorName(error)}`,
+      );
+      sameRecord(await store.get(task.taskId), task, 'get(taskId) after a refused duplicate');
+    },
+  ],
+
+  [
+    'owner-scoped get: the owner sees the task; another principal, tenant or anonymous do not',
+    async (store) => {
+      const task = record({ principal: 'alice', tenant: 't1' });
+      await store.create(task, unlimited);
+      sameRecord(
+        await store.get(task.taskId, { principal: 'alice', tenant: 't1' }),
+        task,
+        'get(taskId, its owner)',
+      );
+      isNull(
+        await store.get(task.taskId, { principal: 'bob', tenant: 't1' }),
+        'get(taskId, another principal of the same tenant)',
+      );
+      isNull(
+        await store.get(task.taskId, { principal: 'alice', tenant: 't2' }),
+        'get(taskId, the same principal in another tenant)',
+      );
+      isNull(
+        await store.get(task.taskId, { principal: 'alice' }),
+        'get(taskId, the same principal without a tenant)',
+      );
+      isNull(
+        await store.get(task.taskId, { principal: null, tenant: 't1' }),
+        'get(taskId, anonymous in the same tenant)',
+      );
+    },
+  ],
+
+  [
+    'an absent tenant is the null tenant',
+    async (store) => {
+      const task = record({ principal: 'alice' });
+      await store.create(task, unlimited);
+      sameRecord(
+        await store.get(task.taskId, { principal: 'alice' }),
+        task,
+        'get(taskId, { principal }) of a task without a tenant',
+      );
+      sameRecord(
+        await store.get(task.taskId, { principal: 'alice', tenant: null }),
+        task,
+        'get(taskId, { principal, tenant: null }) of a task without a tenant',
+      );
+      isNull(
+        await store.get(task.taskId, { principal: 'alice', tenant: 't1' }),
+        'get(taskId, the same principal with a tenant) of a task without a tenant',
+      );
+    },
+  ],
+
+  [
+    'anonymous tasks belong to the anonymous owner only',
+    async (store) => {
+      const task = record({ principal: null });
+      await store.create(task, unlimited);
+      sameRecord(await store.get(task.taskId, { principal: null }), task, 'get(taskId, anonymous)');
+      sameRecord(
+        await store.get(task.taskId, { principal: null, tenant: null }),
+        task,
+        'get(taskId, anonymous with tenant null)',
+      );
+      isNull(await store.get(task.taskId, { principal: 'alice' }), 'get(anonymous task, alice)');
+    },
+  ],
+
+  [
+    'compareAndSet writes when the version matches and refuses a stale version',
+    async (store) => {
+      const task = record();
+      await store.create(task, unlimited);
+      const first = changed(task, 'one');
+      const rival = changed(task, 'two');
+      is(await store.compareAndSet(first, task.version), true, 'compareAndSet(matching version)');
+      is(
+        await store.compareAndSet(rival, task.version),
+        false,
+        'compareAndSet(a version that was already replaced)',
+      );
+      sameRecord(await store.get(task.taskId), first, 'get(taskId) after one write won');
+    },
+  ],
+
+  [
+    'compareAndSet replaces the whole record: fields the new record lacks are gone',
+    async (store) => {
+      const task: TaskRecord = {
+        ...record(),
+        status: 'input_required',
+        statusMessage: 'Need a name',
+        inputRequests: {
+          name: { method: 'elicitation/create', params: { message: 'Name?', requestedSchema: {} } },
+        },
+        usedInputKeys: ['name'],
+        inputResponses: { earlier: { action: 'accept' } },
+        cancelRequested: true,
+      };
+      await store.create(task, unlimited);
+      const { statusMessage, ...rest } = completed(task, Date.now());
+      is(await store.compareAndSet(rest, task.version), true, 'compareAndSet(matching version)');
+      const read = await store.get(task.taskId);
+      sameRecord(read, rest, 'get(taskId) after a write that drops fields');
+      for (const key of ['statusMessage', 'inputRequests', 'inputResponses', 'cancelRequested']) {
+        assert.ok(
+          (read as unknown as Record<string, unknown>)[key] === undefined,
+          `get(taskId) after compareAndSet of a record without ${key}: ${key} is still there`,
+        );
+      }
+    },
+  ],
+
+  [
+    'compareAndSet of a missing task is false and creates nothing',
+    async (store) => {
+      const task = record();
+      is(
+        await store.compareAndSet(changed(task, 'x'), task.version),
+        false,
+        'compareAndSet(a task never created)',
+      );
+      isNull(await store.get(task.taskId), 'get(taskId) after compareAndSet of a missing task');
+    },
+  ],
+
+  [
+    'of many concurrent compareAndSets on one version exactly one wins',
+    async (store) => {
+      const task = record();
+      await store.create(task, unlimited);
+      const rivals = Array.from({ length: 50 }, (_, i) => changed(task, `m${i}`));
+      const results = await Promise.all(
+        rivals.map((rival) => store.compareAndSet(rival, task.version)),
+      );
+      const winners = results.filter((won) => won === true).length;
+      is(winners, 1, '50 concurrent compareAndSets on one version: number that returned true');
+      const winner = rivals[results.indexOf(true)]!;
+      const stored = await store.get(task.taskId);
+      is(stored?.version, task.version + 1, 'the version stored after the race');
+      sameRecord(stored, winner, 'get(taskId) after the race (the record of the one that won)');
+    },
+  ],
+
+  [
+    'delete removes the task and says whether it was there',
+    async (store) => {
+      const task = record();
+      await store.create(task, unlimited);
+      is(await store.delete(task.taskId), true, 'delete(a stored task)');
+      isNull(await store.get(task.taskId), 'get(taskId) after delete');
+      is(await store.delete(task.taskId), false, 'delete(a task deleted before)');
+      is(await store.delete(newId()), false, 'delete(an id never stored)');
+    },
+  ],
+
+  [
+    'an expired task is not returned nor writable, even before cleanup',
+    async (store) => {
+      const task = record(alice, HOUR, Date.now() - 2 * HOUR);
+      await store.create(task, unlimited);
+      isNull(await store.get(task.taskId), 'get(an expired task)');
+      isNull(await store.get(task.taskId, alice), 'get(an expired task, its owner)');
+      is(
+        await store.compareAndSet(changed(task, 'late'), task.version),
+        false,
+        'compareAndSet(an expired task)',
+      );
+      isNull(await store.get(task.taskId), 'get(an expired task) after a refused write');
+    },
+  ],
+
+  [
+    'a task with ttlMs null never expires by age',
+    async (store) => {
+      const task = record(alice, null, Date.now() - 1000 * HOUR);
+      await store.create(task, unlimited);
+      sameRecord(await store.get(task.taskId), task, 'get(a 1000 h old working task without TTL)');
+      is(
+        await store.cleanup(Date.now(), { terminalTtlMs: HOUR }),
+        0,
+        'cleanup() count with only a working task without TTL',
+      );
+      sameRecord(
+        await store.get(task.taskId),
+        task,
+        'get(a working task without TTL) after cleanup',
+      );
+    },
+  ],
+
+  [
+    'cleanup removes exactly the tasks past createdAt + ttlMs',
+    async (store) => {
+      const now = Date.now();
+      const expired = [1, 2, 3].map((n) => record(alice, HOUR, now - HOUR - n * 1000));
+      const boundary = record(alice, HOUR, now - HOUR); // expires exactly at `now`
+      const live = [1, 2, 3].map((n) => record(alice, HOUR, now - HOUR + n * 1000));
+      for (const task of [...live, ...expired, boundary]) await store.create(task, unlimited);
+      is(
+        await store.cleanup(now, { terminalTtlMs: HOUR }),
+        4,
+        'cleanup(now) count with 3 expired tasks and 1 expiring exactly at now (3 live)',
+      );
+      for (const task of [...expired, boundary]) {
+        isNull(await store.get(task.taskId), 'get(a task cleanup removed)');
+      }
+      for (const task of live) sameRecord(await store.get(task.taskId), task, 'get(a live task)');
+      is(await store.cleanup(now, { terminalTtlMs: HOUR }), 0, 'a second cleanup(now) count');
+    },
+  ],
+
+  [
+    'cleanup judges expiry at the `now` it is given',
+    async (store) => {
+      const now = Date.now();
+      const task = record(alice, HOUR, now - HOUR - HOUR / 2); // expired half an hour ago
+      await store.create(task, unlimited);
+      is(
+        await store.cleanup(now - HOUR, { terminalTtlMs: HOUR }),
+        0,
+        'cleanup(an hour ago) count, with a task that expired half an hour ago',
+      );
+      is(
+        await store.cleanup(now, { terminalTtlMs: HOUR }),
+        1,
+        'cleanup(now) count, with a task that expired half an hour ago',
+      );
+    },
+  ],
+
+  [
+    'cleanup removes terminal tasks without a TTL once terminalTtlMs old, and only those',
+    async (store) => {
+      const now = Date.now();
+      const old = record(alice, null, now - 10 * HOUR);
+      const recent = record(alice, null, now - 10 * HOUR);
+      const working = record(alice, null, now - 10 * HOUR);
+      for (const task of [old, recent, working]) await store.create(task, unlimited);
+      const oldDone = completed(old, now - 2 * HOUR);
+      const recentDone = completed(recent, now - HOUR / 2);
+      is(await store.compareAndSet(oldDone, old.version), true, 'compareAndSet(completed)');
+      is(await store.compareAndSet(recentDone, recent.version), true, 'compareAndSet(completed)');
+      is(
+        await store.cleanup(now, { terminalTtlMs: HOUR }),
+        1,
+        'cleanup(now, terminalTtlMs 1 h) count: finished 2 h ago, finished 30 min ago, working',
+      );
+      isNull(await store.get(old.taskId), 'get(a task finished 2 h ago) after cleanup');
+      sameRecord(
+        await store.get(recent.taskId),
+        recentDone,
+        'get(a task finished 30 min ago) after cleanup',
+      );
+      sameRecord(await store.get(working.taskId), working, 'get(a working task) after cleanup');
+    },
+  ],
+
+  [
+    'cleanup of finished tasks without a TTL: exactly terminalTtlMs old goes, younger stays, twice removes nothing more',
+    async (store) => {
+      const now = Date.now();
+      const due = record(alice, null, now - 10 * HOUR);
+      const young = record(alice, null, now - 10 * HOUR);
+      for (const task of [due, young]) await store.create(task, unlimited);
+      const dueDone = completed(due, now - HOUR);
+      const youngDone = completed(young, now - HOUR + 1);
+      is(await store.compareAndSet(dueDone, due.version), true, 'compareAndSet(completed)');
+      is(await store.compareAndSet(youngDone, young.version), true, 'compareAndSet(completed)');
+      is(
+        await store.cleanup(now, { terminalTtlMs: HOUR }),
+        1,
+        'cleanup(now, terminalTtlMs 1 h) count: finished exactly 1 h ago, finished 1 ms later',
+      );
+      isNull(await store.get(due.taskId), 'get(a task finished exactly terminalTtlMs ago)');
+      sameRecord(
+        await store.get(young.taskId),
+        youngDone,
+        'get(a task finished 1 ms less than terminalTtlMs ago)',
+      );
+      is(await store.cleanup(now, { terminalTtlMs: HOUR }), 0, 'a second cleanup(now) count');
+    },
+  ],
+
+  [
+    'cleanup keeps a finished task with a TTL until that TTL ends',
+    async (store) => {
+      const now = Date.now();
+      const task = record(alice, 24 * HOUR, now - 10 * HOUR);
+      await store.create(task, unlimited);
+      const done = completed(task, now - 9 * HOUR);
+      is(await store.compareAndSet(done, task.version), true, 'compareAndSet(completed)');
+      is(
+        await store.cleanup(now, { terminalTtlMs: HOUR }),
+        0,
+        'cleanup(now, terminalTtlMs 1 h) count with a task finished 9 h ago whose 24 h TTL runs on',
+      );
+      sameRecord(await store.get(task.taskId), done, 'get(a finished task within its TTL)');
+    },
+  ],
+
+  [
+    'cleanup after delete counts only what it removed',
+    async (store) => {
+      const now = Date.now();
+      const gone = record(alice, HOUR, now - 2 * HOUR);
+      const due = record(alice, HOUR, now - 2 * HOUR);
+      await store.create(gone, unlimited);
+      await store.create(due, unlimited);
+      await store.delete(gone.taskId);
+      is(
+        await store.cleanup(now, { terminalTtlMs: HOUR }),
+        1,
+        'cleanup(now) count with two expired tasks, one of them deleted before',
+      );
+    },
+  ],
+
+  [
+    'maxRows: a create beyond it is refused as store full; freeing a row lets it in',
+    async (store) => {
+      const limit = { maxRows: 3 };
+      const tasks = [record(), record(), record()];
+      for (const task of tasks) await store.create(task, limit);
+      const extra = record();
+      const error = await refusal(store.create(extra, limit), 'create(a 4th task, maxRows 3)');
+      assert.ok(
+        error instanceof TaskStoreFullError,
+        `create(a 4th task, maxRows 3) must reject with TaskStoreFullError, got ${errorName(error)}`,
+      );
+      is(error.code, -32603, 'the TaskStoreFullError code');
+      assert.match(error.message, /full/, 'the TaskStoreFullError message must say "full"');
+      isNull(await store.get(extra.taskId), 'get(the refused task)');
+      await store.delete(tasks[0]!.taskId);
+      await store.create(extra, limit);
+      sameRecord(await store.get(extra.taskId), extra, 'get(a task created after a delete)');
+    },
+  ],
+
+  [
+    'maxRows: expired tasks do not hold rows',
+    async (store) => {
+      const limit = { maxRows: 2 };
+      await store.create(record(alice, HOUR, Date.now() - 2 * HOUR), limit);
+      await store.create(record(), limit);
+      const third = record();
+      await store.create(third, limit);
+      sameRecord(
+        await store.get(third.taskId),
+        third,
+        'get(a task created at maxRows 2 beside one live and one expired task)',
+      );
+    },
+  ],
+
+  [
+    'maxRows is enforced under concurrent creates',
+    async (store) => {
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, () => store.create(record(), { maxRows: 5 })),
+      );
+      const accepted = results.filter((r) => r.status === 'fulfilled').length;
+      is(accepted, 5, '20 concurrent creates with maxRows 5: number accepted');
+      for (const result of results) {
+        if (result.status === 'rejected' && !(result.reason instanceof TaskStoreFullError)) {
+          assert.fail(
+            `a concurrent create beyond maxRows must reject with TaskStoreFullError, got ${errorName(result.reason)}`,
+          );
+        }
+      }
+    },
+  ],
+
+  [
+    'keeps every field of a detailed record intact',
+    async (store) => {
+      const task = record({ principal: 'p', tenant: 'acme' });
+      const rich: TaskRecord = {
+        ...task,
+        status: 'input_required',
+        statusMessage: 'Need a name',
+        pollIntervalMs: 250,
+        inputRequests: {
+          name: { method: 'elicitation/create', params: { message: 'Name?', requestedSchema: {} } },
+        },
+        usedInputKeys: ['name', 'earlier'],
+        inputResponses: { earlier: { action: 'accept', content: { x: 1 } } },
+        cancelRequested: true,
+        version: 1,
+      };
+      await store.create(rich, unlimited);
+      sameRecord(await store.get(task.taskId), rich, 'get(a record with every field)');
+      const failed: TaskRecord = {
+        ...task,
+        status: 'failed',
+        statusMessage: 'Boom',
+        error: { code: -32001, message: 'Boom', data: { retry: false, at: [1, 'two'] } },
+        lastUpdatedAt: task.lastUpdatedAt + 1,
+        version: 2,
+      };
+      is(await store.compareAndSet(failed, rich.version), true, 'compareAndSet(failed)');
+      sameRecord(await store.get(task.taskId), failed, 'get(a failed record with error data)');
+      const done: TaskRecord = {
+        ...task,
+        status: 'completed',
+        result: {
+          content: [{ type: 'text', text: 'ünïcødé ✓' }],
+          structuredContent: { sum: 3, nested: { list: [1, null, true] } },
+          isError: false,
+          _meta: { k: 'v' },
+          resultType: 'complete',
+        },
+        version: 3,
+      };
+      is(await store.compareAndSet(done, failed.version), true, 'compareAndSet(completed)');
+      sameRecord(await store.get(task.taskId), done, 'get(a completed record with its result)');
+    },
+  ],
+];
