@@ -282,9 +282,21 @@ export function markCancelledTask(task: TaskRecord, now: number): TransitionResu
   return settle(task, { status: 'cancelled', statusMessage: 'Cancelled' }, now);
 }
 
-/** Sets the status message of a live task; the same message again changes nothing. */
-export function progressTask(task: TaskRecord, message: string, now: number): TransitionResult {
+/**
+ * Sets the status message of a live task, or clears it (`null`); the same message again, or
+ * clearing a task without one, changes nothing.
+ */
+export function progressTask(
+  task: TaskRecord,
+  message: string | null,
+  now: number,
+): TransitionResult {
   if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  if (message === null) {
+    if (task.statusMessage === undefined) return task;
+    const { statusMessage, ...kept } = task;
+    return next(kept as TaskRecord, {}, now);
+  }
   if (task.statusMessage === message) return task;
   return next(task, { statusMessage: message }, now);
 }

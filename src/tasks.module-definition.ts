@@ -9,11 +9,27 @@ import { ListenNotifier } from './notify/listen.notifier.js';
 import { isTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 import { InMemoryTaskStore } from './store/in-memory.task-store.js';
 import { missingStoreMethods, TaskStore } from './store/task-store.js';
-import { MCP_PATH } from './tasks.constants.js';
+import { LISTEN_FEED, MCP_PATH, TASKS_CONFIG } from './tasks.constants.js';
 import { createMcpController } from './mcp/mcp.controller.js';
+import { DiscoveryModule } from '@nestjs/core';
+import { ListenRouter } from './listen/listen.router.js';
+import { MCP_GUARDS } from './mcp/mcp-app.guard.js';
+import { McpEndpoint } from './mcp/mcp-endpoint.js';
+import { McpHostGuard } from './mcp/mcp-host.guard.js';
+import { McpServerFactory } from './mcp/mcp-server.factory.js';
+import { TaskToolCalls } from './mcp/task-tool-calls.js';
+import { TasksMethods } from './mcp/tasks-methods.js';
+import { TaskEvents } from './notify/task-events.js';
+import { TaskToolExplorer } from './tools/task-tool.explorer.js';
+import { TaskToolRegistry } from './tools/task-tool.registry.js';
+import { TaskToolRunner } from './tools/task-tool.runner.js';
+import { TasksJanitor } from './janitor/tasks.janitor.js';
+import { EXPORTED_TOKENS, TasksRegistration } from './tasks.registration.js';
+import { TasksService } from './tasks.service.js';
 import {
   checkPath,
   type PartProvider,
+  resolveTasksConfig,
   type TasksModuleExtras,
   type TasksModuleOptions,
 } from './tasks.options.js';
@@ -62,23 +78,52 @@ export const {
 } = new ConfigurableModuleBuilder<TasksModuleOptions>({ moduleName: 'Tasks' })
   .setClassMethodName('forRoot')
   .setExtras<TasksModuleExtras>(
-    { isGlobal: false, store: undefined, notifier: undefined, path: undefined, guards: undefined },
+    { isGlobal: true, store: undefined, notifier: undefined, path: undefined, guards: undefined },
     (definition: DynamicModule, extras: TasksModuleExtras): DynamicModule => {
       const path = checkPath(extras.path);
       return {
         ...definition,
-        global: extras.isGlobal === true,
+        global: extras.isGlobal !== false,
+        imports: [DiscoveryModule, ...(definition.imports ?? [])],
         providers: [
+          TasksRegistration,
           ...(definition.providers ?? []),
+          ...coreProviders(),
           ...storeProviders(extras.store),
           ...notifierProviders(extras.notifier),
           { provide: MCP_PATH, useValue: path },
+          { provide: MCP_GUARDS, useValue: checkGuards(extras.guards) },
         ],
-        controllers: path === false ? [] : [createMcpController(path, checkGuards(extras.guards))],
+        controllers: path === false ? [] : [createMcpController(path)],
+        exports: [...EXPORTED_TOKENS, TasksRegistration],
       };
     },
   )
   .build();
+
+/** What every registration provides, whatever its extras. */
+function coreProviders(): Provider[] {
+  return [
+    TaskEvents,
+    { provide: LISTEN_FEED, useFactory: () => new TaskEvents() },
+    ListenRouter,
+    TaskToolRegistry,
+    TaskToolExplorer,
+    TaskToolRunner,
+    McpServerFactory,
+    TasksMethods,
+    TaskToolCalls,
+    McpEndpoint,
+    McpHostGuard,
+    {
+      provide: TASKS_CONFIG,
+      useFactory: (options: TasksModuleOptions) => resolveTasksConfig(options),
+      inject: [TASKS_MODULE_OPTIONS],
+    },
+    TasksService,
+    TasksJanitor,
+  ];
+}
 
 function storeProviders(store: TasksModuleExtras['store']): Provider[] {
   if (store === undefined) {

@@ -1,25 +1,11 @@
 import { Module } from '@nestjs/common';
-import { DiscoveryModule } from '@nestjs/core';
-import { McpEndpoint } from './mcp/mcp-endpoint.js';
-import { McpHostGuard } from './mcp/mcp-host.guard.js';
-import { McpServerFactory } from './mcp/mcp-server.factory.js';
-import { TaskToolCalls } from './mcp/task-tool-calls.js';
-import { TasksMethods } from './mcp/tasks-methods.js';
-import { TaskEvents } from './notify/task-events.js';
-import { TaskToolExplorer } from './tools/task-tool.explorer.js';
-import { TaskToolRegistry } from './tools/task-tool.registry.js';
-import { TaskToolRunner } from './tools/task-tool.runner.js';
-import { TasksJanitor } from './janitor/tasks.janitor.js';
-import { TaskNotifier } from './notify/task-notifier.js';
-import { TaskStore } from './store/task-store.js';
-import { LISTEN_FEED, TASKS_CONFIG } from './tasks.constants.js';
-import { ListenRouter } from './listen/listen.router.js';
-import { ConfigurableModuleClass, TASKS_MODULE_OPTIONS } from './tasks.module-definition.js';
-import { resolveTasksConfig, type TasksModuleOptions } from './tasks.options.js';
-import { TasksService } from './tasks.service.js';
+import { ConfigurableModuleClass } from './tasks.module-definition.js';
+import { bareImportProviders, EXPORTED_TOKENS } from './tasks.registration.js';
 
 /**
- * The MCP Tasks extension for a NestJS app.
+ * The MCP Tasks extension for a NestJS app. Register it once, in the root module; the
+ * registration is global by default, so feature modules inject TasksService and the TaskStore
+ * token without importing anything (a bare `imports: [TasksModule]` works too).
  *
  * ```ts
  * TasksModule.forRoot({ cancellation: 'cooperative', maxRows: 50_000 })
@@ -28,32 +14,14 @@ import { TasksService } from './tasks.service.js';
  *   inject: [ConfigService],
  *   useFactory: (config: ConfigService) => ({ defaultTtlMs: config.get('TASK_TTL_MS') }),
  *   store: { useExisting: MY_STORE },
- *   isGlobal: true,
  * })
  * ```
+ *
+ * The static module (bare `TasksModule`) only re-exports what the app's registration provides;
+ * `forRoot` / `forRootAsync` carry the providers, the endpoint and the exports.
  */
 @Module({
-  imports: [DiscoveryModule],
-  providers: [
-    TaskEvents,
-    { provide: LISTEN_FEED, useFactory: () => new TaskEvents() },
-    ListenRouter,
-    TaskToolRegistry,
-    TaskToolExplorer,
-    TaskToolRunner,
-    McpServerFactory,
-    TasksMethods,
-    TaskToolCalls,
-    McpEndpoint,
-    McpHostGuard,
-    {
-      provide: TASKS_CONFIG,
-      useFactory: (options: TasksModuleOptions) => resolveTasksConfig(options),
-      inject: [TASKS_MODULE_OPTIONS],
-    },
-    TasksService,
-    TasksJanitor,
-  ],
-  exports: [TasksService, TaskStore, TaskNotifier, TaskEvents, TASKS_CONFIG],
+  providers: bareImportProviders,
+  exports: EXPORTED_TOKENS,
 })
 export class TasksModule extends ConfigurableModuleClass {}

@@ -28,9 +28,15 @@ export interface TasksJanitorOptions {
 export interface TasksModuleOptions {
   /** `'immediate'` (default): cancel ends a live task at once. `'cooperative'`: the worker decides. */
   cancellation?: CancellationMode;
-  /** TTL of a task whose creator names none. Default 1 h; `null` = unlimited. */
+  /**
+   * TTL of a task whose creator names none. Default 1 h, or `maxTtlMs` when that is smaller;
+   * `null` = unlimited (with `maxTtlMs` set: `maxTtlMs`, as for any unlimited request).
+   */
   defaultTtlMs?: number | null;
-  /** Upper bound for any requested TTL (an unlimited request is capped too). Default `null`: none. */
+  /**
+   * Upper bound for any TTL: a longer or unlimited request gets `maxTtlMs`, and so does the default
+   * TTL. Default `null`: none. An explicit `defaultTtlMs` above it fails the boot.
+   */
   maxTtlMs?: number | null;
   /** How many tasks the store may hold. Default 10,000; `null` = unlimited. */
   maxRows?: number | null;
@@ -93,7 +99,11 @@ export type PartProvider<T> =
 
 /** Set at registration (static, also for `forRootAsync`), since they decide the module's providers. */
 export interface TasksModuleExtras {
-  /** Register the module globally. Default `false`. */
+  /**
+   * Register the module globally, so feature modules inject TasksService and the TaskStore token
+   * without importing anything (or import bare `TasksModule`). Default `true`; with `false` only
+   * the module that imports the registration sees its providers.
+   */
   isGlobal?: boolean;
   /** The TaskStore. Default: a fresh InMemoryTaskStore. */
   store?: PartProvider<TaskStore>;
@@ -101,7 +111,12 @@ export interface TasksModuleExtras {
   notifier?: PartProvider<TaskNotifier> | null;
   /** Where the MCP endpoint is served. Default `'mcp'` (POST /mcp); `false`: no endpoint. */
   path?: string | false;
-  /** The app's guards, run before every request to the endpoint (e.g. an auth guard). */
+  /**
+   * The app's guards, run in order before every request to the endpoint (e.g. an auth guard),
+   * after the app's global guards. A class is taken from the app when it is a provider anywhere
+   * in it, else built at startup with the app's global providers and this registration's
+   * `imports` (forRootAsync) in reach; an instance is used as it is.
+   */
   guards?: (Type<CanActivate> | CanActivate)[];
 }
 
@@ -154,11 +169,11 @@ function positiveInteger(key: string, value: unknown, fallback: number): number 
   return value;
 }
 
-function positiveIntegerOrNull(
+function positiveIntegerOrNull<F extends number | null | undefined>(
   key: string,
   value: unknown,
-  fallback: number | null,
-): number | null {
+  fallback: F,
+): number | null | F {
   if (value === undefined) return fallback;
   if (value !== null && !isPositiveInteger(value)) {
     throw mustBe(key, 'a positive integer or null', value);
@@ -189,10 +204,10 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     throw mustBe('cancellation', '"immediate" or "cooperative"', cancellation);
   }
   const maxTtlMs = positiveIntegerOrNull('maxTtlMs', raw.maxTtlMs, null);
-  const defaultTtlMs = positiveIntegerOrNull('defaultTtlMs', raw.defaultTtlMs, DEFAULT_TTL_MS);
-  if (maxTtlMs !== null && (defaultTtlMs === null || defaultTtlMs > maxTtlMs)) {
-    throw mustBe('defaultTtlMs', `at most maxTtlMs (${maxTtlMs})`, defaultTtlMs);
-  }
+  const defaultTtlMs = ttlDefault(
+    positiveIntegerOrNull('defaultTtlMs', raw.defaultTtlMs, undefined),
+    maxTtlMs,
+  );
   const maxRows = positiveIntegerOrNull('maxRows', raw.maxRows, DEFAULT_MAX_ROWS);
 
   let janitor: TasksConfig['janitor'] = false;
@@ -243,6 +258,19 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     listen: listenOptions(raw.listen),
     runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
   });
+}
+
+/**
+ * The default TTL under the cap. Only the user's own values can contradict: an explicit
+ * `defaultTtlMs` above `maxTtlMs` is refused; the built-in hour is lowered to the cap, and an
+ * unlimited default (`null`) is capped like any unlimited request.
+ */
+function ttlDefault(given: number | null | undefined, maxTtlMs: number | null): number | null {
+  if (maxTtlMs === null) return given === undefined ? DEFAULT_TTL_MS : given;
+  if (given === undefined) return Math.min(DEFAULT_TTL_MS, maxTtlMs);
+  if (given === null) return maxTtlMs;
+  if (given > maxTtlMs) throw mustBe('defaultTtlMs', `at most maxTtlMs (${maxTtlMs})`, given);
+  return given;
 }
 
 function onShutdown(value: unknown): 'fail' | 'leave' {

@@ -164,10 +164,13 @@ export class TasksService {
     );
   }
 
-  /** Sets the status message of a live task. */
-  async progress(taskId: string, message: string): Promise<TaskRecord> {
-    if (typeof message !== 'string') {
-      throw new InvalidTaskParamsError('A progress message must be a string');
+  /**
+   * Sets the status message of a live task; `null` clears it. The same message again, or `null`
+   * on a task without one, writes nothing and notifies no one.
+   */
+  async progress(taskId: string, message: string | null): Promise<TaskRecord> {
+    if (message !== null && typeof message !== 'string') {
+      throw new InvalidTaskParamsError('A progress message must be a string or null');
     }
     return await this.transition(taskId, undefined, (task, now) =>
       progressTask(task, message, now),
@@ -179,7 +182,12 @@ export class TasksService {
     return this.read(taskId, undefined);
   }
 
-  /** Whether the task is cancelled or (cooperative mode) cancellation was requested. */
+  /**
+   * Whether the task is cancelled or (cooperative mode) cancellation was requested. An unknown,
+   * expired or deleted id throws TaskNotFoundError rather than answering `false` (the worker would
+   * go on for nothing) or `true` (a vanished task is not a cancelled one): a worker that polls
+   * this should stop on either.
+   */
   async isCancelled(taskId: string): Promise<boolean> {
     return isCancellationRequested(await this.read(taskId, undefined));
   }

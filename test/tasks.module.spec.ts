@@ -11,7 +11,12 @@ import { TaskStore } from '../src/store/task-store.js';
 import type { TaskRecord } from '../src/task.js';
 import { JANITOR_INTERVAL_NAME, TASKS_CONFIG } from '../src/tasks.constants.js';
 import { TasksModule } from '../src/tasks.module.js';
-import type { TasksConfig, TasksModuleOptions } from '../src/tasks.options.js';
+import {
+  resolveTasksConfig,
+  type TasksConfig,
+  type TasksModuleOptions,
+} from '../src/tasks.options.js';
+import { TasksJanitor } from '../src/janitor/tasks.janitor.js';
 import { TasksService } from '../src/tasks.service.js';
 import { RecordingNotifier } from './helpers.js';
 
@@ -100,18 +105,40 @@ describe('TasksModule.forRoot', () => {
     });
   });
 
-  it('isGlobal: another module injects TasksService without importing TasksModule', async () => {
+  it('global by default: another module injects TasksService without importing TasksModule', async () => {
     @Injectable()
     class Consumer {
       constructor(readonly tasks: TasksService) {}
     }
     @Module({ providers: [Consumer] })
     class FeatureModule {}
-    const app = await boot([TasksModule.forRoot({ isGlobal: true }), FeatureModule]);
+    const app = await boot([TasksModule.forRoot({}), FeatureModule]);
     expect(app.get(Consumer).tasks).toBe(app.get(TasksService));
 
-    const notGlobal = await bootError([TasksModule.forRoot({}), FeatureModule]);
+    const explicit = await boot([TasksModule.forRoot({ isGlobal: true }), FeatureModule]);
+    expect(explicit.get(Consumer).tasks).toBe(explicit.get(TasksService));
+
+    const notGlobal = await bootError([TasksModule.forRoot({ isGlobal: false }), FeatureModule]);
     expect(notGlobal.message).toMatch(/TasksService/);
+  });
+
+  it('maxTtlMs alone lowers the default TTL to the cap and caps an unlimited default', async () => {
+    const capped = await boot([TasksModule.forRoot({ maxTtlMs: 1000 })]);
+    expect(capped.get<TasksConfig>(TASKS_CONFIG)).toMatchObject({
+      defaultTtlMs: 1000,
+      maxTtlMs: 1000,
+    });
+    expect((await capped.get(TasksService).create(owner)).ttlMs).toBe(1000);
+
+    const above = await boot([TasksModule.forRoot({ maxTtlMs: 7_200_000 })]);
+    expect(above.get<TasksConfig>(TASKS_CONFIG).defaultTtlMs).toBe(3_600_000);
+
+    const unlimited = await boot([TasksModule.forRoot({ maxTtlMs: 5000, defaultTtlMs: null })]);
+    expect(unlimited.get<TasksConfig>(TASKS_CONFIG).defaultTtlMs).toBe(5000);
+    expect((await unlimited.get(TasksService).create(owner)).ttlMs).toBe(5000);
+
+    const below = await boot([TasksModule.forRoot({ maxTtlMs: 5000, defaultTtlMs: 2000 })]);
+    expect(below.get<TasksConfig>(TASKS_CONFIG).defaultTtlMs).toBe(2000);
   });
 });
 
@@ -126,7 +153,10 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
     [{ maxRows: 0 }, 'maxRows must be a positive integer or null, got 0'],
     [{ defaultTtlMs: '1h' as never }, 'defaultTtlMs must be a positive integer or null, got "1h"'],
     [{ maxTtlMs: -1 }, 'maxTtlMs must be a positive integer or null, got -1'],
-    [{ maxTtlMs: 1000 }, 'defaultTtlMs must be at most maxTtlMs (1000), got 3600000'],
+    [
+      { maxTtlMs: 1000, defaultTtlMs: 5000 },
+      'defaultTtlMs must be at most maxTtlMs (1000), got 5000',
+    ],
     [
       { cancellation: 'later' as never },
       'cancellation must be "immediate" or "cooperative", got "later"',
@@ -224,18 +254,21 @@ describe('TasksModule.forRootAsync', () => {
     expect(app.get<TasksConfig>(TASKS_CONFIG).defaultTtlMs).toBe(5000);
   });
 
-  it('isGlobal works with forRootAsync too', async () => {
+  it('global by default with forRootAsync too; isGlobal: false keeps it to the importer', async () => {
     @Injectable()
     class Consumer {
       constructor(readonly tasks: TasksService) {}
     }
     @Module({ providers: [Consumer] })
     class FeatureModule {}
-    const app = await boot([
-      TasksModule.forRootAsync({ isGlobal: true, useFactory: () => ({}) }),
+    const app = await boot([TasksModule.forRootAsync({ useFactory: () => ({}) }), FeatureModule]);
+    expect(app.get(Consumer).tasks).toBeInstanceOf(TasksService);
+
+    const notGlobal = await bootError([
+      TasksModule.forRootAsync({ isGlobal: false, useFactory: () => ({}) }),
       FeatureModule,
     ]);
-    expect(app.get(Consumer).tasks).toBeInstanceOf(TasksService);
+    expect(notGlobal.message).toMatch(/TasksService/);
   });
 });
 
@@ -335,13 +368,22 @@ describe('TasksModule: the janitor', () => {
     expect(registry.getIntervals()).toEqual([]);
   });
 
-  it('never registers twice, even when two TasksModules share one registry', async () => {
+  it('never registers twice, even when two janitors share one registry', async () => {
+    // One app holds one registration (a second one fails the boot, see module-wiring.e2e-spec),
+    // so two janitors on one registry are built by hand here.
     const warn = jest.spyOn((await import('@nestjs/common')).Logger.prototype, 'warn');
-    @Module({ imports: [TasksModule.forRoot({})] })
-    class Second {}
-    const app = await boot([ScheduleModule.forRoot(), TasksModule.forRoot({}), Second]);
-    expect(app.get(SchedulerRegistry).getIntervals()).toEqual([JANITOR_INTERVAL_NAME]);
+    const registry = new SchedulerRegistry();
+    const config = resolveTasksConfig({ janitor: { intervalMs: 1000 } });
+    const first = new TasksJanitor(new InMemoryTaskStore(), config, registry);
+    const second = new TasksJanitor(new InMemoryTaskStore(), config, registry);
+    first.onApplicationBootstrap();
+    second.onApplicationBootstrap();
+    expect(registry.getIntervals()).toEqual([JANITOR_INTERVAL_NAME]);
     expect(warn).toHaveBeenCalledWith(expect.stringContaining('exists already'));
+    await second.beforeApplicationShutdown();
+    expect(registry.getIntervals()).toEqual([JANITOR_INTERVAL_NAME]);
+    await first.beforeApplicationShutdown();
+    expect(registry.getIntervals()).toEqual([]);
   });
 
   it('janitor: false registers nothing', async () => {

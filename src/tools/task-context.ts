@@ -13,8 +13,8 @@ export interface TaskContext {
   readonly signal: AbortSignal;
   /** True when the call runs inline (the client did not declare the tasks extension). */
   readonly inline: boolean;
-  /** Sets the task's status message. */
-  progress(message: string): Promise<void>;
+  /** Sets the task's status message; `null` clears it. */
+  progress(message: string | null): Promise<void>;
   /**
    * Asks the client for input and resolves with the answers once `tasks/update` has delivered all
    * of them. Keys are unique over the task's life. Rejects when the task is cancelled.
@@ -53,7 +53,7 @@ export class RunningTaskContext implements TaskContext {
     this.handedOff = true;
   }
 
-  async progress(message: string): Promise<void> {
+  async progress(message: string | null): Promise<void> {
     await this.tasks.progress(this.taskId, message);
   }
 

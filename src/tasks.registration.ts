@@ -1,0 +1,66 @@
+import { Inject, Injectable, type OnModuleInit, Optional, type Provider } from '@nestjs/common';
+import { ModulesContainer } from '@nestjs/core';
+import { TasksConfigError } from './errors.js';
+import { TaskEvents } from './notify/task-events.js';
+import { TaskNotifier } from './notify/task-notifier.js';
+import { TaskStore } from './store/task-store.js';
+import { TASKS_CONFIG } from './tasks.constants.js';
+import { neverRegistered, notGlobal, registeredTwice } from './tasks.messages.js';
+import type { TasksConfig } from './tasks.options.js';
+import { TasksService } from './tasks.service.js';
+
+/**
+ * One registration of the module (`forRoot` / `forRootAsync`) and the parts it exports. It marks
+ * the registration's module, so an app with two registrations fails at init with a message that
+ * says what to do (two would map the endpoint twice, and each request would then be read twice).
+ */
+@Injectable()
+export class TasksRegistration implements OnModuleInit {
+  constructor(
+    readonly service: TasksService,
+    @Inject(TaskStore) readonly store: TaskStore,
+    @Optional() @Inject(TaskNotifier) readonly notifier: TaskNotifier | null,
+    readonly events: TaskEvents,
+    @Inject(TASKS_CONFIG) readonly config: TasksConfig,
+    private readonly modules: ModulesContainer,
+  ) {}
+
+  onModuleInit(): void {
+    const count = registrations(this.modules);
+    if (count > 1) throw new TasksConfigError(registeredTwice(count));
+  }
+}
+
+/** How many modules of this app are registrations (import the same DynamicModule twice: one). */
+function registrations(modules: ModulesContainer): number {
+  let count = 0;
+  for (const module of modules.values()) if (module.providers.has(TasksRegistration)) count++;
+  return count;
+}
+
+/** The tokens a registration exports, and so what a bare `imports: [TasksModule]` offers. */
+export const EXPORTED_TOKENS = [TasksService, TaskStore, TaskNotifier, TaskEvents, TASKS_CONFIG];
+
+const PARTS = new Map<unknown, (registration: TasksRegistration) => unknown>([
+  [TasksService, (registration) => registration.service],
+  [TaskStore, (registration) => registration.store],
+  [TaskNotifier, (registration) => registration.notifier],
+  [TaskEvents, (registration) => registration.events],
+  [TASKS_CONFIG, (registration) => registration.config],
+]);
+
+/**
+ * The providers of bare `TasksModule` (the static module a feature module may import): each
+ * exported token taken from the app's registration, which is visible there when it is global.
+ * Without one in reach the boot fails naming the fix. A registration overrides them with its own.
+ */
+export const bareImportProviders: Provider[] = EXPORTED_TOKENS.map((token) => ({
+  provide: token,
+  useFactory: (registration: TasksRegistration | undefined, modules: ModulesContainer) => {
+    if (registration === undefined) {
+      throw new TasksConfigError(registrations(modules) === 0 ? neverRegistered() : notGlobal());
+    }
+    return PARTS.get(token)!(registration);
+  },
+  inject: [{ token: TasksRegistration, optional: true }, ModulesContainer],
+}));
