@@ -15,7 +15,7 @@ export interface TaskStoreCleanupOptions {
  * Where tasks live. A store is small and atomic: it never applies lifecycle rules (those are the
  * pure functions of `task.ts`); it stores, finds, and swaps whole records by version.
  *
- * Every store passes the same contract suite (`test/store.contract.ts`).
+ * Every store passes the same contract suite (`taskStoreContract` of `nestjs-mcp-tasks/testing`).
  */
 export interface TaskStore {
   /**

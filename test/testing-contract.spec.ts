@@ -1,0 +1,370 @@
+/**
+ * The store contract of `nestjs-mcp-tasks/testing` can fail: a simple correct store passes every
+ * case, and each deliberately broken store fails exactly the cases about what it breaks.
+ */
+import { AssertionError } from 'node:assert';
+import {
+  isTerminal,
+  TaskInternalError,
+  TaskStoreFullError,
+  type TaskOwner,
+  type TaskRecord,
+  type TaskStore,
+  type TaskStoreCleanupOptions,
+  type TaskStoreCreateOptions,
+} from '../src/index.js';
+import {
+  taskStoreContract,
+  taskStoreContractRules,
+  type TaskStoreContractCase,
+} from '../src/testing/index.js';
+
+const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** A plain, correct store written on the public API only: one Map, cleanup scans it all. */
+class MapStore implements TaskStore {
+  protected readonly tasks = new Map<string, TaskRecord>();
+
+  protected expired(record: TaskRecord, now: number): boolean {
+    return record.ttlMs !== null && record.createdAt + record.ttlMs <= now;
+  }
+
+  protected live(): number {
+    const now = Date.now();
+    return [...this.tasks.values()].filter((record) => !this.expired(record, now)).length;
+  }
+
+  async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    if (this.tasks.has(record.taskId)) throw new TaskInternalError('Task id already exists');
+    if (options.maxRows !== null && this.live() >= options.maxRows) {
+      throw new TaskStoreFullError(options.maxRows);
+    }
+    this.tasks.set(record.taskId, structuredClone(record));
+  }
+
+  async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
+    const record = this.tasks.get(taskId);
+    if (record === undefined || this.expired(record, Date.now())) return null;
+    if (
+      owner !== undefined &&
+      (record.owner.principal !== owner.principal || record.owner.tenant !== (owner.tenant ?? null))
+    ) {
+      return null;
+    }
+    return structuredClone(record);
+  }
+
+  async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const current = this.tasks.get(record.taskId);
+    if (current === undefined || current.version !== expectedVersion) return false;
+    if (this.expired(current, Date.now())) return false;
+    this.tasks.set(record.taskId, structuredClone(record));
+    return true;
+  }
+
+  async delete(taskId: string): Promise<boolean> {
+    return this.tasks.delete(taskId);
+  }
+
+  async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
+    let removed = 0;
+    for (const record of [...this.tasks.values()]) {
+      if (this.expired(record, now) || this.finishedLongAgo(record, now, options)) {
+        this.tasks.delete(record.taskId);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  protected finishedLongAgo(
+    record: TaskRecord,
+    now: number,
+    options: TaskStoreCleanupOptions,
+  ): boolean {
+    return (
+      record.ttlMs === null &&
+      isTerminal(record.status) &&
+      record.lastUpdatedAt <= now - options.terminalTtlMs
+    );
+  }
+}
+
+// ----- broken stores, one fault each --------------------------------------------------------------
+
+class IgnoresOwner extends MapStore {
+  override get(taskId: string): Promise<TaskRecord | null> {
+    return super.get(taskId);
+  }
+}
+
+class IgnoresVersion extends MapStore {
+  override async compareAndSet(record: TaskRecord): Promise<boolean> {
+    const current = this.tasks.get(record.taskId);
+    return current !== undefined && super.compareAndSet(record, current.version);
+  }
+}
+
+/** Reads, then writes after an await: not atomic. */
+class RacyCompareAndSet extends MapStore {
+  override async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const current = this.tasks.get(record.taskId);
+    if (current === undefined || current.version !== expectedVersion) return false;
+    if (this.expired(current, Date.now())) return false;
+    await tick();
+    this.tasks.set(record.taskId, structuredClone(record));
+    return true;
+  }
+}
+
+/** Merges the new record into the stored one instead of replacing it. */
+class MergesOnWrite extends MapStore {
+  override async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const current = this.tasks.get(record.taskId);
+    if (current === undefined) return false;
+    return super.compareAndSet({ ...current, ...record }, expectedVersion);
+  }
+}
+
+class IgnoresMaxRows extends MapStore {
+  override create(record: TaskRecord): Promise<void> {
+    return super.create(record, { maxRows: null });
+  }
+}
+
+/** Counts, then inserts after an await: not atomic. */
+class RacyMaxRows extends MapStore {
+  override async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    if (options.maxRows !== null && this.live() >= options.maxRows) {
+      throw new TaskStoreFullError(options.maxRows);
+    }
+    await tick();
+    await super.create(record, { maxRows: null });
+  }
+}
+
+/** Counts expired tasks against maxRows. */
+class CountsExpiredRows extends MapStore {
+  protected override live(): number {
+    return this.tasks.size;
+  }
+}
+
+/** get and compareAndSet ignore the TTL (cleanup still removes expired tasks). */
+class IgnoresExpiry extends MapStore {
+  override async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
+    const record = this.tasks.get(taskId);
+    if (record === undefined) return null;
+    if (owner !== undefined && record.owner.principal !== owner.principal) return null;
+    if (owner !== undefined && record.owner.tenant !== (owner.tenant ?? null)) return null;
+    return structuredClone(record);
+  }
+  override async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const current = this.tasks.get(record.taskId);
+    if (current === undefined || current.version !== expectedVersion) return false;
+    this.tasks.set(record.taskId, structuredClone(record));
+    return true;
+  }
+}
+
+/** A create of a taken id overwrites it. */
+class OverwritesDuplicate extends MapStore {
+  override async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    this.tasks.delete(record.taskId);
+    await super.create(record, options);
+  }
+}
+
+class DeleteAlwaysTrue extends MapStore {
+  override async delete(taskId: string): Promise<boolean> {
+    await super.delete(taskId);
+    return true;
+  }
+}
+
+/** Cleanup reads the clock instead of the `now` it is given. */
+class CleanupUsesClock extends MapStore {
+  override cleanup(_now: number, options: TaskStoreCleanupOptions): Promise<number> {
+    return super.cleanup(Date.now(), options);
+  }
+}
+
+/** Cleanup also removes finished tasks that still have a TTL to run. */
+class CleanupIgnoresTtlOfFinished extends MapStore {
+  protected override finishedLongAgo(
+    record: TaskRecord,
+    now: number,
+    options: TaskStoreCleanupOptions,
+  ): boolean {
+    return isTerminal(record.status) && record.lastUpdatedAt <= now - options.terminalTtlMs;
+  }
+}
+
+/** Cleanup uses `<` where the contract says "at": tasks due exactly now are kept. */
+class CleanupOffByOne extends MapStore {
+  override async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
+    return super.cleanup(now - 1, options);
+  }
+}
+
+/** Cleanup never removes finished tasks without a TTL. */
+class CleanupKeepsFinished extends MapStore {
+  protected override finishedLongAgo(): boolean {
+    return false;
+  }
+}
+
+/** Loses `usedInputKeys` on the way in (a column nobody mapped). */
+class DropsAField extends MapStore {
+  override async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    const { usedInputKeys, ...kept } = record;
+    await super.create(kept, options);
+  }
+  override async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const { usedInputKeys, ...kept } = record;
+    return super.compareAndSet(kept, expectedVersion);
+  }
+}
+
+// ----- running the cases ------------------------------------------------------------------------
+
+interface Outcome {
+  failed: string[];
+  errors: Map<string, unknown>;
+}
+
+async function outcome(cases: TaskStoreContractCase[]): Promise<Outcome> {
+  const failed: string[] = [];
+  const errors = new Map<string, unknown>();
+  for (const c of cases) {
+    try {
+      await c.run();
+    } catch (error) {
+      failed.push(c.name);
+      errors.set(c.name, error);
+    }
+  }
+  return { failed, errors };
+}
+
+const rules = taskStoreContractRules();
+const rule = (start: string): string => {
+  const found = rules.filter((name) => name.startsWith(start));
+  if (found.length !== 1) throw new Error(`no single rule starts with ${start}`);
+  return found[0]!;
+};
+
+const OWNER = rule('owner-scoped get');
+const TENANT = rule('an absent tenant');
+const ANONYMOUS = rule('anonymous tasks');
+const CAS = rule('compareAndSet writes when');
+const WHOLE = rule('compareAndSet replaces the whole record');
+const RACE = rule('of many concurrent compareAndSets');
+const MAX_ROWS = rule('maxRows: a create beyond');
+const MAX_ROWS_EXPIRED = rule('maxRows: expired tasks');
+const MAX_ROWS_RACE = rule('maxRows is enforced under concurrent');
+const EXPIRED = rule('an expired task is not returned');
+const DUPLICATE = rule('create refuses an id');
+const DELETE = rule('delete removes the task');
+const CLEANUP_NOW = rule('cleanup judges expiry');
+const CLEANUP_EXACT = rule('cleanup removes exactly');
+const CLEANUP_TERMINAL = rule('cleanup removes terminal tasks');
+const CLEANUP_BOUNDARY = rule('cleanup of finished tasks without a TTL');
+const CLEANUP_TTL_KEPT = rule('cleanup keeps a finished task with a TTL');
+const FIELDS = rule('keeps every field');
+
+describe('taskStoreContract', () => {
+  it('has every rule of the former suite and more, each with a distinct name', () => {
+    expect(rules.length).toBeGreaterThanOrEqual(23);
+    expect(new Set(rules).size).toBe(rules.length);
+    const cases = taskStoreContract(() => new MapStore());
+    expect(cases.map((c) => c.name)).toEqual(rules);
+    // Jest treats a test function with a parameter as a done-callback test.
+    for (const c of cases) expect(c.run.length).toBe(0);
+  });
+
+  it('a plain correct store, written on the public API only, passes every case', async () => {
+    const { failed, errors } = await outcome(taskStoreContract(() => new MapStore()));
+    expect(failed).toEqual([]);
+    expect(errors.size).toBe(0);
+  });
+
+  const broken: Array<[string, () => TaskStore, string[]]> = [
+    ['get ignores the owner', () => new IgnoresOwner(), [OWNER, TENANT, ANONYMOUS]],
+    ['compareAndSet ignores the version', () => new IgnoresVersion(), [CAS, RACE]],
+    ['compareAndSet is not atomic', () => new RacyCompareAndSet(), [RACE]],
+    ['compareAndSet merges instead of replacing', () => new MergesOnWrite(), [WHOLE, FIELDS]],
+    ['create ignores maxRows', () => new IgnoresMaxRows(), [MAX_ROWS, MAX_ROWS_RACE]],
+    ['maxRows is checked apart from the insert', () => new RacyMaxRows(), [MAX_ROWS_RACE]],
+    ['expired tasks hold rows', () => new CountsExpiredRows(), [MAX_ROWS_EXPIRED]],
+    ['get and compareAndSet ignore expiry', () => new IgnoresExpiry(), [EXPIRED]],
+    ['create overwrites a taken id', () => new OverwritesDuplicate(), [DUPLICATE]],
+    ['delete always says true', () => new DeleteAlwaysTrue(), [DELETE]],
+    ['cleanup reads the clock instead of now', () => new CleanupUsesClock(), [CLEANUP_NOW]],
+    [
+      'cleanup removes finished tasks whose TTL runs on',
+      () => new CleanupIgnoresTtlOfFinished(),
+      [CLEANUP_TTL_KEPT],
+    ],
+    [
+      'cleanup keeps what is due exactly now',
+      () => new CleanupOffByOne(),
+      [CLEANUP_EXACT, CLEANUP_BOUNDARY],
+    ],
+    [
+      'cleanup keeps finished tasks without a TTL',
+      () => new CleanupKeepsFinished(),
+      [CLEANUP_TERMINAL, CLEANUP_BOUNDARY],
+    ],
+    ['a field is lost', () => new DropsAField(), [WHOLE, FIELDS]],
+  ];
+
+  it.each(broken)('a store where %s fails exactly those cases', async (_fault, make, expected) => {
+    const { failed, errors } = await outcome(taskStoreContract(make));
+    expect(failed).toEqual(rules.filter((name) => expected.includes(name)));
+    for (const error of errors.values()) expect(error).toBeInstanceOf(AssertionError);
+  });
+
+  it('says what the store did wrong', async () => {
+    const { errors } = await outcome(taskStoreContract(() => new IgnoresOwner()));
+    expect((errors.get(OWNER) as Error).message).toBe(
+      'get(taskId, another principal of the same tenant): expected null, got a record (status working, version 1)',
+    );
+    const race = await outcome(taskStoreContract(() => new IgnoresVersion()));
+    expect((race.errors.get(RACE) as Error).message).toBe(
+      '50 concurrent compareAndSets on one version: number that returned true: expected 1, got 50',
+    );
+    const full = await outcome(taskStoreContract(() => new IgnoresMaxRows()));
+    expect((full.errors.get(MAX_ROWS) as Error).message).toBe(
+      'create(a 4th task, maxRows 3): expected a refusal (a rejected promise), it resolved',
+    );
+    const lossy = await outcome(taskStoreContract(() => new DropsAField()));
+    const message = (lossy.errors.get(FIELDS) as Error).message;
+    expect(message).toMatch(/^get\(a record with every field\): the record read back differs/);
+    expect(message).toContain('usedInputKeys');
+  });
+
+  it('disposes of every store it created, failed cases included', async () => {
+    const created: TaskStore[] = [];
+    const disposed: TaskStore[] = [];
+    const cases = taskStoreContract({
+      create: () => {
+        const store = new IgnoresOwner();
+        created.push(store);
+        return store;
+      },
+      dispose: async (store) => {
+        disposed.push(store);
+      },
+    });
+    const { failed } = await outcome(cases);
+    expect(failed.length).toBe(3);
+    expect(created.length).toBe(cases.length);
+    expect(new Set(created).size).toBe(created.length);
+    expect(disposed.map((store) => created.indexOf(store))).toEqual(created.map((_, i) => i));
+  });
+
+  it('refuses a harness without create', () => {
+    expect(() => taskStoreContract({} as never)).toThrow(/create\(\)/);
+  });
+});
