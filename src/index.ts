@@ -27,6 +27,13 @@ export {
   type TaskErrorKind,
 } from './errors.js';
 export {
+  TASK_ERROR_HTTP_STATUS,
+  TaskErrorFilter,
+  taskErrorBody,
+  taskErrorStatus,
+  type TaskErrorBody,
+} from './http/task-error.filter.js';
+export {
   isExpired,
   isOwnedBy,
   isTerminal,
