@@ -379,15 +379,15 @@ async function start(
     const responses: Record<string, InputResponse> = {};
     for (const [key, request] of Object.entries(record.inputRequests ?? {})) {
       if (answered.has(key)) continue;
+      answered.add(key); // before any await: a later record must not ask for the same key again
       const response =
         typeof answerFor === 'function'
           ? await answerFor(request, key)
           : Object.hasOwn(answerFor, key)
             ? answerFor[key]
             : undefined;
-      if (response === undefined) continue;
-      answered.add(key);
-      responses[key] = response;
+      if (response === undefined) answered.delete(key);
+      else responses[key] = response;
     }
     if (Object.keys(responses).length === 0) return;
     await tasks.update(taskId, owner, responses);
