@@ -1,6 +1,6 @@
-import { Module } from '@nestjs/common';
-import { ConfigurableModuleClass } from './tasks.module-definition.js';
-import { bareImportProviders, EXPORTED_TOKENS } from './tasks.registration.js';
+import { type DynamicModule, Module, type NestModule, Optional } from '@nestjs/common';
+import { ConfigurableModuleClass, type OPTIONS_TYPE } from './tasks.module-definition.js';
+import { bareImportProviders, EXPORTED_TOKENS, TasksRegistration } from './tasks.registration.js';
 
 /**
  * The MCP Tasks extension for a NestJS app. Register it once, in the root module; the
@@ -24,4 +24,18 @@ import { bareImportProviders, EXPORTED_TOKENS } from './tasks.registration.js';
   providers: bareImportProviders,
   exports: EXPORTED_TOKENS,
 })
-export class TasksModule extends ConfigurableModuleClass {}
+export class TasksModule extends ConfigurableModuleClass implements NestModule {
+  constructor(@Optional() private readonly registration?: TasksRegistration) {
+    super();
+  }
+
+  /** Runs at init before the routes are mapped: a second registration fails here. */
+  configure(): void {
+    this.registration?.assertOnlyOne();
+  }
+
+  /** Registers the module (once, in the root module); `forRoot()` takes every default. */
+  static override forRoot(options: typeof OPTIONS_TYPE = {}): DynamicModule {
+    return super.forRoot(options);
+  }
+}

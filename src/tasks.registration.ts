@@ -25,9 +25,18 @@ export class TasksRegistration implements OnModuleInit {
     private readonly modules: ModulesContainer,
   ) {}
 
-  onModuleInit(): void {
+  /**
+   * Throws when the app holds another registration. Called from TasksModule's `configure` (an
+   * HTTP app: before the routes are mapped, where Fastify would refuse the second endpoint with a
+   * message of its own) and at module init (any app, application contexts included).
+   */
+  assertOnlyOne(): void {
     const count = registrations(this.modules);
     if (count > 1) throw new TasksConfigError(registeredTwice(count));
+  }
+
+  onModuleInit(): void {
+    this.assertOnlyOne();
   }
 }
 
