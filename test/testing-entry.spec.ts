@@ -86,6 +86,12 @@ class GreetTools {
   }
 }
 
+/** How many in-process waiters listen to the run's task (a peek at the change feed). */
+const listeners = (run: TaskToolRun): number =>
+  (run.tasks.events as unknown as { listeners: Map<string, Set<unknown>> }).listeners.get(
+    run.taskId,
+  )?.size ?? 0;
+
 /** Each run is disposed after its test, so nothing keeps running. */
 const runs: TaskToolRun[] = [];
 const track = (run: TaskToolRun): TaskToolRun => (runs.push(run), run);
@@ -160,12 +166,18 @@ describe('runTaskTool', () => {
   it('finished rejects after timeoutMs, naming the keys nobody answered; dispose ends the method', async () => {
     const tools = new GreetTools();
     const run = await runTaskTool(tools, 'greet', {}, { timeoutMs: 150 });
+    await run.waitFor('input_required');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(listeners(run)).toBe(3); // requireInput, the runner's cancel watch, finished
     const started = Date.now();
     await expect(run.finished).rejects.toThrow(
       'runTaskTool: the task did not come to finish within 150 ms; it is input_required ("Asking for a name"), waiting for answers to "name": give them in options.answers or call run.answer({...}) (options.timeoutMs sets the wait)',
     );
     expect(Date.now() - started).toBeGreaterThanOrEqual(140);
     await expect(run.waitFor('completed')).rejects.toThrow(/did not come to be completed/);
+    // A wait that timed out stops watching: the method's requireInput and the runner's cancel
+    // watch remain.
+    expect(listeners(run)).toBe(2);
     await run.dispose();
     const outcome = await run.returned;
     expect(outcome.returned).toBe(false);

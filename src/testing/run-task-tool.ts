@@ -412,7 +412,13 @@ async function start(
   if (latest !== undefined) recorder.onRecord(latest);
 
   const wait = (until: (task: TaskRecord) => boolean, what: string): Promise<TaskRecord> => {
-    const waiting = waitForTask(tasks, taskId, until, { pollMs, signal: stops.signal });
+    // Each wait stops watching the task when it ends, however it ends (or when the run is disposed).
+    const own = new AbortController();
+    const onDispose = (): void => own.abort(stops.signal.reason);
+    if (stops.signal.aborted) onDispose();
+    else stops.signal.addEventListener('abort', onDispose, { once: true });
+    const waiting = waitForTask(tasks, taskId, until, { pollMs, signal: own.signal });
+    waiting.catch(() => undefined);
     const racers: Promise<TaskRecord>[] = [waiting, answersFailed];
     let timer: ReturnType<typeof setTimeout> | undefined;
     if (timeoutMs !== null) {
@@ -425,9 +431,11 @@ async function start(
         }),
       );
     }
-    const result = Promise.race(racers).finally(() => clearTimeout(timer));
-    waiting.catch(() => undefined);
-    return result;
+    return Promise.race(racers).finally(() => {
+      clearTimeout(timer);
+      stops.signal.removeEventListener('abort', onDispose);
+      own.abort(new Error('runTaskTool: the wait ended'));
+    });
   };
 
   const finished = wait((task) => isTerminal(task.status), 'to finish');
