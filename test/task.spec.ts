@@ -111,6 +111,17 @@ describe('task model: transitions', () => {
     expect(markCancelledTask(failed!, T0 + 9)).toBeInstanceOf(TaskTerminalError);
   });
 
+  it('progress(null) removes the status message; without one it returns the task as it is', () => {
+    const task = ok(progressTask(fresh(), 'Half way', T0 + 1));
+    const cleared = ok(progressTask(task, null, T0 + 2));
+    expect(cleared).not.toHaveProperty('statusMessage');
+    expect(cleared.version).toBe(task.version + 1);
+    expect(cleared.lastUpdatedAt).toBe(T0 + 2);
+    expect(progressTask(cleared, null, T0 + 3)).toBe(cleared);
+    const [completed] = terminals();
+    expect(progressTask(completed!, null, T0 + 9)).toBeInstanceOf(TaskTerminalError);
+  });
+
   it('every change bumps the version and lastUpdatedAt, which never goes back', () => {
     const task = fresh();
     const later = ok(progressTask(task, 'half', T0 + 10));

@@ -12,6 +12,7 @@ import type { TaskStore } from '../src/store/task-store.js';
 import type { TaskOwner } from '../src/task.js';
 import { resolveTasksConfig } from '../src/tasks.options.js';
 import { TasksService } from '../src/tasks.service.js';
+import { RunningTaskContext } from '../src/tools/task-context.js';
 import { accept, elicit, serviceWith, sleep } from './helpers.js';
 
 const alice: TaskOwner = { principal: 'alice' };
@@ -56,6 +57,18 @@ describe('TasksService: create', () => {
     expect((await capped.create(alice, { ttlMs: 120_000 })).ttlMs).toBe(60_000);
     expect((await capped.create(alice, { ttlMs: null })).ttlMs).toBe(60_000);
     expect((await serviceWith({ defaultTtlMs: null }).service.create(alice)).ttlMs).toBeNull();
+  });
+
+  it('TTL: maxTtlMs alone caps the built-in default and an unlimited request', async () => {
+    const { service } = serviceWith({ maxTtlMs: 1000 });
+    expect((await service.create(alice)).ttlMs).toBe(1000);
+    expect((await service.create(alice, { ttlMs: null })).ttlMs).toBe(1000);
+    expect((await service.create(alice, { ttlMs: 500 })).ttlMs).toBe(500);
+    expect((await service.create(alice, { ttlMs: 5000 })).ttlMs).toBe(1000);
+    const roomy = serviceWith({ maxTtlMs: 86_400_000 }).service;
+    expect((await roomy.create(alice)).ttlMs).toBe(3_600_000);
+    const unlimited = serviceWith({ maxTtlMs: 60_000, defaultTtlMs: null }).service;
+    expect((await unlimited.create(alice)).ttlMs).toBe(60_000);
   });
 
   it('refuses malformed parameters with invalid-params errors', async () => {
@@ -216,6 +229,45 @@ describe('TasksService: worker lifecycle', () => {
     );
   });
 
+  it('progress(null) clears the status message; with none set it writes and notifies nothing', async () => {
+    const { service, notifier, store } = serviceWith();
+    const task = await service.create(alice, { statusMessage: 'Queued' });
+    const cleared = await service.progress(task.taskId, null);
+    expect(cleared).not.toHaveProperty('statusMessage');
+    expect(cleared.version).toBe(task.version + 1);
+    expect(await store.get(task.taskId)).not.toHaveProperty('statusMessage');
+    expect(notifier.for(task.taskId)).toHaveLength(2);
+    expect(notifier.for(task.taskId)[1]).not.toHaveProperty('statusMessage');
+
+    const again = await service.progress(task.taskId, null);
+    expect(again.version).toBe(cleared.version);
+    expect((await store.get(task.taskId))!.version).toBe(cleared.version);
+    expect(notifier.for(task.taskId)).toHaveLength(2);
+
+    await service.complete(task.taskId, text('done'));
+    await expect(service.progress(task.taskId, null)).rejects.toBeInstanceOf(TaskTerminalError);
+    await expect(service.progress(task.taskId, undefined as never)).rejects.toBeInstanceOf(
+      InvalidTaskParamsError,
+    );
+  });
+
+  it("TaskContext.progress(null) clears the task's status message", async () => {
+    const { service } = serviceWith();
+    const task = await service.create(alice);
+    const context = new RunningTaskContext(
+      service,
+      task.taskId,
+      { principal: 'alice', tenant: null },
+      new AbortController().signal,
+      false,
+      1000,
+    );
+    await context.progress('Half way');
+    expect((await service.status(task.taskId)).statusMessage).toBe('Half way');
+    await context.progress(null);
+    expect(await service.status(task.taskId)).not.toHaveProperty('statusMessage');
+  });
+
   it('the input round trip: requireInput → update → takeInputResponses', async () => {
     const { service, notifier } = serviceWith();
     const task = await service.create(alice);
@@ -304,6 +356,18 @@ describe('TasksService: worker lifecycle', () => {
     await expect(service.status('nope')).rejects.toBeInstanceOf(TaskNotFoundError);
     await expect(service.isCancelled('nope')).rejects.toBeInstanceOf(TaskNotFoundError);
     await expect(service.get(42 as never, alice)).rejects.toBeInstanceOf(TaskNotFoundError);
+  });
+
+  it('isCancelled of a task that is gone (deleted, expired) throws, neither true nor false', async () => {
+    const { service, store } = serviceWith();
+    const task = await service.create(alice);
+    expect(await service.isCancelled(task.taskId)).toBe(false);
+    await store.delete(task.taskId);
+    await expect(service.isCancelled(task.taskId)).rejects.toBeInstanceOf(TaskNotFoundError);
+
+    const short = await service.create(alice, { ttlMs: 1 });
+    await sleep(5);
+    await expect(service.isCancelled(short.taskId)).rejects.toBeInstanceOf(TaskNotFoundError);
   });
 });
 
