@@ -3,6 +3,8 @@
  * case, and each deliberately broken store fails exactly the cases about what it breaks.
  */
 import { AssertionError } from 'node:assert';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import {
   isTerminal,
   TaskInternalError,
@@ -182,10 +184,13 @@ class DeleteAlwaysTrue extends MapStore {
   }
 }
 
-/** Cleanup reads the clock instead of the `now` it is given. */
+/**
+ * Cleanup reads the clock instead of the `now` it is given (a clock that has moved on by at least a
+ * millisecond since the caller read it: +1 keeps the outcome from depending on timing).
+ */
 class CleanupUsesClock extends MapStore {
   override cleanup(_now: number, options: TaskStoreCleanupOptions): Promise<number> {
-    return super.cleanup(Date.now(), options);
+    return super.cleanup(Date.now() + 1, options);
   }
 }
 
@@ -300,7 +305,11 @@ describe('taskStoreContract', () => {
     ['get and compareAndSet ignore expiry', () => new IgnoresExpiry(), [EXPIRED]],
     ['create overwrites a taken id', () => new OverwritesDuplicate(), [DUPLICATE]],
     ['delete always says true', () => new DeleteAlwaysTrue(), [DELETE]],
-    ['cleanup reads the clock instead of now', () => new CleanupUsesClock(), [CLEANUP_NOW]],
+    [
+      'cleanup reads the clock instead of now',
+      () => new CleanupUsesClock(),
+      [CLEANUP_NOW, CLEANUP_BOUNDARY],
+    ],
     [
       'cleanup removes finished tasks whose TTL runs on',
       () => new CleanupIgnoresTtlOfFinished(),
@@ -362,6 +371,14 @@ describe('taskStoreContract', () => {
     expect(created.length).toBe(cases.length);
     expect(new Set(created).size).toBe(created.length);
     expect(disposed.map((store) => created.indexOf(store))).toEqual(created.map((_, i) => i));
+  });
+
+  it('is written on the public API: it imports only the main entry and node builtins', () => {
+    const source = readFileSync(join(process.cwd(), 'src/testing/task-store.contract.ts'), 'utf8');
+    const specifiers = [...source.matchAll(/\bfrom\s+'([^']+)'/g)].map((match) => match[1]);
+    expect(specifiers.length).toBeGreaterThan(0);
+    expect(specifiers.filter((s) => s !== '../index.js' && !s!.startsWith('node:'))).toEqual([]);
+    expect(source).not.toMatch(/\bimport\(/);
   });
 
   it('refuses a harness without create', () => {
