@@ -81,6 +81,11 @@ class GreetTools {
     return { steps: 3 };
   }
 
+  @TaskTool({ name: 'echo' })
+  async echo(input: unknown) {
+    return { received: input };
+  }
+
   notATool() {
     return 'plain';
   }
@@ -322,7 +327,7 @@ describe('runTaskTool', () => {
     const byMethod = track(await runTaskTool(new GreetTools(), 'steps'));
     expect((await byMethod.finished).status).toBe('completed');
     await expect(runTaskTool(new GreetTools(), 'notATool')).rejects.toThrow(
-      'runTaskTool: GreetTools has no @TaskTool method or tool named "notATool"; its task tools are greet, introduce, waitForCancel, refuse, crash, enqueue, steps',
+      'runTaskTool: GreetTools has no @TaskTool method or tool named "notATool"; its task tools are greet, introduce, waitForCancel, refuse, crash, enqueue, steps, echo',
     );
   });
 
@@ -360,6 +365,13 @@ describe('runTaskTool', () => {
         },
       ),
     ).rejects.toThrow(/^Input validation error: Invalid arguments for tool add: a: /);
+  });
+
+  it('a tool without input gets {} as at the endpoint; a plain function gets its input as given', async () => {
+    const tool = track(await runTaskTool(new GreetTools(), 'echo', { stray: 1 }));
+    expect((await tool.finished).result?.structuredContent).toEqual({ received: {} });
+    const fn = track(await runTaskTool(async (input: unknown) => ({ received: input }), [1, 'a']));
+    expect((await fn.finished).result?.structuredContent).toEqual({ received: [1, 'a'] });
   });
 
   it('an answer the task refuses rejects finished, saying so', async () => {

@@ -70,7 +70,11 @@ export interface RunTaskToolOptions {
 export interface RunTaskFunctionOptions extends RunTaskToolOptions {
   /** The tool's name (messages only). Default: the function's name. */
   name?: string;
-  /** The input schema: a class-validator DTO class or a Standard Schema with JSON Schema. */
+  /**
+   * The input schema (a class-validator DTO class or a Standard Schema with JSON Schema): the
+   * input is validated and transformed as the endpoint would. Without it the function gets the
+   * input as given.
+   */
   input?: TaskToolOptions['input'];
 }
 
@@ -141,8 +145,9 @@ const DISPOSE_WAIT_MS = 1_000;
 
 /**
  * Runs a `@TaskTool` method of `instance` (`method` is the method's name or the tool's name) with
- * `input`, and resolves once the task is stored and the method started. Rejects with
- * TaskToolInputError when the input fails the tool's schema (the method does not run).
+ * `input`, and resolves once the task is stored and the method started. The input goes through
+ * the tool's schema as at the endpoint (a tool without `input` receives `{}`); when it fails,
+ * this rejects with TaskToolInputError and the method does not run.
  *
  * ```ts
  * const run = await runTaskTool(new GreetTools(), 'greet', {}, {
@@ -176,7 +181,10 @@ export async function runTaskTool(target: object, ...rest: unknown[]): Promise<T
     definition = decoratedTool(target, method);
   }
   definition = withOverrides(definition, options);
-  const value = await validated(definition, input);
+  // A plain function without a schema takes its input as given; a tool with a schema, or any
+  // @TaskTool method (one without `input` takes `{}`), gets what the endpoint would pass it.
+  const unchecked = typeof target === 'function' && options.input === undefined;
+  const value = unchecked ? (input ?? {}) : await validated(definition, input);
   return await start(definition, value, options);
 }
 
