@@ -1,0 +1,34 @@
+/**
+ * `nestjs-mcp-tasks/client`: call task tools on an MCP server that serves the Tasks extension
+ * (`io.modelcontextprotocol/tasks`, protocol 2026-07-28), on the official MCP client packages
+ * (`@modelcontextprotocol/client`, `@modelcontextprotocol/ext-tasks`). For Node; no Nest needed.
+ */
+export {
+  type CallToolOptions,
+  connectTasksClient,
+  TasksClient,
+  type TasksClientOptions,
+} from './tasks-client.js';
+export {
+  type StatusListener,
+  TaskCall,
+  type TaskCallOutcome,
+  type TaskSnapshot,
+  type TaskStatus,
+} from './tool-call.js';
+export {
+  type InputContext,
+  type InputHandlers,
+  type InputParams,
+  InputRefusedError,
+} from './input.js';
+export type { ConnectionOptions } from './session.js';
+export { PROTOCOL_VERSION } from './raw-dispatch.js';
+export { TASKS_EXTENSION_ID } from '../tasks.constants.js';
+export { TaskCancelledError, TaskFailedError } from '@modelcontextprotocol/ext-tasks/client';
+export type {
+  ApplicationCreateMessageResult as SamplingResult,
+  ApplicationElicitResult as ElicitationResult,
+  ApplicationListRootsResult as RootsResult,
+} from '@modelcontextprotocol/ext-tasks/client';
+export type { AuthProvider, CallToolResult, FetchLike, Tool } from '@modelcontextprotocol/client';

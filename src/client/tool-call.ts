@@ -1,0 +1,213 @@
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import type { JsonValue } from '@modelcontextprotocol/ext-tasks/core';
+import {
+  TaskCancelledError,
+  TaskFailedError,
+  type TaskExecutionEvent,
+  type TaskView,
+  type ToolExecution,
+} from '@modelcontextprotocol/ext-tasks/client';
+
+/** A task's status as the server reports it. */
+export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+
+/** One observed state of a task (what `tasks/get` or a `notifications/tasks` said). */
+export interface TaskSnapshot {
+  readonly taskId: string;
+  readonly status: TaskStatus;
+  readonly statusMessage?: string;
+  readonly createdAt?: string;
+  readonly lastUpdatedAt?: string;
+  /** How long the server keeps the task (`null`: no limit). */
+  readonly ttlMs: number | null;
+  /** How often the server suggests polling it. */
+  readonly pollIntervalMs?: number;
+  /** The task as it came over the wire (with `inputRequests`, `result` or `error` by status). */
+  readonly raw: Readonly<Record<string, JsonValue>>;
+}
+
+/** How a call ended, without throwing. */
+export type TaskCallOutcome =
+  | { readonly status: 'completed'; readonly result: CallToolResult }
+  | { readonly status: 'failed'; readonly error: TaskFailedError }
+  | { readonly status: 'cancelled'; readonly error: TaskCancelledError };
+
+export type StatusListener = (task: TaskSnapshot) => void;
+
+/** Turns the session's task view into the snapshot users see. */
+export function toSnapshot(view: TaskView): TaskSnapshot {
+  return {
+    taskId: view.taskId,
+    status: view.status,
+    ...(view.statusMessage !== undefined && { statusMessage: view.statusMessage }),
+    ...(view.createdAt !== undefined && { createdAt: view.createdAt }),
+    ...(view.lastUpdatedAt !== undefined && { lastUpdatedAt: view.lastUpdatedAt }),
+    ttlMs: view.retentionMs,
+    ...(view.suggestedPollIntervalMs !== undefined && {
+      pollIntervalMs: view.suggestedPollIntervalMs,
+    }),
+    raw: view.raw,
+  };
+}
+
+const isTerminal = (status: TaskStatus): boolean =>
+  status === 'completed' || status === 'failed' || status === 'cancelled';
+
+/** What a call handle needs from the client that made it. */
+export interface CallHooks {
+  /** Reads the task now (`tasks/get`). */
+  read(taskId: string): Promise<TaskSnapshot>;
+  /** Why the client cancelled this task itself (an input it could not give), if it did. */
+  refusal(taskId: string): TaskCancelledError | undefined;
+  /** Errors thrown by status listeners. */
+  report(error: Error): void;
+  /** Called once, when the call has settled. */
+  settled(): void;
+}
+
+/**
+ * One `tools/call`: a task the client follows to its end, or the immediate result of a tool that
+ * answered at once (then `taskId` is undefined and no status is ever reported).
+ */
+export class TaskCall implements AsyncIterable<TaskSnapshot> {
+  /** The task's id; undefined when the server answered at once. */
+  readonly taskId: string | undefined;
+  private readonly history: TaskSnapshot[] = [];
+  private readonly listeners = new Set<StatusListener>();
+  private readonly wakers = new Set<() => void>();
+  private done = false;
+  private readonly outcomePromise: Promise<TaskCallOutcome>;
+
+  constructor(
+    /** The official session's execution behind this call (for what this handle does not cover). */
+    readonly execution: ToolExecution<unknown>,
+    private readonly hooks: CallHooks,
+  ) {
+    this.taskId = execution.kind === 'task' ? execution.handle.taskId : undefined;
+    this.outcomePromise = execution
+      .settle({ onEvent: (event) => this.observe(event) })
+      .then(
+        ({ outcome }) => this.toOutcome(outcome),
+        (error: unknown) => this.toOutcome({ status: 'failed', error: asFailure(error) }),
+      )
+      .finally(() => {
+        this.done = true;
+        this.wake();
+        hooks.settled();
+      });
+    void this.outcomePromise.catch(() => undefined);
+  }
+
+  /** True when the server answered with a task (false: an immediate result). */
+  get isTask(): boolean {
+    return this.taskId !== undefined;
+  }
+
+  /** The latest status seen (undefined for an immediate result). */
+  get status(): TaskSnapshot | undefined {
+    return this.history.at(-1);
+  }
+
+  /**
+   * Calls `listener` with the latest status at once (if one is known) and then with every change
+   * of status or status message, until the task ends. Returns a function that removes it.
+   */
+  onStatus(listener: StatusListener): () => void {
+    this.listeners.add(listener);
+    const latest = this.status;
+    if (latest !== undefined) this.call(listener, latest);
+    return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Every status change from the first, then live ones until the task ends (`for await (const
+   * task of call)`). Each iteration starts from the beginning.
+   */
+  async *[Symbol.asyncIterator](): AsyncIterator<TaskSnapshot> {
+    let index = 0;
+    for (;;) {
+      while (index < this.history.length) yield this.history[index++]!;
+      if (this.done) return;
+      await new Promise<void>((resolve) => this.wakers.add(resolve));
+    }
+  }
+
+  /** Asks the server to cancel the task (`tasks/cancel`); `result()` then rejects cancelled. */
+  async cancel(): Promise<void> {
+    await this.execution.cancel();
+  }
+
+  /** Reads the task from the server now (`tasks/get`), e.g. its final status after a cancel. */
+  async snapshot(): Promise<TaskSnapshot> {
+    if (this.taskId === undefined) throw new Error('The tool answered at once: there is no task');
+    return this.hooks.read(this.taskId);
+  }
+
+  /**
+   * The tool's `CallToolResult` once the task completed (a result with `isError: true` included).
+   * Rejects with `TaskFailedError` (`code`, `data`: the JSON-RPC error) or `TaskCancelledError`.
+   */
+  async result(): Promise<CallToolResult> {
+    const outcome = await this.outcomePromise;
+    if (outcome.status === 'completed') return outcome.result;
+    throw outcome.error;
+  }
+
+  /** How the call ended, without throwing. */
+  outcome(): Promise<TaskCallOutcome> {
+    return this.outcomePromise;
+  }
+
+  private observe(event: TaskExecutionEvent<unknown>): void {
+    if (event.type !== 'task') return;
+    const snapshot = toSnapshot(event.task);
+    const last = this.status;
+    if (
+      last !== undefined &&
+      (isTerminal(last.status) ||
+        (last.status === snapshot.status && last.statusMessage === snapshot.statusMessage))
+    ) {
+      return;
+    }
+    this.history.push(snapshot);
+    for (const listener of [...this.listeners]) this.call(listener, snapshot);
+    this.wake();
+  }
+
+  private call(listener: StatusListener, snapshot: TaskSnapshot): void {
+    try {
+      listener(snapshot);
+    } catch (error) {
+      this.hooks.report(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  private wake(): void {
+    for (const wake of this.wakers) wake();
+    this.wakers.clear();
+  }
+
+  private toOutcome(outcome: {
+    status: 'completed' | 'failed' | 'cancelled';
+    result?: unknown;
+    error?: TaskFailedError;
+  }): TaskCallOutcome {
+    if (outcome.status === 'completed') {
+      return { status: 'completed', result: outcome.result as CallToolResult };
+    }
+    if (outcome.status === 'failed') {
+      return { status: 'failed', error: outcome.error ?? new TaskFailedError('Task failed') };
+    }
+    const refused = this.taskId === undefined ? undefined : this.hooks.refusal(this.taskId);
+    return { status: 'cancelled', error: refused ?? new TaskCancelledError() };
+  }
+}
+
+function asFailure(error: unknown): TaskFailedError {
+  if (error instanceof TaskFailedError) return error;
+  return new TaskFailedError(
+    error instanceof Error ? error.message : String(error),
+    {},
+    error instanceof Error ? { cause: error } : undefined,
+  );
+}
