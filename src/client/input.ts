@@ -29,7 +29,9 @@ type Answer<T> = T | Promise<T>;
  * Answers the input requests of the tasks this client follows. A kind without a handler is
  * refused: an elicitation is declined (`{ action: "decline" }`), a roots request gets an empty
  * list, and a sampling request (which has no refusal on the wire) cancels the task, so
- * `result()` rejects with an {@link InputRefusedError} instead of waiting forever.
+ * `result()` rejects with an {@link InputRefusedError} instead of waiting forever. A handler that
+ * throws is reported to `onError`; the tool then sees a cancelled elicitation, or (sampling,
+ * roots) its task is cancelled the same way.
  */
 export interface InputHandlers {
   /** `elicitation/create`: params carry `message` and `requestedSchema` (or `url`). */

@@ -47,6 +47,44 @@ export interface OpenSession {
   close(): Promise<void>;
 }
 
+/**
+ * Whether `Response.json()` builds objects of this module's realm. Under Jest a test file runs in
+ * its own VM context while the global `fetch` belongs to Node's main one; the Tasks session's JSON
+ * check (plain objects only) then refuses every parsed reply ("Expected a JSON value").
+ */
+let sameRealm: Promise<boolean> | undefined;
+const jsonIsSameRealm = (): Promise<boolean> =>
+  (sameRealm ??= new Response('{}')
+    .json()
+    .then((probe) => Object.getPrototypeOf(probe) === Object.prototype));
+
+const NULL_BODY_STATUS = new Set([101, 204, 205, 304]);
+
+/**
+ * `fetch`, with JSON bodies parsed by this realm's `JSON` when `Response.json()` would build
+ * another realm's objects (only then: in plain Node the responses pass through untouched).
+ */
+export function realmSafeFetch(fetchImpl: FetchLike): FetchLike {
+  return async (url, init) => {
+    const response = await fetchImpl(url, init);
+    if (
+      NULL_BODY_STATUS.has(response.status) ||
+      !/^application\/(?:[\w.+-]+\+)?json\b/i.test(response.headers.get('content-type') ?? '') ||
+      (await jsonIsSameRealm())
+    ) {
+      return response;
+    }
+    const text = await response.text();
+    const copy = new Response(text, {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+    Object.defineProperty(copy, 'json', { value: async () => JSON.parse(text) as unknown });
+    return copy;
+  };
+}
+
 export const DEFAULT_CLIENT_INFO = { name: 'nestjs-mcp-tasks-client', version: '0.1.0' } as const;
 
 /**
@@ -61,6 +99,7 @@ export async function openTasksSession(
   const endpoint = new URL(url);
   const clientInfo = options.clientInfo ?? DEFAULT_CLIENT_INFO;
   const headers = { ...options.headers };
+  const fetchImpl = realmSafeFetch(options.fetch ?? ((input, init) => fetch(input, init)));
   const clientCapabilities = { extensions: { [TASKS_EXTENSION_ID]: {} } };
   const client = new Client(clientInfo, {
     capabilities: clientCapabilities,
@@ -70,7 +109,7 @@ export async function openTasksSession(
     new StreamableHTTPClientTransport(endpoint, {
       requestInit: { headers },
       ...(options.authProvider !== undefined && { authProvider: options.authProvider }),
-      ...(options.fetch !== undefined && { fetch: options.fetch }),
+      fetch: fetchImpl,
     }),
   );
   try {
@@ -82,7 +121,7 @@ export async function openTasksSession(
     const rawDispatch = createRawDispatch(endpoint, {
       headers,
       ...(options.authProvider !== undefined && { authProvider: options.authProvider }),
-      ...(options.fetch !== undefined && { fetch: options.fetch }),
+      fetch: fetchImpl,
     });
     const session = createTaskSessionFromClient(client, {
       endpointId: await createTaskSessionEndpointId('nestjs-mcp-tasks', { url: endpoint.href }),

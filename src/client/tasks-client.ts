@@ -229,10 +229,26 @@ export class TasksClient implements AsyncDisposable {
   }
 }
 
+/** An error and its causes in one line: "probe failed: fetch failed: connect ECONNREFUSED …". */
 function describe(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
-  return `${error.message}${cause}`;
+  let text = '';
+  let current: unknown = error;
+  // Duck-typed: errors from another realm (Jest's VM contexts) are no `instanceof Error` here.
+  for (let depth = 0; depth < 6 && current !== undefined && current !== null; depth++) {
+    const { message, code, cause, errors } = current as {
+      message?: unknown;
+      code?: unknown;
+      cause?: unknown;
+      errors?: unknown;
+    };
+    const line = typeof message === 'string' ? message : String(current);
+    if (line !== '' && !text.includes(line)) text = text === '' ? line : `${text}: ${line}`;
+    if (typeof code === 'string' && /^E[A-Z]+$/.test(code) && !text.includes(code)) {
+      text = `${text} (${code})`;
+    }
+    current = Array.isArray(errors) && errors.length > 0 ? errors[0] : cause;
+  }
+  return text;
 }
 
 /**

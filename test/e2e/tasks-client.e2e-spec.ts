@@ -587,6 +587,7 @@ describe('connectTasksClient: clear errors', () => {
     const error = await rejection(connectTasksClient(url, { fetch: testContextFetch }));
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toContain(`Could not connect to the MCP server at ${url}`);
+    expect((error as Error).message).toContain('ECONNREFUSED');
   });
 });
 
@@ -607,10 +608,8 @@ class RemoteMath implements OnModuleInit, OnApplicationShutdown {
   constructor(@Inject(REMOTE_URL) private readonly url: string) {}
 
   async onModuleInit(): Promise<void> {
-    this.mcp = await connectTasksClient(this.url, {
-      headers: { Authorization: 'Bearer relay' },
-      fetch: testContextFetch,
-    });
+    // No `fetch` option: the entry copes with Jest's VM context on its own.
+    this.mcp = await connectTasksClient(this.url, { headers: { Authorization: 'Bearer relay' } });
   }
 
   async onApplicationShutdown(): Promise<void> {
