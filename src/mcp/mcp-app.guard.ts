@@ -36,11 +36,20 @@ export class McpAppGuard implements CanActivate, OnModuleInit {
     this.guards = guards;
   }
 
-  async canActivate(context: ExecutionContext): Promise<boolean> {
-    for (const guard of this.guards) {
-      const result = guard.canActivate(context);
-      const allowed = isObservable(result) ? await lastValueFrom(result) : await result;
-      if (!allowed) return false;
+  /** Synchronous while the guards are (no guards: `true` at once; the endpoint is a hot path). */
+  canActivate(context: ExecutionContext): boolean | Promise<boolean> {
+    return this.runFrom(0, context);
+  }
+
+  private runFrom(first: number, context: ExecutionContext): boolean | Promise<boolean> {
+    for (let index = first; index < this.guards.length; index++) {
+      const result = this.guards[index]!.canActivate(context);
+      if (typeof result === 'boolean') {
+        if (!result) return false;
+        continue;
+      }
+      const pending = isObservable(result) ? lastValueFrom(result) : Promise.resolve(result);
+      return pending.then((allowed) => Boolean(allowed) && this.runFrom(index + 1, context));
     }
     return true;
   }
