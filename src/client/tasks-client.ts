@@ -4,7 +4,7 @@ import type {
   SubscriptionFilter,
   Tool,
 } from '@modelcontextprotocol/client';
-import type { JsonValue } from '@modelcontextprotocol/ext-tasks/core';
+import type { JsonValue, TaskId } from '@modelcontextprotocol/ext-tasks/core';
 import type {
   TaskCancelledError,
   TaskEnabledSession,
@@ -111,6 +111,7 @@ export class TasksClient implements AsyncDisposable {
       refusal: (taskId) => this.takeRefusal(taskId),
       report: (error) => this.report(error),
       settled: () => stop?.(),
+      signal: options.signal,
     });
     if (call.taskId !== undefined && this.options.listen !== false) {
       stop = this.follow(call.taskId, options.headers);
@@ -133,7 +134,7 @@ export class TasksClient implements AsyncDisposable {
   /** Reads a task of this principal by id (`tasks/get`), e.g. one started by another process. */
   async getTask(taskId: string, headers?: Readonly<Record<string, string>>): Promise<TaskSnapshot> {
     const view = await this.opened.session
-      .task(taskId as never, headers === undefined ? {} : { headers })
+      .task(taskId as TaskId, headers === undefined ? {} : { headers })
       .snapshot();
     return toSnapshot(view);
   }
@@ -141,7 +142,7 @@ export class TasksClient implements AsyncDisposable {
   /** Asks the server to cancel a task of this principal by id (`tasks/cancel`). */
   async cancelTask(taskId: string, headers?: Readonly<Record<string, string>>): Promise<void> {
     await this.opened.session
-      .task(taskId as never, headers === undefined ? {} : { headers })
+      .task(taskId as TaskId, headers === undefined ? {} : { headers })
       .cancel();
   }
 
@@ -278,7 +279,7 @@ export async function connectTasksClient(
       onInputRequest: inputHandler(options.onInput ?? {}, {
         refuse: (taskId, error) => {
           refusals.set(taskId, error);
-          void opened?.session.cancelTask(taskId as never).catch(report);
+          void opened?.session.cancelTask(taskId as TaskId).catch(report);
         },
         report,
       }),

@@ -63,6 +63,8 @@ export interface CallHooks {
   report(error: Error): void;
   /** Called once, when the call has settled. */
   settled(): void;
+  /** The caller's signal for this call: its abort reason is what `result()` rejects with. */
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -145,11 +147,14 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
 
   /**
    * The tool's `CallToolResult` once the task completed (a result with `isError: true` included).
-   * Rejects with `TaskFailedError` (`code`, `data`: the JSON-RPC error) or `TaskCancelledError`.
+   * Rejects with `TaskFailedError` (`code`, `data`: the JSON-RPC error) or `TaskCancelledError`,
+   * or with the abort reason of the call's `signal` when the caller stopped waiting.
    */
   async result(): Promise<CallToolResult> {
     const outcome = await this.outcomePromise;
     if (outcome.status === 'completed') return outcome.result;
+    const { signal } = this.hooks;
+    if (outcome.status === 'failed' && signal?.aborted === true) throw signal.reason;
     throw outcome.error;
   }
 

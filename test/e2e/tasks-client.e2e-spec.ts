@@ -389,6 +389,27 @@ describe.each(ADAPTERS)('nestjs-mcp-tasks/client against a live app (%s)', (adap
     await eventually(() => (seen.cancelled.includes(call.taskId!) ? true : undefined));
   });
 
+  it('signal: stops waiting (result() rejects with the reason) without cancelling the task', async () => {
+    const mcp = await connect({ headers: { Authorization: 'Bearer alice' } });
+    const controller = new AbortController();
+    const call = await mcp.callTool('wait_for_cancel', {}, { signal: controller.signal });
+    await eventually(() => (call.status?.status === 'working' ? true : undefined));
+
+    const reason = new Error('no longer needed');
+    controller.abort(reason);
+
+    expect(await rejection(call.result())).toBe(reason);
+    await sleep(200);
+    expect((await mcp.getTask(call.taskId!)).status).toBe('working');
+    expect(seen.cancelled).not.toContain(call.taskId);
+    await mcp.cancelTask(call.taskId!);
+    const onServer = await eventually(async () => {
+      const task = await mcp.getTask(call.taskId!);
+      return task.status === 'cancelled' ? task : undefined;
+    });
+    expect(onServer.status).toBe('cancelled');
+  });
+
   it('a failing tool: result() throws TaskFailedError with the JSON-RPC code; outcome() does not throw', async () => {
     const mcp = await connect({ headers: { Authorization: 'Bearer alice' } });
     const call = await mcp.callTool('fail_with', { code: -32042, message: 'Nope' });
