@@ -1,0 +1,400 @@
+/**
+ * The consumer check: the package as a user gets it. `npm pack` makes the tarball (its `prepare`
+ * builds dist/), and two throwaway apps install it with only the peers the README's install
+ * section names (plus their HTTP platform and a compiler):
+ *
+ * - `cjs-express`: a CommonJS app on Express, compiled by `tsc` to CommonJS; the endpoint's guard
+ *   has a constructor dependency; TaskErrorFilter through `app.useGlobalFilters`.
+ * - `esm-fastify`: an ESM app on Fastify; auth as APP_GUARD, TaskErrorFilter as APP_FILTER,
+ *   `forRootAsync`, a feature module that imports bare TasksModule.
+ *
+ * In both, a feature module injects TasksService, and a client written as a user writes it
+ * (`client.mts`, on `nestjs-mcp-tasks/client`) drives a task tool that asks for input and one
+ * that is cancelled. The ESM app also runs the store contract under node:test from
+ * `nestjs-mcp-tasks/testing`, and type-checks every TypeScript snippet of the README against
+ * the installed package.
+ *
+ * Installs use npm's cache first (`--prefer-offline`): after `npm ci` of this project every
+ * package is there. KEEP_CONSUMER_APPS=1 keeps the apps (their folder is printed).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const APPS = join(ROOT, 'test/consumer/apps');
+const STEP_TIMEOUT_MS = 180_000;
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** The environment of a child process, without what `npm test` put there for itself. */
+function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!/^npm_/i.test(key) && key !== 'NODE_OPTIONS' && key !== 'INIT_CWD') env[key] = value;
+  }
+  return { ...env, ...extra };
+}
+
+/** Runs a command to its end; rejects (with its output) when it fails or takes too long. */
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  timeoutMs = STEP_TIMEOUT_MS,
+): Promise<Ran> {
+  return new Promise((done, fail) => {
+    const child = spawn(command, args, { cwd, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', fail);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (code === 0) return done({ code, stdout, stderr });
+      fail(
+        new Error(
+          `${command} ${args.join(' ')} (in ${cwd}) exited ${code}\n${stdout.slice(-4000)}\n${stderr.slice(-4000)}`,
+        ),
+      );
+    });
+  });
+}
+
+const npm = (args: string[], cwd: string): Promise<Ran> => run('npm', args, cwd);
+const tsc = (cwd: string): Promise<Ran> =>
+  run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', cwd], cwd);
+
+/** The version of a package installed in this project: the apps pin the same. */
+function installedVersion(name: string): string {
+  const manifest = JSON.parse(
+    readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8'),
+  ) as { version: string };
+  return manifest.version;
+}
+
+/**
+ * The packages the README's install section tells a user to install beside the package itself:
+ * every `npm install` line of its shell block whose arguments are all registry package names.
+ */
+export function readmePeers(readme: string): string[] {
+  const section = /^## Install\n([\s\S]*?)^## /m.exec(readme)?.[1] ?? '';
+  const names = new Set<string>();
+  for (const block of section.matchAll(/```sh\n([\s\S]*?)```/g)) {
+    for (const line of block[1]!.split('\n')) {
+      const words = line.replace(/#.*/, '').trim().split(/\s+/);
+      if (words[0] !== 'npm' || words[1] !== 'install') continue;
+      const packages = words.slice(2).filter((word) => !word.startsWith('-'));
+      if (packages.length === 0) continue;
+      if (!packages.every((word) => /^(@[a-z0-9.-]+\/)?[a-z0-9.-]+$/.test(word))) continue;
+      for (const name of packages) if (name !== 'nestjs-mcp-tasks') names.add(name);
+    }
+  }
+  return [...names].sort();
+}
+
+/** The ```ts blocks of the README, each a complete module. */
+export function readmeSnippets(readme: string): string[] {
+  return [...readme.matchAll(/^```ts\n([\s\S]*?)^```/gm)].map((match) => match[1]!);
+}
+
+interface App {
+  name: string;
+  dir: string;
+  process?: ChildProcess;
+  port?: number;
+  base?: string;
+}
+
+/** Writes an app: its package.json, its own files, and the sources both apps share. */
+function writeApp(
+  name: string,
+  into: string,
+  tarball: string,
+  peers: string[],
+  platform: string,
+  type: 'commonjs' | 'module',
+): App {
+  const dir = join(into, name);
+  mkdirSync(dir, { recursive: true });
+  cpSync(join(APPS, name), dir, { recursive: true });
+  cpSync(join(APPS, 'shared'), join(dir, 'src'), { recursive: true });
+  const dependencies: Record<string, string> = { 'nestjs-mcp-tasks': `file:${tarball}` };
+  for (const peer of [...peers, platform]) dependencies[peer] = installedVersion(peer);
+  const manifest = {
+    name: `consumer-${name}`,
+    version: '1.0.0',
+    private: true,
+    type,
+    dependencies,
+    devDependencies: {
+      typescript: installedVersion('typescript'),
+      '@types/node': installedVersion('@types/node'),
+    },
+  };
+  writeFileSync(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  return { name, dir };
+}
+
+/** Starts the compiled app on a free port and resolves once it listens. */
+function boot(app: App): Promise<void> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, ['dist/main.js'], {
+      cwd: app.dir,
+      env: childEnv({ PORT: '0' }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    app.process = child;
+    let output = '';
+    const timer = setTimeout(
+      () => fail(new Error(`${app.name} did not start:\n${output}`)),
+      30_000,
+    );
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString();
+      const port = /listening on (\d+) \((\w+)\)/.exec(output);
+      if (port) {
+        clearTimeout(timer);
+        app.port = Number(port[1]);
+        app.base = `http://127.0.0.1:${app.port}`;
+        done();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      if (app.port === undefined) fail(new Error(`${app.name} exited ${code}:\n${output}`));
+    });
+  });
+}
+
+/** Sends SIGTERM and resolves with how the process ended (SIGKILL after 10 s). */
+async function stop(app: App): Promise<string> {
+  const child = app.process;
+  if (child === undefined) return 'never started';
+  const ended = (): string => `code ${child.exitCode}, signal ${child.signalCode}`;
+  if (child.exitCode !== null || child.signalCode !== null) return ended();
+  return await new Promise((done) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.on('exit', () => {
+      clearTimeout(timer);
+      done(ended());
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+interface ClientReport {
+  asked: string;
+  tools: string[];
+  greet: { taskId: string; content: unknown; statuses: string[] };
+  cancel: { taskId: string; status: string; cancelledError: boolean };
+  invalid: { isTask: boolean; isError: boolean };
+}
+
+async function drive(app: App): Promise<ClientReport> {
+  const { stdout } = await run(
+    process.execPath,
+    ['dist/client.mjs', `${app.base}/mcp`],
+    app.dir,
+    60_000,
+  );
+  return JSON.parse(stdout.trim().split('\n').at(-1)!) as ClientReport;
+}
+
+const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
+
+describe('consumer check: the packed package in two throwaway apps', () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const work = mkdtempSync(join(tmpdir(), 'nestjs-mcp-tasks-consumer-'));
+  const timings: Record<string, number> = {};
+  const timed = async <T>(step: string, work: () => Promise<T>): Promise<T> => {
+    const started = Date.now();
+    try {
+      return await work();
+    } finally {
+      timings[step] = Date.now() - started;
+    }
+  };
+  let tarball: string;
+  let files: string[];
+  let cjs: App;
+  let esm: App;
+
+  beforeAll(async () => {
+    const packed = await timed('pack (prepare builds dist/)', () =>
+      npm(['pack', '--json', '--pack-destination', work], ROOT),
+    );
+    const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
+    tarball = join(work, info.filename);
+    files = info.files.map((file) => file.path).sort();
+
+    const peers = readmePeers(readme);
+    cjs = writeApp('cjs-express', work, tarball, peers, '@nestjs/platform-express', 'commonjs');
+    esm = writeApp('esm-fastify', work, tarball, peers, '@nestjs/platform-fastify', 'module');
+    const install = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
+    await timed('install (both apps)', () =>
+      Promise.all([npm(install, cjs.dir), npm(install, esm.dir)]),
+    );
+
+    // Every TypeScript snippet of the README, compiled inside the ESM app.
+    const snippets = join(esm.dir, 'src/readme');
+    mkdirSync(snippets, { recursive: true });
+    readmeSnippets(readme).forEach((code, i) =>
+      writeFileSync(join(snippets, `snippet-${String(i + 1).padStart(2, '0')}.ts`), code),
+    );
+    await timed('compile (both apps)', () => Promise.all([tsc(cjs.dir), tsc(esm.dir)]));
+    await timed('boot (both apps)', () => Promise.all([boot(cjs), boot(esm)]));
+  }, 8 * 60_000);
+
+  afterAll(async () => {
+    const codes = await Promise.all([cjs, esm].filter(Boolean).map(stop));
+    if (process.env.KEEP_CONSUMER_APPS) console.log(`consumer apps kept in ${work}`);
+    else rmSync(work, { recursive: true, force: true });
+    console.log(`consumer check: ${JSON.stringify(timings)}; ended ${codes.join('; ')}`);
+  });
+
+  it('the tarball holds the compiled JS and type declarations of every entry, and nothing else', () => {
+    for (const entry of ['index', 'redis/index', 'client/index', 'testing/index']) {
+      expect(files).toContain(`dist/${entry}.js`);
+      expect(files).toContain(`dist/${entry}.d.ts`);
+    }
+    expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json']));
+    const unexpected = files.filter(
+      (path) =>
+        !/^dist\/.+\.(js|d\.ts)$/.test(path) &&
+        !['LICENSE', 'README.md', 'package.json'].includes(path),
+    );
+    expect(unexpected).toEqual([]);
+    expect(files.some((path) => /^dist\/.*(spec|test)/.test(path))).toBe(false);
+  });
+
+  it('the README names the peers an app installs', () => {
+    expect(readmePeers(readme)).toEqual(
+      expect.arrayContaining([
+        '@nestjs/common',
+        '@nestjs/core',
+        '@nestjs/schedule',
+        'class-transformer',
+        'class-validator',
+        'reflect-metadata',
+        'rxjs',
+        '@modelcontextprotocol/client',
+        '@modelcontextprotocol/ext-tasks',
+      ]),
+    );
+  });
+
+  it('the CommonJS app is compiled to CommonJS and the ESM app to ESM', () => {
+    expect(readFileSync(join(cjs.dir, 'dist/main.js'), 'utf8')).toMatch(
+      /require\("nestjs-mcp-tasks"\)/,
+    );
+    expect(readFileSync(join(esm.dir, 'dist/main.js'), 'utf8')).toMatch(/^import /m);
+  });
+
+  describe.each([
+    ['cjs-express', () => cjs],
+    ['esm-fastify', () => esm],
+  ])('%s', (_name, appOf) => {
+    it('a client on nestjs-mcp-tasks/client answers an input request, follows a task to its result, and cancels one', async () => {
+      const app = appOf();
+      const report = await drive(app);
+      expect(report.tools).toEqual(['greet', 'wait_for_cancel']);
+      expect(report.asked).toBe('Whom shall I greet?');
+      expect(report.greet.content).toEqual([{ type: 'text', text: 'Hello, Ada!' }]);
+      expect(report.greet.statuses).toContain('input_required');
+      expect(report.greet.statuses.at(-1)).toBe('completed');
+      expect(report.cancel).toMatchObject({ status: 'cancelled', cancelledError: true });
+      // Invalid arguments are the tool error result the SDK gives, not a task.
+      expect(report.invalid).toEqual({ isTask: false, isError: true });
+
+      // The cancelled task, as the feature module's REST route sees it through TasksService.
+      const own = await fetch(`${app.base}/reports/${report.cancel.taskId}`, {
+        headers: bearer('alice-token'),
+      });
+      expect(own.status).toBe(200);
+      expect(await own.json()).toMatchObject({ taskId: report.cancel.taskId, status: 'cancelled' });
+    });
+
+    it('the endpoint is behind the app guard: no token is 401, another user cannot see a task', async () => {
+      const app = appOf();
+      const anonymous = await fetch(`${app.base}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover' }),
+      });
+      expect(anonymous.status).toBe(401);
+      const started = await fetch(`${app.base}/reports`, {
+        method: 'POST',
+        headers: bearer('alice-token'),
+      });
+      const { taskId } = (await started.json()) as { taskId: string };
+      const foreign = await fetch(`${app.base}/reports/${taskId}`, {
+        headers: bearer('bob-token'),
+      });
+      expect(foreign.status).toBe(404);
+    });
+
+    it('a feature module drives tasks through TasksService; TaskErrors become HTTP answers without a stack', async () => {
+      const app = appOf();
+      const started = await fetch(`${app.base}/reports`, {
+        method: 'POST',
+        headers: bearer('alice-token'),
+      });
+      expect(started.status).toBe(201);
+      const { taskId } = (await started.json()) as { taskId: string };
+      let status: unknown;
+      for (let i = 0; i < 100 && status !== 'completed'; i++) {
+        const answer = await fetch(`${app.base}/reports/${taskId}`, {
+          headers: bearer('alice-token'),
+        });
+        expect(answer.status).toBe(200);
+        status = ((await answer.json()) as { status: string }).status;
+        if (status !== 'completed') await new Promise((done) => setTimeout(done, 20));
+      }
+      expect(status).toBe('completed');
+
+      const missing = await fetch(`${app.base}/reports/no-such-task`, {
+        headers: bearer('alice-token'),
+      });
+      expect(missing.status).toBe(404);
+      const text = await missing.text();
+      expect(JSON.parse(text)).toEqual({
+        statusCode: 404,
+        error: 'Not Found',
+        message: 'Task not found',
+        code: -32602,
+      });
+      expect(text).not.toMatch(/\bat \S+ \(|\.js:\d+/);
+    });
+  });
+
+  it('the store contract runs under node:test from nestjs-mcp-tasks/testing', async () => {
+    cpSync(
+      join(ROOT, 'test/consumer/contract.node-test.mjs'),
+      join(esm.dir, 'contract.node-test.mjs'),
+    );
+    const { stdout } = await run(
+      process.execPath,
+      ['--test', 'contract.node-test.mjs'],
+      esm.dir,
+      60_000,
+    );
+    expect(stdout).toMatch(/# pass [1-9]\d*/);
+    expect(stdout).toMatch(/# fail 0/);
+  });
+
+  it('both apps shut down cleanly on SIGTERM', async () => {
+    // Nest closes the app, then ends the process with the signal it got: SIGTERM, not our SIGKILL.
+    expect(await stop(cjs)).toBe('code null, signal SIGTERM');
+    expect(await stop(esm)).toBe('code null, signal SIGTERM');
+  });
+});
