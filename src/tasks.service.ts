@@ -10,6 +10,7 @@ import { TaskEvents } from './notify/task-events.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { TaskStore } from './store/task-store.js';
 import {
+  type CallToolResult,
   cancelTask,
   completeTask,
   failTask,
@@ -125,10 +126,14 @@ export class TasksService {
 
   // ----- worker side ----------------------------------------------------------------------------
 
-  /** Completes the task with what `tools/call` would have returned. */
+  /**
+   * Completes the task with what `tools/call` would have returned: a CallToolResult
+   * (`{ content: [...] }`, `isError: true` for a tool error). Anything else is refused with
+   * InvalidTaskParamsError.
+   */
   async complete(
     taskId: string,
-    result: unknown,
+    result: CallToolResult,
     options: StatusMessageOption = {},
   ): Promise<TaskRecord> {
     const stored = toStoredResult(result);

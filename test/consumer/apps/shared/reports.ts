@@ -15,7 +15,9 @@ export class ReportsService {
   async start(owner: string): Promise<string> {
     const task = await this.tasks.create({ principal: owner }, { statusMessage: 'Queued' });
     setTimeout(() => {
-      void this.tasks.complete(task.taskId, 'Report ready').catch(() => undefined);
+      void this.tasks
+        .complete(task.taskId, { content: [{ type: 'text', text: 'Report ready' }] })
+        .catch(() => undefined);
     }, 50);
     return task.taskId;
   }
