@@ -6,19 +6,9 @@ import { IsBoolean, IsOptional } from 'class-validator';
 import { z } from 'zod';
 import { TaskTool, type InputRequest, type TaskContext } from '../src/index.js';
 import { runTaskTool, TaskToolInputError, type TaskToolRun } from '../src/testing/index.js';
+import { accept, elicit } from './helpers.js';
 
-const askName = (message = 'What is your name?'): InputRequest => ({
-  method: 'elicitation/create',
-  params: {
-    message,
-    requestedSchema: {
-      type: 'object',
-      properties: { name: { type: 'string' } },
-      required: ['name'],
-    },
-  },
-});
-const accept = (name: string) => ({ action: 'accept', content: { name } });
+const askName = (message = 'What is your name?'): InputRequest => elicit(message);
 const text = (run: { result?: { content: unknown[] } }): unknown =>
   (run.result?.content[0] as { text?: unknown } | undefined)?.text;
 

@@ -5,21 +5,10 @@ import { isPlainObject, type TaskOwner, toTask } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
 import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
+import { formatIssue, type ValidationIssue } from '../tools/input-schema.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { type RequestId, resultMeta, sendError, sendFailure, sendResult } from './json-rpc.js';
 import { EMPTY_INPUT } from './mcp-server.factory.js';
-
-interface Issue {
-  message: string;
-  path?: readonly (PropertyKey | { key: PropertyKey })[];
-}
-
-/** One issue as the SDK words it: `a.b: message`. */
-function formatIssue(issue: Issue): string {
-  if (!issue.path?.length) return issue.message;
-  const path = issue.path.map((part) => String(typeof part === 'object' ? part.key : part));
-  return `${path.join('.')}: ${issue.message}`;
-}
 
 /**
  * `tools/call` of a task tool from a client that declared the extension, answered in front of the
@@ -66,7 +55,9 @@ export class TaskToolCalls {
       });
     }
     if (checked.issues !== undefined && checked.issues.length > 0) {
-      const detail = checked.issues.map((issue) => formatIssue(issue as Issue)).join(', ');
+      const detail = checked.issues
+        .map((issue) => formatIssue(issue as ValidationIssue))
+        .join(', ');
       return sendResult(res, id, {
         content: [
           {

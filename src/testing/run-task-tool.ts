@@ -24,7 +24,7 @@ import {
 import { TASK_TOOL_METADATA, WATCH_POLL_MS } from '../tasks.constants.js';
 import { resolveTasksConfig } from '../tasks.options.js';
 import { TasksService } from '../tasks.service.js';
-import { toToolInputSchema } from '../tools/input-schema.js';
+import { formatIssue, toToolInputSchema, type ValidationIssue } from '../tools/input-schema.js';
 import type { TaskContext } from '../tools/task-context.js';
 import type { TaskToolOptions } from '../tools/task-tool.decorator.js';
 import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
@@ -282,17 +282,6 @@ function withOverrides(tool: TaskToolDefinition, options: RunTaskToolOptions): T
 // Input validation, as the endpoint does it (src/mcp/task-tool-calls.ts)
 // ---------------------------------------------------------------------------------------------
 
-interface Issue {
-  message: string;
-  path?: readonly (PropertyKey | { key: PropertyKey })[];
-}
-
-function formatIssue(issue: Issue): string {
-  if (!issue.path?.length) return issue.message;
-  const path = issue.path.map((part) => String(typeof part === 'object' ? part.key : part));
-  return `${path.join('.')}: ${issue.message}`;
-}
-
 async function validated(tool: TaskToolDefinition, input: unknown): Promise<unknown> {
   const args = input === undefined ? {} : input;
   if (!isPlainObject(args)) {
@@ -304,7 +293,7 @@ async function validated(tool: TaskToolDefinition, input: unknown): Promise<unkn
   const schema: StandardSchemaWithJSON = tool.config.inputSchema ?? EMPTY_INPUT;
   const checked = await schema['~standard'].validate(args);
   if (checked.issues !== undefined && checked.issues.length > 0) {
-    const issues = checked.issues as readonly Issue[];
+    const issues = checked.issues as readonly ValidationIssue[];
     const detail = issues.map(formatIssue).join(', ');
     throw new TaskToolInputError(
       `Input validation error: Invalid arguments for tool ${tool.name}: ${detail}`,

@@ -501,3 +501,16 @@ function isFiniteNumber(value: unknown): value is number {
 function isCount(value: unknown): value is number {
   return typeof value === 'number' && Number.isInteger(value) && value >= 0;
 }
+
+/** One validation issue as a Standard Schema reports it. */
+export interface ValidationIssue {
+  message: string;
+  path?: readonly (PropertyKey | { key: PropertyKey })[];
+}
+
+/** One issue as the SDK words it: `a.b: message`. */
+export function formatIssue(issue: ValidationIssue): string {
+  if (!issue.path?.length) return issue.message;
+  const path = issue.path.map((part) => String(typeof part === 'object' ? part.key : part));
+  return `${path.join('.')}: ${issue.message}`;
+}

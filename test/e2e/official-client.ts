@@ -9,7 +9,7 @@ import {
 } from '@modelcontextprotocol/ext-tasks/client';
 import type { Client } from '@modelcontextprotocol/client';
 import { createRawDispatch as createDispatch } from '../../src/client/raw-dispatch.js';
-import { openTasksSession } from '../../src/client/session.js';
+import { openTasksSession, realmSafeFetch } from '../../src/client/session.js';
 
 /**
  * The official MCP client and Tasks session, connected to one of our endpoints. The connection
@@ -23,22 +23,9 @@ export { TASKS_EXTENSION_ID } from '../../src/tasks.constants.js';
  * Jest runs a test file in its own VM context, but the global `fetch` belongs to Node's main one:
  * `Response.json()` builds objects whose prototype is the main context's `Object.prototype`, and
  * the Tasks session's JSON check (plain objects only) refuses them ("Expected a JSON value").
- * This fetch parses JSON bodies with the test context's own `JSON`.
+ * This fetch parses JSON bodies with the test context's own `JSON` (the client entry's own fix).
  */
-export const testContextFetch: FetchLike = async (url, init) => {
-  const response = await fetch(url, init);
-  if (!/^application\/(?:[\w.+-]+\+)?json\b/i.test(response.headers.get('content-type') ?? '')) {
-    return response;
-  }
-  const text = await response.text();
-  const copy = new Response(text, {
-    status: response.status,
-    statusText: response.statusText,
-    headers: response.headers,
-  });
-  Object.defineProperty(copy, 'json', { value: async () => JSON.parse(text) as unknown });
-  return copy;
-};
+export const testContextFetch: FetchLike = realmSafeFetch(fetch);
 
 /** The raw HTTP path of the Tasks session (src/client/raw-dispatch.ts), with static headers. */
 export function createRawDispatch(
