@@ -273,6 +273,32 @@ describe('consumer check: the packed package in two throwaway apps', () => {
     ).toBe(false);
   });
 
+  it('every package the installed code imports is a dependency or a declared peer', () => {
+    const installed = join(cjs.dir, 'node_modules/nestjs-mcp-tasks');
+    const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+      peerDependencies?: Record<string, string>;
+    };
+    const declared = new Set([
+      ...Object.keys(manifest.dependencies ?? {}),
+      ...Object.keys(manifest.peerDependencies ?? {}),
+    ]);
+    const imported = new Set<string>();
+    for (const path of files.filter((file) => file.endsWith('.js'))) {
+      const code = readFileSync(join(installed, path), 'utf8');
+      for (const [, spec] of code.matchAll(
+        /(?:from|import\(|require\(|\)\()\s*['"]([^'"]+)['"]/g,
+      )) {
+        if (spec!.startsWith('.') || spec!.startsWith('node:')) continue;
+        const parts = spec!.split('/');
+        imported.add(spec!.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!);
+      }
+    }
+    expect(imported).toContain('@nestjs/common');
+    expect(imported).toContain('ioredis');
+    expect([...imported].filter((name) => !declared.has(name))).toEqual([]);
+  });
+
   it('the README names the peers an app installs', () => {
     expect(readmePeers(readme)).toEqual(
       expect.arrayContaining([
