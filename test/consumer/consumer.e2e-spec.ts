@@ -11,8 +11,8 @@
  * In both, a feature module injects TasksService, and a client written as a user writes it
  * (`client.mts`, on `nestjs-mcp-tasks/client`) drives a task tool that asks for input and one
  * that is cancelled. The ESM app also runs the store contract under node:test from
- * `nestjs-mcp-tasks/testing`, and type-checks every TypeScript snippet of the README against
- * the installed package.
+ * `nestjs-mcp-tasks/testing`, type-checks every TypeScript snippet of the README against the
+ * installed package, and runs the README's node:test examples.
  *
  * Installs use npm's cache first (`--prefer-offline`): after `npm ci` of this project every
  * package is there. KEEP_CONSUMER_APPS=1 keeps the apps (their folder is printed).
@@ -409,11 +409,44 @@ describe('consumer check: the packed package in two throwaway apps', () => {
     );
     const config = {
       extends: '../tsconfig.json',
-      compilerOptions: { noEmit: true, rootDir: '.' },
-      include: ['.'],
+      compilerOptions: { rootDir: '.', outDir: 'dist' },
+      include: ['*.ts'],
     };
     writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify(config));
     await timed('compile README snippets', () => tsc(dir));
+  });
+
+  it("the README's node:test examples pass when run", async () => {
+    const dir = join(esm.dir, 'readme');
+    const tests = readmeSnippets(readme).flatMap((code, i) =>
+      /from 'node:test'/.test(code) ? [`dist/snippet-${String(i + 1).padStart(2, '0')}.js`] : [],
+    );
+    expect(tests.length).toBeGreaterThanOrEqual(2);
+    // The README's example store, proven with the contract suite as the README tells store authors.
+    const store = readmeSnippets(readme).findIndex((code) =>
+      /export class MapTaskStore/.test(code),
+    );
+    expect(store).toBeGreaterThanOrEqual(0);
+    writeFileSync(
+      join(dir, 'map-store.contract.mjs'),
+      [
+        "import { describe, it } from 'node:test';",
+        "import { taskStoreContract } from 'nestjs-mcp-tasks/testing';",
+        `import { MapTaskStore } from './dist/snippet-${String(store + 1).padStart(2, '0')}.js';`,
+        "describe('MapTaskStore (README)', () => {",
+        '  for (const rule of taskStoreContract(() => new MapTaskStore())) it(rule.name, rule.run);',
+        '});',
+      ].join('\n'),
+    );
+    const { stdout } = await run(
+      process.execPath,
+      ['--test', ...tests, 'map-store.contract.mjs'],
+      dir,
+      60_000,
+    );
+    // 23 rules on the in-memory store, 2 tool tests, 23 rules on the README's store.
+    expect(Number(/# pass (\d+)/.exec(stdout)?.[1])).toBeGreaterThanOrEqual(48);
+    expect(stdout).toMatch(/# fail 0/);
   });
 
   it('the store contract runs under node:test from nestjs-mcp-tasks/testing', async () => {
