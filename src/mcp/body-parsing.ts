@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { sendError } from './json-rpc.js';
+import { pathOfTarget } from './request-target.js';
 
 /** What the endpoint finds in place of a body the framework could not parse. */
 export const UNPARSABLE_BODY = Symbol('nestjs-mcp-tasks: unparsable body');
@@ -119,9 +120,9 @@ type ExpressMiddleware = (
   next: (error?: unknown) => void,
 ) => void;
 
+/** The request target's path (origin or absolute form, see request-target.ts); '' when none. */
 function pathnameOf(url: string): string {
-  const query = url.indexOf('?');
-  return query === -1 ? url : url.slice(0, query);
+  return pathOfTarget(url) ?? '';
 }
 
 /**
