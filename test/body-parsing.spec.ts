@@ -1,11 +1,36 @@
-import { depthOf, JSON_TYPE, MAX_BODY_DEPTH } from '../src/mcp/body-parsing.js';
+import { JSON_TYPE, MAX_BODY_DEPTH, nestingOf } from '../src/mcp/body-parsing.js';
+
+/** The nesting depth of a parsed JSON value (the reference nestingOf must agree with). */
+function depthOfValue(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0;
+  const children = Array.isArray(value) ? value : Object.values(value);
+  return 1 + Math.max(0, ...children.map(depthOfValue));
+}
+
+const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
 
 describe('endpoint body rules', () => {
-  it('depthOf counts nesting without recursion and stops past the limit', () => {
-    expect(depthOf(1, 64)).toBe(0);
-    expect(depthOf({ a: [1, { b: 2 }] }, 64)).toBe(3);
-    const deep = JSON.parse(`${'['.repeat(100_000)}${']'.repeat(100_000)}`) as unknown;
-    expect(depthOf(deep, MAX_BODY_DEPTH)).toBe(MAX_BODY_DEPTH + 1);
+  it('nestingOf reads the depth from the raw bytes and stops past the limit', () => {
+    expect(nestingOf(bytes('1'), 64)).toBe(0);
+    expect(nestingOf(bytes('{"a":[1,{"b":2}]}'), 64)).toBe(3);
+    // Brackets inside strings, escaped quotes and multi-byte characters do not count.
+    expect(nestingOf(bytes('{"a":"[[{{\\"[[","b":"Ω]]\\\\","c":[]}'), 64)).toBe(2);
+    const deep = bytes(`${'['.repeat(100_000)}${']'.repeat(100_000)}`);
+    expect(nestingOf(deep, MAX_BODY_DEPTH)).toBe(MAX_BODY_DEPTH + 1);
+  });
+
+  it('nestingOf agrees with the depth of the parsed value', () => {
+    const values: unknown[] = [
+      [],
+      {},
+      [[[]]],
+      { a: { b: { c: ['x]', { d: '}{' }] } }, e: [1, 2, [3]] },
+      { 'k"[': ['\\', '"', '\u00e9[', { '\\"{': null }] },
+      JSON.parse(`${'[{"a":'.repeat(40)}1${'}]'.repeat(40)}`),
+    ];
+    for (const value of values) {
+      expect(nestingOf(bytes(JSON.stringify(value)), 1_000)).toBe(depthOfValue(value));
+    }
   });
 
   it('accepts exactly application/json, with parameters', () => {

@@ -101,7 +101,7 @@ export function installExpressParser(
     ) {
       return next();
     }
-    readJson(req, maxBytes).then(
+    readJson(req, maxBytes, req.headers['content-length']).then(
       (body) => {
         (req as IncomingMessage & { body?: unknown }).body = body;
         next();
@@ -177,7 +177,7 @@ export function installBodyParsing(
     });
     fastify.addContentTypeParser(ENDPOINT_JSON, (request, payload, done) => {
       restoreType(request);
-      readJson(payload, maxBytes).then(
+      readJson(payload, maxBytes, request.headers['content-length']).then(
         (body) => done(null, body),
         () => done(null, UNPARSABLE_BODY),
       );
@@ -191,32 +191,58 @@ function restoreType(request: TaggedRequest): void {
   else request.headers['content-type'] = type;
 }
 
-async function readJson(payload: Readable, maxBytes: number): Promise<unknown> {
+/**
+ * Reads a JSON body of at most `maxBytes`. Memory stays bounded by the limit whatever the client
+ * sends: a body whose Content-Length is over the limit is read and dropped without keeping any of
+ * it, and a body that goes over the limit while it streams (chunked) drops what it kept at once;
+ * the rest is read and dropped too, so the client still gets its answer. Broken JSON is a parse
+ * error even when it is also deep (-32700 before -32600); the depth is then read from the raw
+ * bytes, without walking the parsed value.
+ */
+async function readJson(
+  payload: Readable,
+  maxBytes: number,
+  declaredLength?: string | string[],
+): Promise<unknown> {
   const chunks: Buffer[] = [];
-  let size = 0;
+  let size =
+    Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength) > maxBytes
+      ? maxBytes + 1
+      : 0;
   for await (const chunk of payload) {
+    if (size > maxBytes) continue;
     size += (chunk as Buffer).length;
-    // Past the limit the rest is read and dropped, so the client still gets its answer.
     if (size <= maxBytes) chunks.push(chunk as Buffer);
+    else chunks.length = 0;
   }
   if (size > maxBytes) return OVERSIZED_BODY;
-  const text = Buffer.concat(chunks, size).toString('utf8');
-  const body = JSON.parse(text) as unknown;
-  return depthOf(body, MAX_BODY_DEPTH) > MAX_BODY_DEPTH ? TOO_DEEP_BODY : body;
+  const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+  chunks.length = 0;
+  const body = JSON.parse(bytes.toString('utf8')) as unknown;
+  return nestingOf(bytes, MAX_BODY_DEPTH) > MAX_BODY_DEPTH ? TOO_DEEP_BODY : body;
 }
 
-/** The nesting depth of a parsed JSON value, counted without recursion, stopping past `limit`. */
-export function depthOf(value: unknown, limit: number): number {
+/**
+ * The deepest nesting of arrays and objects in JSON text, read from its UTF-8 bytes (brackets inside
+ * strings do not count), stopping past `limit`. For valid JSON it is the depth of the parsed value;
+ * it allocates nothing.
+ */
+export function nestingOf(bytes: Uint8Array, limit: number): number {
+  let depth = 0;
   let deepest = 0;
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!;
-    if (node === null || typeof node !== 'object') continue;
-    const level = depth + 1;
-    if (level > deepest) deepest = level;
-    if (deepest > limit) return deepest;
-    for (const child of Array.isArray(node) ? node : Object.values(node)) {
-      if (child !== null && typeof child === 'object') stack.push([child, level]);
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i];
+    if (inString) {
+      // A backslash escapes the next byte; a quote ends the string.
+      if (byte === 0x5c) i++;
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) {
+      inString = true;
+    } else if (byte === 0x5b || byte === 0x7b) {
+      if (++depth > deepest && (deepest = depth) > limit) return deepest;
+    } else if (byte === 0x5d || byte === 0x7d) {
+      depth--;
     }
   }
   return deepest;

@@ -1,0 +1,560 @@
+// Memory under malformed load: how much does the server's resident memory (RSS) grow while it
+// answers thousands of broken requests, and does it come back?
+//
+//   npm run bench              (builds dist/ and .demo-build/, then runs every benchmark)
+//   npm run bench:malformed    (builds .demo-build/, then runs this file)
+//
+// The server is the demo app (`.demo-build/examples/demo.module.js`, built from src/, Express
+// adapter like `npm start`) in a CHILD process started with --expose-gc (this file with
+// `--serve`), so the RSS measured is the server's alone. It reports `process.memoryUsage()` every
+// 50 ms over IPC, and runs `gc()` twice on request. This process sends 5,000 seeded malformed
+// requests, 32 in flight over keep-alive node:http, in a mix of families: broken JSON, bodies
+// near and over maxBodyBytes (1 MiB; with and without Content-Length), 10,000-level nesting, huge
+// strings, huge maps, missing and mismatched headers, wrong JSON-RPC envelopes, foreign media
+// types, valid-but-wrong tasks/* params, tools/call params the SDK refuses.
+//
+// Figures: idle (after start-up and a short warm-up of valid requests, after a full GC), peak
+// (the highest sample during the load), settled (after the load, after a full GC). Targets:
+// peak − idle ≤ 150 MiB, settled − idle ≤ 30 MiB. It also prints the answers by HTTP status and
+// whether any answer was a 5xx.
+//
+// It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
+// it cannot run (nothing built, a server that does not start or dies). A hard deadline ends it at
+// 170 s whatever happens.
+//
+// Environment knobs (all optional): BENCH_MALFORMED_REQUESTS (5000), BENCH_MALFORMED_CONCURRENCY
+// (32), BENCH_MALFORMED_SEED (20260728), BENCH_MALFORMED_ONLY (family names, comma-separated, to
+// bisect), BENCH_MALFORMED_ADAPTER (express | fastify; default express).
+
+import { Buffer } from 'node:buffer';
+import { fork } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { cpus, loadavg } from 'node:os';
+import { clearTimeout, setInterval, setTimeout } from 'node:timers';
+import { fileURLToPath, URL } from 'node:url';
+import { fmtInt, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------------------------
+
+const REQUESTS = positiveEnv('BENCH_MALFORMED_REQUESTS', 5_000);
+const CONCURRENCY = positiveEnv('BENCH_MALFORMED_CONCURRENCY', 32);
+const SEED = positiveEnv('BENCH_MALFORMED_SEED', 20_260_728);
+const ADAPTER = process.env.BENCH_MALFORMED_ADAPTER ?? 'express';
+const ONLY = process.env.BENCH_MALFORMED_ONLY
+  ? new Set(process.env.BENCH_MALFORMED_ONLY.split(',').map((s) => s.trim()))
+  : undefined;
+/** The demo's limit (TasksModule's default maxBodyBytes). */
+const MAX_BODY_BYTES = 1_048_576;
+const PEAK_TARGET = 150 * 1_048_576;
+const SETTLED_TARGET = 30 * 1_048_576;
+const SAMPLE_MS = 50;
+const WARMUP_REQUESTS = 200;
+const REQUEST_TIMEOUT_MS = 30_000;
+const HARD_DEADLINE_MS = 170_000;
+
+const PROTOCOL_VERSION = '2026-07-28';
+const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+
+// ---------------------------------------------------------------------------------------------
+// Server side (child process): `node --expose-gc bench/malformed.bench.mjs --serve <adapter>`
+// ---------------------------------------------------------------------------------------------
+
+async function serve(adapter) {
+  await import('reflect-metadata');
+  const { NestFactory } = await import('@nestjs/core');
+  const { DemoModule } = await import('../.demo-build/examples/demo.module.js');
+  let httpAdapter;
+  if (adapter === 'fastify') {
+    const { FastifyAdapter } = await import('@nestjs/platform-fastify');
+    httpAdapter = new FastifyAdapter();
+  } else {
+    const { ExpressAdapter } = await import('@nestjs/platform-express');
+    httpAdapter = new ExpressAdapter();
+  }
+  const app = await NestFactory.create(DemoModule, httpAdapter, {
+    logger: ['error', 'fatal'],
+    forceCloseConnections: true,
+  });
+  await app.listen(0, '127.0.0.1');
+  const { port } = app.getHttpServer().address();
+  const memory = () => {
+    const { rss, heapUsed, heapTotal, external, arrayBuffers } = process.memoryUsage();
+    return { rss, heapUsed, heapTotal, external, arrayBuffers };
+  };
+  setInterval(() => process.send({ type: 'mem', ...memory() }), SAMPLE_MS);
+  process.on('message', (message) => {
+    if (message?.type === 'gc') {
+      globalThis.gc();
+      globalThis.gc();
+      // Let the sweeper finish and freed pages go back before reading.
+      setTimeout(() => {
+        globalThis.gc();
+        process.send({ type: 'gc', ...memory() });
+      }, 500);
+    }
+    if (message?.type === 'stop') {
+      app.close().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    }
+  });
+  process.on('disconnect', () => process.exit(0));
+  process.send({ type: 'ready', port });
+}
+
+class ServerProcess {
+  static start(adapter) {
+    const child = fork(fileURLToPath(import.meta.url), ['--serve', adapter], {
+      execArgv: ['--expose-gc'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('server: no answer in 30 s')), 30_000);
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`server exited with ${code} at start`)));
+      child.once('message', (message) => {
+        clearTimeout(timer);
+        child.removeAllListeners('exit');
+        child.once('exit', (code, signal) => {
+          if (!stopping) {
+            console.error(`the server died (code ${code}, signal ${signal})`);
+            process.exit(1);
+          }
+        });
+        resolve(new ServerProcess(child, message.port));
+      });
+    });
+  }
+
+  constructor(child, port) {
+    this.child = child;
+    this.port = port;
+    this.last = undefined;
+    this.peak = undefined;
+    child.on('message', (message) => {
+      if (message?.type !== 'mem') return;
+      this.last = message;
+      if (this.peak && message.rss > this.peak.rss) this.peak = message;
+    });
+  }
+
+  /** Starts tracking the highest RSS sample. */
+  trackPeak() {
+    this.peak = this.last ?? { rss: 0 };
+  }
+
+  /** Full GC in the child, then its memory. */
+  gc() {
+    return new Promise((resolve) => {
+      const onMessage = (message) => {
+        if (message?.type !== 'gc') return;
+        this.child.off('message', onMessage);
+        resolve(message);
+      };
+      this.child.on('message', onMessage);
+      this.child.send({ type: 'gc' });
+    });
+  }
+
+  stop() {
+    stopping = true;
+    if (this.child.exitCode !== null) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.child.kill('SIGKILL');
+        resolve();
+      }, 10_000);
+      this.child.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.child.send({ type: 'stop' });
+    });
+  }
+}
+let stopping = false;
+
+// ---------------------------------------------------------------------------------------------
+// The malformed requests (seeded)
+// ---------------------------------------------------------------------------------------------
+
+/** mulberry32: a small seeded PRNG. */
+function prng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+const random = prng(SEED);
+const int = (min, max) => min + Math.floor(random() * (max - min + 1));
+const pick = (items) => items[Math.floor(random() * items.length)];
+
+/** A 2026-07-28 message: the per-request _meta envelope, optionally with the tasks extension. */
+function rpc(method, params, { id = int(1, 1e6), tasks = true } = {}) {
+  return {
+    jsonrpc: '2.0',
+    ...(id !== undefined && { id }),
+    method,
+    params: {
+      ...params,
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+        'io.modelcontextprotocol/clientInfo': { name: 'malformed-bench', version: '1.0.0' },
+        'io.modelcontextprotocol/clientCapabilities': tasks
+          ? { extensions: { [TASKS_EXTENSION]: {} } }
+          : {},
+      },
+    },
+  };
+}
+
+/** The standard headers a client would send for `message`. */
+function headersFor(message) {
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': PROTOCOL_VERSION,
+    authorization: 'Bearer malformed-bench',
+  };
+  if (typeof message?.method === 'string') headers['mcp-method'] = message.method;
+  const name = message?.params?.name ?? message?.params?.taskId;
+  if (typeof name === 'string' && name.length < 200) headers['mcp-name'] = name;
+  return headers;
+}
+
+const json = (message) => ({ headers: headersFor(message), body: JSON.stringify(message) });
+
+/** Cached big strings, so the client does not spend its time building them. */
+const padCache = new Map();
+const pad = (length) => {
+  let text = padCache.get(length);
+  if (!text) padCache.set(length, (text = 'x'.repeat(length)));
+  return text;
+};
+const nested = (levels, open, close) => open.repeat(levels) + '1' + close.repeat(levels);
+
+const wrongTasksParams = () =>
+  pick([
+    () => rpc('tasks/get', { taskId: 5 }),
+    () => rpc('tasks/get', { taskId: `unknown-${int(0, 1e9)}` }),
+    () => rpc('tasks/get', {}),
+    () => rpc('tasks/cancel', { taskId: [1, 2, 3] }),
+    () => rpc('tasks/cancel', { taskId: `unknown-${int(0, 1e9)}` }),
+    () => rpc('tasks/update', { taskId: 'no-such-task', inputResponses: 5 }),
+    () => rpc('tasks/update', { taskId: 'no-such-task', inputResponses: { a: { action: 1 } } }),
+    () => rpc('tasks/get', { taskId: 'x' }, { tasks: false }),
+  ])();
+
+/** Each family makes one request: { headers, body (string | Buffer), chunked? }. */
+const FAMILIES = {
+  'broken-json': 15,
+  'huge-body': 10,
+  'deep-nesting': 10,
+  'huge-strings': 10,
+  'huge-maps': 5,
+  headers: 10,
+  envelopes: 10,
+  'media-types': 10,
+  'tasks-params': 15,
+  'tools-params': 5,
+};
+
+const make = {
+  'broken-json'() {
+    const message = wrongTasksParams();
+    const text = JSON.stringify(message);
+    const body = pick([
+      () => text.slice(0, int(1, text.length - 1)),
+      () => text + pick(['}', ']', ',', 'x', '\u0000']),
+      () => {
+        const at = int(0, text.length - 1);
+        return text.slice(0, at) + pick(['{', '"', ':', '\\', 'Ω', ' ']) + text.slice(at + 1);
+      },
+      () => "{'jsonrpc':'2.0'}",
+      () => 'NaN',
+      () => '',
+    ])();
+    return { headers: headersFor(message), body };
+  },
+  'huge-body'() {
+    const size =
+      random() < 0.5
+        ? int(MAX_BODY_BYTES - 48, MAX_BODY_BYTES + 48)
+        : int(MAX_BODY_BYTES + 1, 2 * MAX_BODY_BYTES);
+    const base =
+      random() < 0.5
+        ? (p) => rpc('tasks/get', { taskId: 5, pad: p })
+        : (p) => rpc('tools/call', { name: 'echo', arguments: { text: 5, pad: p } });
+    const bare = Buffer.byteLength(JSON.stringify(base('')));
+    const message = base(pad(Math.max(0, size - bare)));
+    return { headers: headersFor(message), body: JSON.stringify(message), chunked: random() < 0.5 };
+  },
+  'deep-nesting'() {
+    const [open, close] = pick([
+      ['[', ']'],
+      ['{"a":', '}'],
+      ['[{"a":', '}]'],
+    ]);
+    const deep = nested(int(5_000, 10_000), open, close);
+    const where = pick(['echo', 'taskId', 'whole', 'unknown']);
+    const message =
+      where === 'echo'
+        ? rpc('tools/call', { name: 'echo', arguments: { text: 5, deep: '@' } })
+        : where === 'taskId'
+          ? rpc('tasks/get', { taskId: '@' })
+          : rpc('x/deep', { deep: '@' });
+    const body = where === 'whole' ? deep : JSON.stringify(message).replace('"@"', deep);
+    return { headers: headersFor(message), body };
+  },
+  'huge-strings'() {
+    const text = pad(int(20_000, 380_000));
+    return json(
+      pick([
+        () => rpc(pick(['tasks/get', 'tasks/cancel', 'tasks/update']), { taskId: text }),
+        () => rpc('tools/call', { name: text, arguments: {} }),
+        () => rpc('tools/call', { name: 'echo', arguments: { text: 5, note: text } }),
+        () => rpc('tools/call', { name: 'echo', arguments: { text } }, { tasks: false }),
+      ])(),
+    );
+  },
+  'huge-maps'() {
+    const size = int(1_000, 30_000);
+    const map = Object.fromEntries(
+      Array.from({ length: size }, (_, i) => [`k${i}`, { action: 'accept' }]),
+    );
+    return json(
+      pick([
+        () => rpc('tasks/update', { taskId: `unknown-${int(0, 1e9)}`, inputResponses: map }),
+        () => rpc('tools/call', { name: 'echo', arguments: { text: 5, ...map } }),
+        () =>
+          rpc('tools/call', {
+            name: 'add_slowly',
+            arguments: Array.from({ length: size }, () => 1),
+          }),
+      ])(),
+    );
+  },
+  headers() {
+    const message = wrongTasksParams();
+    const { headers, body } = json(message);
+    pick([
+      () => delete headers['mcp-method'],
+      () => (headers['mcp-method'] = 'tools/list'),
+      () => (headers['mcp-name'] = 'someone-else'),
+      () => (headers['mcp-protocol-version'] = '1999-01-01'),
+      () => delete headers['mcp-protocol-version'],
+      () => delete headers.accept,
+      () => (headers['content-type'] = 'application/json; charset=latin1'),
+    ])();
+    return { headers, body };
+  },
+  envelopes() {
+    const good = wrongTasksParams();
+    const message = pick([
+      () => ({ ...good, jsonrpc: '1.0' }),
+      () => ({ ...good, id: { a: 1 } }),
+      () => ({ ...good, method: 5 }),
+      () => ({ ...good, jsonrpc: undefined }),
+      () => [good, good],
+      () => [],
+      () => null,
+      () => 'a string',
+      () => 42,
+      () => ({ ...good, params: 'x' }),
+      () => ({ jsonrpc: '2.0', id: 1, result: {} }),
+    ])();
+    return { headers: headersFor(good), body: JSON.stringify(message) ?? '' };
+  },
+  'media-types'() {
+    const message = wrongTasksParams();
+    const headers = headersFor(message);
+    const type = pick([
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'application/xml',
+      'application/octet-stream',
+      undefined,
+    ]);
+    if (type === undefined) delete headers['content-type'];
+    else headers['content-type'] = type;
+    const body = random() < 0.3 ? pad(int(1_000, 900_000)) : JSON.stringify(message);
+    return { headers, body, chunked: random() < 0.3 };
+  },
+  'tasks-params'() {
+    return json(wrongTasksParams());
+  },
+  'tools-params'() {
+    return json(
+      pick([
+        () => rpc('tools/call', { name: 'echo', arguments: { text: 5 } }),
+        () => rpc('tools/call', { name: 'no_such_tool', arguments: {} }),
+        () => rpc('tools/call', { name: 'add_slowly', arguments: { a: 'x' } }),
+        () => rpc('tools/list', { cursor: 5 }),
+        () => rpc('x/unknown', {}),
+      ])(),
+    );
+  },
+};
+
+const names = Object.keys(FAMILIES).filter((name) => !ONLY || ONLY.has(name));
+if (names.length === 0) {
+  console.error(
+    `BENCH_MALFORMED_ONLY names no family; families: ${Object.keys(FAMILIES).join(', ')}`,
+  );
+  process.exit(1);
+}
+const totalWeight = names.reduce((sum, name) => sum + FAMILIES[name], 0);
+function nextFamily() {
+  let r = random() * totalWeight;
+  for (const name of names) {
+    r -= FAMILIES[name];
+    if (r < 0) return name;
+  }
+  return names[names.length - 1];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load side (this process)
+// ---------------------------------------------------------------------------------------------
+
+function send(agent, port, { headers, body, chunked }) {
+  const payload = typeof body === 'string' ? Buffer.from(body) : body;
+  const finalHeaders = { host: `127.0.0.1:${port}`, ...headers };
+  if (!chunked) finalHeaders['content-length'] = String(payload.length);
+  return new Promise((resolve) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mcp',
+        method: 'POST',
+        headers: finalHeaders,
+        agent,
+        timeout: REQUEST_TIMEOUT_MS,
+      },
+      (res) => {
+        res.on('end', () => resolve(res.statusCode));
+        res.on('error', () => resolve('reset'));
+        res.resume();
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (error) => resolve(error.message === 'timeout' ? 'timeout' : 'reset'));
+    req.end(payload);
+  });
+}
+
+const fmtMiB = (bytes) => `${(bytes / 1_048_576).toFixed(1)} MiB`;
+const fmtSigned = (bytes) => `${bytes >= 0 ? '+' : '−'}${fmtMiB(Math.abs(bytes))}`;
+
+async function main() {
+  const deadline = setTimeout(() => {
+    console.error(`hard deadline of ${HARD_DEADLINE_MS / 1000} s reached`);
+    process.exit(1);
+  }, HARD_DEADLINE_MS);
+  deadline.unref();
+  if (!existsSync(new URL('../.demo-build/examples/demo.module.js', import.meta.url))) {
+    console.error(
+      'No ../.demo-build/examples/demo.module.js; run `tsc -p tsconfig.examples.json` first (or `npm run bench:malformed`).',
+    );
+    process.exit(1);
+  }
+  console.log(
+    `malformed-load benchmark: ${fmtInt(REQUESTS)} requests, ${CONCURRENCY} in flight, seed ${SEED}, ` +
+      `${ADAPTER} adapter; ${cpus().length} CPUs, load ${loadavg()[0].toFixed(2)}; Node ${process.version}`,
+  );
+  const server = await ServerProcess.start(ADAPTER);
+  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+
+  // Warm-up: valid requests, so the idle figure includes the code every request loads.
+  for (let i = 0; i < WARMUP_REQUESTS; i++) {
+    const message =
+      i % 2 === 0
+        ? rpc('tools/call', { name: 'echo', arguments: { text: 'hi' } }, { tasks: false })
+        : rpc('tools/list', {});
+    await send(agent, server.port, json(message));
+  }
+  const idle = await server.gc();
+
+  const statuses = new Map();
+  const byFamily = new Map();
+  let next = 0;
+  const started = nowNs();
+  server.trackPeak();
+  const worker = async () => {
+    while (next < REQUESTS) {
+      next++;
+      const family = nextFamily();
+      const status = await send(agent, server.port, make[family]());
+      statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      const counts = byFamily.get(family) ?? new Map();
+      counts.set(status, (counts.get(status) ?? 0) + 1);
+      byFamily.set(family, counts);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  const seconds = msSince(started) / 1000;
+  await new Promise((resolve) => setTimeout(resolve, 2 * SAMPLE_MS));
+  const peak = server.peak;
+  const before = server.last;
+  agent.destroy();
+  const settled = await server.gc();
+  await server.stop();
+
+  const show = (label, m) =>
+    `  ${label.padEnd(30)} rss ${fmtMiB(m.rss).padStart(10)}   heapUsed ${fmtMiB(m.heapUsed).padStart(9)}` +
+    `   external ${fmtMiB(m.external).padStart(9)}   arrayBuffers ${fmtMiB(m.arrayBuffers).padStart(9)}`;
+  console.log('answers by family (HTTP status: count):');
+  for (const [family, counts] of [...byFamily].sort()) {
+    const list = [...counts]
+      .sort()
+      .map(([s, n]) => `${s}: ${n}`)
+      .join(', ');
+    console.log(`  ${family.padEnd(14)} ${list}`);
+  }
+  const serverErrors = [...statuses]
+    .filter(([s]) => typeof s === 'number' && s >= 500)
+    .reduce((n, [, c]) => n + c, 0);
+  const failed = [...statuses]
+    .filter(([s]) => typeof s !== 'number')
+    .reduce((n, [, c]) => n + c, 0);
+  console.log('memory (server process):');
+  console.log(show('idle (after a full GC)', idle));
+  console.log(show('peak sample during the load', peak));
+  console.log(show('at the end of the load', before));
+  console.log(show('settled (after a full GC)', settled));
+  console.log(
+    `${fmtInt(REQUESTS)} requests in ${seconds.toFixed(1)} s (${fmtInt(REQUESTS / seconds)} req/s); ` +
+      `5xx answers: ${serverErrors}${serverErrors ? ' (MISS)' : ''}; resets/time-outs: ${failed}`,
+  );
+  console.log(
+    `peak − idle:    ${fmtSigned(peak.rss - idle.rss)} — target ≤ 150 MiB: ${verdict(peak.rss - idle.rss <= PEAK_TARGET)}`,
+  );
+  console.log(
+    `settled − idle: ${fmtSigned(settled.rss - idle.rss)} — target ≤ 30 MiB: ${verdict(settled.rss - idle.rss <= SETTLED_TARGET)}`,
+  );
+}
+
+if (process.argv[2] === '--serve') {
+  serve(process.argv[3] ?? 'express').catch((error) => {
+    console.error('server failed:', error);
+    process.exit(1);
+  });
+} else {
+  main().then(
+    () => process.exit(0),
+    (error) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
