@@ -32,12 +32,13 @@ import {
 import type { TasksConfig } from '../tasks.options.js';
 import { ListenRouter } from '../listen/listen.router.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
-import { declaresTasks, idOf, missingTasksCapability, sendError } from './json-rpc.js';
+import { declaresTasks, idOf, missingTasksCapability, sendError, sendJson } from './json-rpc.js';
 import {
   type EndpointRequestInfo,
   McpServerFactory,
   REQUEST_INFO_KEY,
 } from './mcp-server.factory.js';
+import { requestTarget } from './request-target.js';
 import { checkStandardHeaders, type StandardHeaders } from './standard-headers.js';
 import { TaskToolCalls } from './task-tool-calls.js';
 import { TASK_METHODS, TasksMethods } from './tasks-methods.js';
@@ -51,11 +52,51 @@ export interface FrameworkRequest {
 export interface FrameworkReply {
   raw?: ServerResponse;
   hijack?: () => void;
+  /** Fastify: headers set on the reply so far (CORS, the app's hooks). */
+  getHeaders?: () => Record<string, number | string | string[] | undefined>;
 }
 
 function header(request: FrameworkRequest, name: string): string | undefined {
   const value = request.headers[name];
   return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * The HTTP methods the SDK answers itself (405 today; they were the 2025 era's session
+ * operations). Every other method but POST is answered here the same way: the SDK would turn
+ * some of them (TRACE) into a 500 while building its web Request.
+ */
+const SDK_METHODS: ReadonlySet<string> = new Set(['GET', 'DELETE']);
+
+const METHOD_NOT_ALLOWED = {
+  jsonrpc: '2.0',
+  error: { code: -32000, message: 'Method not allowed.' },
+  id: null,
+};
+
+/** What the SDK answers a method it does not serve, byte for byte, with `Allow: POST`. */
+function methodNotAllowed(res: ServerResponse): void {
+  res.setHeader('allow', 'POST');
+  sendJson(res, 405, METHOD_NOT_ALLOWED);
+}
+
+interface FastifyLike {
+  supportedMethods: string[];
+  addHook(
+    name: 'onRequest',
+    hook: (
+      request: { raw: IncomingMessage },
+      reply: {
+        code(status: number): FastifyReplyLike;
+      },
+      done: () => void,
+    ) => void,
+  ): void;
+}
+interface FastifyReplyLike {
+  code(status: number): FastifyReplyLike;
+  header(name: string, value: string): FastifyReplyLike;
+  send(payload: string): unknown;
 }
 
 /** The protocol revisions served on the modern path (what the SDK's own gate accepts). */
@@ -122,7 +163,37 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
         this.fullPath,
         maxRequestBodySize,
       );
+      if (adapter.getType() === 'fastify') this.answerUnroutedMethods(adapter.getInstance());
     }
+  }
+
+  /**
+   * Fastify routes only the methods it knows (Nest adds the WebDAV ones): any other method Node
+   * parses (PURGE, LINK, …) would end in the app's 404. At the endpoint's path it gets the same
+   * 405 as every method the endpoint does not serve.
+   */
+  private answerUnroutedMethods(instance: unknown): void {
+    const fastify = instance as FastifyLike;
+    fastify.addHook('onRequest', (request, reply, done) => {
+      const pathname = requestTarget(request.raw.url ?? '')?.pathname;
+      if (
+        pathname === undefined ||
+        !this.isEndpointPath(pathname) ||
+        fastify.supportedMethods.includes(request.raw.method ?? '')
+      ) {
+        return done();
+      }
+      reply
+        .code(405)
+        .header('allow', 'POST')
+        .header('content-type', 'application/json')
+        .send(JSON.stringify(METHOD_NOT_ALLOWED));
+    });
+  }
+
+  /** Whether `pathname` (as sent, undecoded) is the endpoint's path: one exact spelling. */
+  isEndpointPath(pathname: string): boolean {
+    return this.fullPath !== undefined && pathname === this.fullPath;
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -133,6 +204,12 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
   async handle(request: FrameworkRequest, reply: FrameworkReply): Promise<void> {
     const req = (request.raw ?? request) as IncomingMessage;
     const res = (reply.raw ?? reply) as ServerResponse;
+    if (reply.raw && reply.getHeaders) {
+      // Fastify keeps what its hooks set (CORS headers) on the reply; the answer is written raw.
+      for (const [name, value] of Object.entries(reply.getHeaders())) {
+        if (value !== undefined && !res.hasHeader(name)) res.setHeader(name, value);
+      }
+    }
     reply.hijack?.();
     try {
       await this.route(request, req, res);
@@ -149,7 +226,10 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     res: ServerResponse,
   ): Promise<void> {
     const owner = ownerOf(request, this.config.principal, this.config.tenant);
-    if (req.method !== 'POST') return this.toSdk(req, res, undefined, { owner, tasks: false });
+    if (req.method !== 'POST') {
+      if (!SDK_METHODS.has(req.method ?? '')) return methodNotAllowed(res);
+      return this.toSdk(req, res, undefined, { owner, tasks: false });
+    }
 
     const contentType = header(request, 'content-type') ?? '';
     if (!JSON_TYPE.test(contentType)) {
@@ -248,6 +328,14 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     body: unknown,
     info: EndpointRequestInfo,
   ): Promise<void> {
+    // The SDK builds its web Request's URL from the Host header and `req.url`: an absolute-form
+    // target is handed over in origin form, with the authority it names as the host (RFC 9112
+    // §3.2.2; McpHostGuard has checked that authority).
+    const target = requestTarget(req.url ?? '');
+    if (target?.authority !== undefined) {
+      req.url = `${target.pathname}${target.search}`;
+      req.headers.host = target.authority;
+    }
     const carrier = req as IncomingMessage & { auth?: AuthInfo };
     const existing = carrier.auth;
     carrier.auth = {

@@ -14,29 +14,60 @@ import {
 import type { IncomingMessage } from 'node:http';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
+import { McpEndpoint } from './mcp-endpoint.js';
+import { requestTarget } from './request-target.js';
 
 const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/;
 
 /**
- * DNS rebinding protection in front of the endpoint, with the SDK's validators: the Host header
- * (and a browser's Origin) must name an allowed host. Without configured lists it applies the
- * localhost lists to connections that arrive on a loopback address, where a browser page could
- * otherwise reach a local server under a foreign name. Answers 403 with a JSON-RPC error.
+ * The request-target and DNS rebinding checks in front of the endpoint, before the app's guards:
+ *
+ * - the target's path must be the endpoint's path exactly as configured (global prefix included):
+ *   case and trailing-slash variants, percent-encoded spellings, `*` and other forms the router
+ *   may still send here are answered 404 with a JSON-RPC error, so every request the endpoint
+ *   serves went through its own body parsing and limits;
+ * - the host the request names must be allowed, with the SDK's validators: the authority of an
+ *   absolute-form target (`POST http://host/mcp`), which replaces the Host header (RFC 9112
+ *   §3.2.2), else the Host header; and a browser's Origin. Without configured lists the localhost
+ *   lists apply to connections that arrive on a loopback address, where a browser page could
+ *   otherwise reach a local server under a foreign name. Answers 403 with a JSON-RPC error; a host
+ *   that is not a valid authority at all answers 400.
  */
 @Injectable()
 export class McpHostGuard implements CanActivate {
-  constructor(@Inject(TASKS_CONFIG) private readonly config: TasksConfig) {}
+  constructor(
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+    private readonly endpoint: McpEndpoint,
+  ) {}
 
   canActivate(context: ExecutionContext): boolean {
     const request = context
       .switchToHttp()
       .getRequest<{ raw?: IncomingMessage } & IncomingMessage>();
     const raw = request.raw ?? request;
+    const target = requestTarget(raw.url ?? '');
+    if (target === undefined || !this.endpoint.isEndpointPath(target.pathname)) {
+      throw new HttpException(
+        { jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Not Found' } },
+        404,
+      );
+    }
+    const host = target.authority ?? raw.headers.host;
     const loopback = LOOPBACK.test(raw.socket?.localAddress ?? '');
     const hosts = this.list(this.config.allowedHosts, loopback, localhostAllowedHostnames);
     if (hosts) {
-      const result = validateHostHeader(raw.headers.host, hosts);
+      const result = validateHostHeader(host, hosts);
       if (!result.ok) throw forbidden(result.message);
+    }
+    if (host !== undefined && !URL.canParse(`http://${host}/`)) {
+      throw new HttpException(
+        {
+          jsonrpc: '2.0',
+          id: null,
+          error: { code: -32600, message: 'Bad Request: invalid Host header' },
+        },
+        400,
+      );
     }
     const origins = this.list(this.config.allowedOrigins, loopback, localhostAllowedOrigins);
     if (origins) {

@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 
 /**
  * Raw HTTP for the MCP endpoint: requests written by hand (standard headers, `params._meta`
@@ -177,4 +178,82 @@ export function leak(text: string): string | undefined {
   if (/"stack"\s*:/.test(text)) return 'a "stack" property';
   if (/<html|<!doctype/i.test(text)) return 'HTML';
   return undefined;
+}
+
+/** One HTTP/1.1 exchange written byte for byte on its own connection (see `exchange`). */
+export interface RawExchange {
+  /** The request method as sent, any token (`LOCK`, a made-up one). */
+  method: string;
+  /** The request target as sent: `/mcp`, `http://host/mcp`, `*`, `/MCP/`… */
+  target: string;
+  /** Header lines in order (repeated names stay repeated); `Connection: close` is added. */
+  headers: ReadonlyArray<readonly [string, string]>;
+  body?: string | Buffer;
+}
+
+/** An answer read to the end; `status` 0 when the server closed the connection without one. */
+export interface RawAnswer extends RawResponse {
+  /** Repeated header lines joined with ", " (lower-case names). */
+  raw: string;
+}
+
+function decodeChunked(body: Buffer): Buffer {
+  const out: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const end = body.indexOf('\r\n', at);
+    if (end === -1) break;
+    const size = parseInt(body.subarray(at, end).toString('latin1'), 16);
+    if (!Number.isFinite(size) || size === 0) break;
+    out.push(body.subarray(end + 2, end + 2 + size));
+    at = end + 2 + size + 2;
+  }
+  return Buffer.concat(out);
+}
+
+/**
+ * Sends one request exactly as written (method, request target, header lines, body with a
+ * Content-Length) on a fresh connection to `port` on loopback, and reads the answer until the
+ * server closes it. For what `fetch` and `http.request` will not send: absolute-form and `*`
+ * targets, `CONNECT`, methods Node's parser refuses, headers in any case and repeated.
+ */
+export function exchange(
+  port: number,
+  request: RawExchange,
+  timeoutMs = 10_000,
+): Promise<RawAnswer> {
+  return new Promise((resolve) => {
+    const body =
+      typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : (request.body ?? null);
+    const lines = [`${request.method} ${request.target} HTTP/1.1`];
+    for (const [name, value] of request.headers) lines.push(`${name}: ${value}`);
+    lines.push('Connection: close');
+    if (body !== null) lines.push(`Content-Length: ${body.length}`);
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.setTimeout(timeoutMs, () => socket.destroy());
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => {
+      const all = Buffer.concat(chunks);
+      const split = all.indexOf('\r\n\r\n');
+      const head = (split === -1 ? all : all.subarray(0, split)).toString('latin1');
+      const [statusLine = '', ...headerLines] = head.split('\r\n');
+      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0);
+      const headers: Record<string, string> = {};
+      for (const line of headerLines) {
+        const colon = line.indexOf(':');
+        if (colon === -1) continue;
+        const name = line.slice(0, colon).trim().toLowerCase();
+        const value = line.slice(colon + 1).trim();
+        headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+      }
+      let payload: Buffer = split === -1 ? Buffer.alloc(0) : all.subarray(split + 4);
+      if (/chunked/i.test(headers['transfer-encoding'] ?? '')) payload = decodeChunked(payload);
+      const text = payload.toString('utf8');
+      resolve({ status, headers, text, json: parse(text), raw: all.toString('utf8') });
+    });
+    socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+    if (body !== null) socket.write(body);
+  });
 }
