@@ -80,6 +80,8 @@ function methodNotAllowed(res: ServerResponse): void {
   sendJson(res, 405, METHOD_NOT_ALLOWED);
 }
 
+type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
+
 interface FastifyLike {
   supportedMethods: string[];
   addHook(
@@ -137,6 +139,12 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     adapterHost?.init$.subscribe(() => {
       const adapter = adapterHost.httpAdapter;
       if (path === false || adapter?.getType() !== 'express') return;
+      // First of all, so that no body parser reads (and refuses) the body of a method the
+      // endpoint does not serve.
+      (adapter.getInstance() as { use(handler: ExpressMiddleware): void }).use((req, res, next) => {
+        if (this.refusesMethod(req)) methodNotAllowed(res);
+        else next();
+      });
       installExpressParser(
         adapter.getInstance(),
         (pathname) => pathname === this.fullPath,
@@ -168,27 +176,35 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Fastify routes only the methods it knows (Nest adds the WebDAV ones): any other method Node
-   * parses (PURGE, LINK, …) would end in the app's 404. At the endpoint's path it gets the same
-   * 405 as every method the endpoint does not serve.
+   * Under Fastify, a method the endpoint does not serve is answered at the endpoint's path in an
+   * onRequest hook, before Fastify reads a body for it: its JSON parser would answer a PUT with an
+   * empty or broken JSON body 400 in its own words, and a method it cannot route (PURGE, LINK…)
+   * would end in the app's 404. (Under Express a first middleware does the same.)
    */
   private answerUnroutedMethods(instance: unknown): void {
     const fastify = instance as FastifyLike;
     fastify.addHook('onRequest', (request, reply, done) => {
-      const pathname = requestTarget(request.raw.url ?? '')?.pathname;
-      if (
-        pathname === undefined ||
-        !this.isEndpointPath(pathname) ||
-        fastify.supportedMethods.includes(request.raw.method ?? '')
-      ) {
-        return done();
-      }
+      if (!this.refusesMethod(request.raw)) return done();
       reply
         .code(405)
         .header('allow', 'POST')
         .header('content-type', 'application/json')
         .send(JSON.stringify(METHOD_NOT_ALLOWED));
     });
+  }
+
+  /**
+   * Whether the request is to the endpoint's path with a method it answers 405 before any body
+   * parser runs: anything but POST, GET and DELETE (the SDK's), and a CORS preflight.
+   */
+  private refusesMethod(req: IncomingMessage): boolean {
+    const method = req.method ?? '';
+    if (method === 'POST' || SDK_METHODS.has(method)) return false;
+    if (method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
+      return false;
+    }
+    const pathname = requestTarget(req.url ?? '')?.pathname;
+    return pathname !== undefined && this.isEndpointPath(pathname);
   }
 
   /** Whether `pathname` (as sent, undecoded) is the endpoint's path: one exact spelling. */

@@ -110,6 +110,23 @@ describe.each(ADAPTERS)('HTTP forms at the endpoint (%s)', (adapter) => {
       },
     );
 
+    it.each(['PUT', 'PATCH', 'OPTIONS', 'PROPFIND', 'QUERY'])(
+      '%s /mcp with an empty or broken JSON body: still 405, before any body parser answers',
+      async (method) => {
+        const { headers } = echoCall();
+        for (const body of ['', '{"jsonrpc":', '['.repeat(10_000)]) {
+          const answer = await send({
+            method,
+            target: '/mcp',
+            headers: [host(), ...headers],
+            body,
+          });
+          expect(answer.status).toBe(405);
+          expect(answer.json).toEqual(METHOD_NOT_ALLOWED);
+        }
+      },
+    );
+
     it('HEAD /mcp: 405 with Allow: POST and no body', async () => {
       const answer = await send({ method: 'HEAD', target: '/mcp', headers: [host()] });
       expect(answer.status).toBe(405);
@@ -534,14 +551,33 @@ describe.each(ADAPTERS)('CORS at the endpoint with app.enableCors() (%s)', (adap
     expect(answer.headers['access-control-expose-headers']).toMatch(/WWW-Authenticate/i);
   });
 
-  it('an error answer (405) carries them too', async () => {
+  it('an error answer from the endpoint (400, -32020) carries them too', async () => {
+    const { headers, body } = echoCall();
+    const answer = await send({
+      method: 'POST',
+      target: '/mcp',
+      headers: [
+        host(),
+        ['Origin', 'http://localhost:5173'],
+        ...headers.map(([name, value]): [string, string] =>
+          name === 'mcp-name' ? [name, 'not-echo'] : [name, value],
+        ),
+      ],
+      body,
+    });
+    expect(answer.status).toBe(400);
+    expect(answer.json?.error?.code).toBe(-32020);
+    expect(answer.headers['access-control-allow-origin']).toBe('http://localhost:5173');
+  });
+
+  it('a method the endpoint does not serve is still 405 (not a preflight: no Access-Control-Request-Method)', async () => {
     const answer = await send({
       method: 'PUT',
       target: '/mcp',
       headers: [host(), ['Origin', 'http://localhost:5173']],
     });
     expect(answer.status).toBe(405);
-    expect(answer.headers['access-control-allow-origin']).toBe('http://localhost:5173');
+    expect(answer.json).toEqual(METHOD_NOT_ALLOWED);
   });
 
   it('a foreign origin is still refused by the endpoint (403), CORS or not', async () => {
