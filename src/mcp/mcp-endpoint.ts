@@ -52,8 +52,6 @@ export interface FrameworkRequest {
 export interface FrameworkReply {
   raw?: ServerResponse;
   hijack?: () => void;
-  /** Fastify: headers set on the reply so far (CORS, the app's hooks). */
-  getHeaders?: () => Record<string, number | string | string[] | undefined>;
 }
 
 function header(request: FrameworkRequest, name: string): string | undefined {
@@ -220,12 +218,6 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
   async handle(request: FrameworkRequest, reply: FrameworkReply): Promise<void> {
     const req = (request.raw ?? request) as IncomingMessage;
     const res = (reply.raw ?? reply) as ServerResponse;
-    if (reply.raw && reply.getHeaders) {
-      // Fastify keeps what its hooks set (CORS headers) on the reply; the answer is written raw.
-      for (const [name, value] of Object.entries(reply.getHeaders())) {
-        if (value !== undefined && !res.hasHeader(name)) res.setHeader(name, value);
-      }
-    }
     reply.hijack?.();
     try {
       await this.route(request, req, res);
