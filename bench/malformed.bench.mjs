@@ -512,6 +512,7 @@ async function main() {
 
   const show = (label, m) =>
     `  ${label.padEnd(30)} rss ${fmtMiB(m.rss).padStart(10)}   heapUsed ${fmtMiB(m.heapUsed).padStart(9)}` +
+    ` of ${fmtMiB(m.heapTotal).padStart(9)}` +
     `   external ${fmtMiB(m.external).padStart(9)}   arrayBuffers ${fmtMiB(m.arrayBuffers).padStart(9)}`;
   console.log('answers by family (HTTP status: count):');
   for (const [family, counts] of [...byFamily].sort()) {
