@@ -24,7 +24,8 @@
 //
 // Environment knobs (all optional): BENCH_MALFORMED_REQUESTS (5000), BENCH_MALFORMED_CONCURRENCY
 // (32), BENCH_MALFORMED_SEED (20260728), BENCH_MALFORMED_ONLY (family names, comma-separated, to
-// bisect), BENCH_MALFORMED_ADAPTER (express | fastify; default express).
+// bisect), BENCH_MALFORMED_ADAPTER (express | fastify; default express),
+// BENCH_MALFORMED_SERVER_FLAGS (extra Node flags for the server process).
 
 import { Buffer } from 'node:buffer';
 import { fork } from 'node:child_process';
@@ -46,6 +47,8 @@ const ADAPTER = process.env.BENCH_MALFORMED_ADAPTER ?? 'express';
 const ONLY = process.env.BENCH_MALFORMED_ONLY
   ? new Set(process.env.BENCH_MALFORMED_ONLY.split(',').map((s) => s.trim()))
   : undefined;
+/** Extra Node flags for the server, e.g. "--max-semi-space-size=4" (BENCH_MALFORMED_SERVER_FLAGS). */
+const SERVER_FLAGS = (process.env.BENCH_MALFORMED_SERVER_FLAGS ?? '').split(/\s+/).filter(Boolean);
 /** The demo's limit (TasksModule's default maxBodyBytes). */
 const MAX_BODY_BYTES = 1_048_576;
 const PEAK_TARGET = 150 * 1_048_576;
@@ -109,7 +112,7 @@ async function serve(adapter) {
 class ServerProcess {
   static start(adapter) {
     const child = fork(fileURLToPath(import.meta.url), ['--serve', adapter], {
-      execArgv: ['--expose-gc'],
+      execArgv: ['--expose-gc', ...SERVER_FLAGS],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     return new Promise((resolve, reject) => {
@@ -470,7 +473,7 @@ async function main() {
   }
   console.log(
     `malformed-load benchmark: ${fmtInt(REQUESTS)} requests, ${CONCURRENCY} in flight, seed ${SEED}, ` +
-      `${ADAPTER} adapter; ${cpus().length} CPUs, load ${loadavg()[0].toFixed(2)}; Node ${process.version}`,
+      `${ADAPTER} adapter${SERVER_FLAGS.length ? ` (${SERVER_FLAGS.join(' ')})` : ''}; ${cpus().length} CPUs, load ${loadavg()[0].toFixed(2)}; Node ${process.version}`,
   );
   const server = await ServerProcess.start(ADAPTER);
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
