@@ -1,5 +1,7 @@
 // Helpers every benchmark shares: reading knobs from the environment, medians, time, verdicts.
 
+import { clearTimeout, setTimeout } from 'node:timers';
+
 /** A positive integer from the environment, or `fallback`; anything else stops the bench. */
 export function positiveEnv(name, fallback) {
   const raw = process.env[name];
@@ -59,4 +61,20 @@ export async function loadBuiltPackage() {
     console.error(error);
     process.exit(1);
   }
+}
+
+/** Asks a child server process to stop (IPC `{ type: 'stop' }`); SIGKILL after 10 s. */
+export function stopChild(child) {
+  if (child.exitCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve();
+    }, 10_000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.send({ type: 'stop' });
+  });
 }

@@ -32,7 +32,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { fileURLToPath } from 'node:url';
-import { median, positiveEnv } from './common.mjs';
+import { median, positiveEnv, stopChild } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -275,18 +275,7 @@ class ServerProcess {
   }
 
   stop() {
-    if (this.child.exitCode !== null) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.child.kill('SIGKILL');
-        resolve();
-      }, 10_000);
-      this.child.once('exit', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      this.child.send({ type: 'stop' });
-    });
+    return stopChild(this.child);
   }
 }
 

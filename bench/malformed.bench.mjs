@@ -34,7 +34,7 @@ import { Agent, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { clearTimeout, setInterval, setTimeout } from 'node:timers';
 import { fileURLToPath, URL } from 'node:url';
-import { fmtInt, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
+import { fmtInt, msSince, nowNs, positiveEnv, stopChild, verdict } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -165,18 +165,7 @@ class ServerProcess {
 
   stop() {
     stopping = true;
-    if (this.child.exitCode !== null) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.child.kill('SIGKILL');
-        resolve();
-      }, 10_000);
-      this.child.once('exit', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      this.child.send({ type: 'stop' });
-    });
+    return stopChild(this.child);
   }
 }
 let stopping = false;
