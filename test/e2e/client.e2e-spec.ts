@@ -12,8 +12,7 @@ import {
   TASKS_EXTENSION_ID,
   textOf,
 } from './official-client.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
+import { rejection, sleep } from '../helpers.js';
 
 /** Polls `read` until `until` holds (or fails the test after `timeoutMs`). */
 async function eventually<T>(
@@ -29,16 +28,6 @@ async function eventually<T>(
       throw new Error(`Condition not met; last value ${JSON.stringify(value)}`);
     await sleep(25);
   }
-}
-
-/** The error a promise rejects with (fails when it resolves). */
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('Expected a rejection');
 }
 
 describe.each(ADAPTERS)('official client and Tasks session (%s)', (adapter) => {

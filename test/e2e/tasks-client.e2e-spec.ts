@@ -28,32 +28,12 @@ import {
 } from '../../src/client/index.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import { testContextFetch, textOf } from './official-client.js';
+import { eventually as pollUntil } from './sse.js';
+import { rejection, sleep } from '../helpers.js';
 
-const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
-
-/** Waits until `check` returns a value (fails after `timeoutMs`). */
-async function eventually<T>(
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 5_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('Condition not met in time');
-    await sleep(20);
-  }
-}
-
-/** The error a promise rejects with (fails when it resolves). */
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('Expected a rejection');
-}
+/** Waits until `check` returns a value (fails after 5 s). */
+const eventually = <T>(check: () => T | undefined | Promise<T | undefined>): Promise<T> =>
+  pollUntil(check, 5_000);
 
 /** `Authorization: Bearer <name>` makes `<name>` the principal; the token `expired` is a 401. */
 @Injectable()
