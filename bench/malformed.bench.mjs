@@ -29,7 +29,7 @@
 
 import { Buffer } from 'node:buffer';
 import { fork } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { clearTimeout, setInterval, setTimeout } from 'node:timers';
@@ -49,6 +49,9 @@ const ONLY = process.env.BENCH_MALFORMED_ONLY
   : undefined;
 /** Extra Node flags for the server, e.g. "--max-semi-space-size=4" (BENCH_MALFORMED_SERVER_FLAGS). */
 const SERVER_FLAGS = (process.env.BENCH_MALFORMED_SERVER_FLAGS ?? '').split(/\s+/).filter(Boolean);
+/** Where to write every memory sample as CSV (BENCH_MALFORMED_TRACE), to see a run's shape. */
+const TRACE_FILE = process.env.BENCH_MALFORMED_TRACE;
+const TRACE = TRACE_FILE ? [] : undefined;
 /** The demo's limit (TasksModule's default maxBodyBytes). */
 const MAX_BODY_BYTES = 1_048_576;
 const PEAK_TARGET = 150 * 1_048_576;
@@ -140,6 +143,7 @@ class ServerProcess {
     this.peak = undefined;
     child.on('message', (message) => {
       if (message?.type !== 'mem') return;
+      if (TRACE) TRACE.push(message);
       this.last = message;
       if (this.peak && message.rss > this.peak.rss) this.peak = message;
     });
@@ -501,6 +505,14 @@ async function main() {
   agent.destroy();
   const settled = await server.gc();
   await server.stop();
+  if (TRACE) {
+    const mib = (n) => (n / 1_048_576).toFixed(1);
+    const rows = TRACE.map(
+      (m, i) =>
+        `${i * SAMPLE_MS},${mib(m.rss)},${mib(m.heapTotal)},${mib(m.heapUsed)},${mib(m.external)}`,
+    );
+    writeFileSync(TRACE_FILE, `ms,rss,heapTotal,heapUsed,external\n${rows.join('\n')}\n`);
+  }
 
   const show = (label, m) =>
     `  ${label.padEnd(30)} rss ${fmtMiB(m.rss).padStart(10)}   heapUsed ${fmtMiB(m.heapUsed).padStart(9)}` +

@@ -1,4 +1,4 @@
-import { JSON_TYPE, MAX_BODY_DEPTH, nestingOf } from '../src/mcp/body-parsing.js';
+import { JSON_TYPE, MAX_BODY_DEPTH, NestingScanner, nestingOf } from '../src/mcp/body-parsing.js';
 
 /** The nesting depth of a parsed JSON value (the reference nestingOf must agree with). */
 function depthOfValue(value: unknown): number {
@@ -30,6 +30,30 @@ describe('endpoint body rules', () => {
     ];
     for (const value of values) {
       expect(nestingOf(bytes(JSON.stringify(value)), 1_000)).toBe(depthOfValue(value));
+    }
+  });
+
+  it('reads the same depth when the body arrives in chunks, split anywhere', () => {
+    // Splits inside escapes (a backslash ending a chunk), inside multi-byte characters, between
+    // brackets: every split point of each text, and one-byte chunks.
+    const texts = [
+      '{"a":"[[{{\\"[[","b":"Ω]]\\\\","c":[]}',
+      '[["\\\\",["\\"]"]],{"x":[{"y":"é\\\\\\"[["}]}]',
+      `${'[{"a":'.repeat(40)}"\\"{"${'}]'.repeat(40)}`,
+    ];
+    for (const text of texts) {
+      const whole = bytes(text);
+      const expected = nestingOf(whole, 1_000);
+      expect(expected).toBe(depthOfValue(JSON.parse(text)));
+      for (let at = 0; at <= whole.length; at++) {
+        const scanner = new NestingScanner(1_000);
+        scanner.scan(whole.subarray(0, at));
+        scanner.scan(whole.subarray(at));
+        expect(scanner.deepest).toBe(expected);
+      }
+      const byteByByte = new NestingScanner(1_000);
+      for (let i = 0; i < whole.length; i++) byteByByte.scan(whole.subarray(i, i + 1));
+      expect(byteByByte.deepest).toBe(expected);
     }
   });
 

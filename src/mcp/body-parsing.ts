@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { sendError } from './json-rpc.js';
 import { pathOfTarget } from './request-target.js';
 
@@ -195,20 +196,20 @@ function restoreType(request: TaggedRequest): void {
  * Reads a JSON body of at most `maxBytes`. Memory stays bounded by the limit whatever the client
  * sends: a body whose Content-Length is over the limit is read and dropped without keeping any of
  * it, and a body that goes over the limit while it streams (chunked) drops what it kept at once;
- * the rest is read and dropped too, so the client still gets its answer. Broken JSON is a parse
- * error even when it is also deep (-32700 before -32600); the depth is then read from the raw
- * bytes, without walking the parsed value.
+ * the rest is read and dropped too, so the client still gets its answer. The chunks are decoded
+ * and scanned for nesting one by one, with no second copy of the body outside the JS heap (a
+ * concatenated Buffer per large body left the process's RSS higher after a full GC). Broken JSON is a parse error even
+ * when it is also deep (-32700 before -32600); the depth is read from the raw bytes, without
+ * walking the parsed value.
  */
 async function readJson(
   payload: Readable,
   maxBytes: number,
   declaredLength?: string | string[],
 ): Promise<unknown> {
+  const declared = Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength);
   const chunks: Buffer[] = [];
-  let size =
-    Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength) > maxBytes
-      ? maxBytes + 1
-      : 0;
+  let size = declared > maxBytes ? maxBytes + 1 : 0;
   for await (const chunk of payload) {
     if (size > maxBytes) continue;
     size += (chunk as Buffer).length;
@@ -216,10 +217,17 @@ async function readJson(
     else chunks.length = 0;
   }
   if (size > maxBytes) return OVERSIZED_BODY;
-  const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+  const decoder = new StringDecoder('utf8');
+  const nesting = new NestingScanner(MAX_BODY_DEPTH);
+  let text = '';
+  for (let i = 0; i < chunks.length; i++) {
+    nesting.scan(chunks[i]!);
+    text += decoder.write(chunks[i]!);
+  }
   chunks.length = 0;
-  const body = JSON.parse(bytes.toString('utf8')) as unknown;
-  return nestingOf(bytes, MAX_BODY_DEPTH) > MAX_BODY_DEPTH ? TOO_DEEP_BODY : body;
+  text += decoder.end();
+  const body = JSON.parse(text) as unknown;
+  return nesting.deepest > MAX_BODY_DEPTH ? TOO_DEEP_BODY : body;
 }
 
 /**
@@ -228,22 +236,46 @@ async function readJson(
  * it allocates nothing.
  */
 export function nestingOf(bytes: Uint8Array, limit: number): number {
-  let depth = 0;
-  let deepest = 0;
-  let inString = false;
-  for (let i = 0; i < bytes.length; i++) {
-    const byte = bytes[i];
-    if (inString) {
-      // A backslash escapes the next byte; a quote ends the string.
-      if (byte === 0x5c) i++;
-      else if (byte === 0x22) inString = false;
-    } else if (byte === 0x22) {
-      inString = true;
-    } else if (byte === 0x5b || byte === 0x7b) {
-      if (++depth > deepest && (deepest = depth) > limit) return deepest;
-    } else if (byte === 0x5d || byte === 0x7d) {
-      depth--;
+  const scanner = new NestingScanner(limit);
+  scanner.scan(bytes);
+  return scanner.deepest;
+}
+
+/** nestingOf over text that arrives in chunks: the scan's state carries from one to the next. */
+export class NestingScanner {
+  deepest = 0;
+  private depth = 0;
+  private inString = false;
+  /** The previous chunk ended inside a string on a backslash: the next byte is escaped. */
+  private escaped = false;
+
+  constructor(private readonly limit: number) {}
+
+  scan(bytes: Uint8Array): void {
+    if (this.deepest > this.limit || bytes.length === 0) return;
+    let { depth, deepest, inString } = this;
+    let i = 0;
+    if (this.escaped) {
+      this.escaped = false;
+      i = 1;
     }
+    for (; i < bytes.length; i++) {
+      const byte = bytes[i];
+      if (inString) {
+        // A backslash escapes the next byte; a quote ends the string.
+        if (byte === 0x5c) {
+          if (++i === bytes.length) this.escaped = true;
+        } else if (byte === 0x22) inString = false;
+      } else if (byte === 0x22) {
+        inString = true;
+      } else if (byte === 0x5b || byte === 0x7b) {
+        if (++depth > deepest && (deepest = depth) > this.limit) break;
+      } else if (byte === 0x5d || byte === 0x7d) {
+        depth--;
+      }
+    }
+    this.depth = depth;
+    this.deepest = deepest;
+    this.inString = inString;
   }
-  return deepest;
 }

@@ -15,7 +15,6 @@ import {
   type McpHttpHandler,
   UnsupportedProtocolVersionError,
 } from '@modelcontextprotocol/server';
-import { toNodeHandler, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
 import { ownerOf } from '../principal.js';
 import { MCP_PATH, TASKS_CONFIG } from '../tasks.constants.js';
 import {
@@ -39,6 +38,7 @@ import {
   REQUEST_INFO_KEY,
 } from './mcp-server.factory.js';
 import { requestTarget } from './request-target.js';
+import { serveWithSdk } from './sdk-bridge.js';
 import { checkStandardHeaders, type StandardHeaders } from './standard-headers.js';
 import { TaskToolCalls } from './task-tool-calls.js';
 import { TASK_METHODS, TasksMethods } from './tasks-methods.js';
@@ -117,7 +117,6 @@ const MODERN_REVISIONS: readonly string[] = ['2026-07-28'];
 export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('McpEndpoint');
   private handler!: McpHttpHandler;
-  private nodeHandler!: NodeMcpRequestHandler;
   /** The endpoint's full path (global prefix included), settled at module init. */
   private fullPath: string | undefined;
 
@@ -155,7 +154,6 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     const onerror = (error: Error): void => this.logger.debug(`MCP: ${error.message}`);
     const maxRequestBodySize = this.config.maxBodyBytes;
     this.handler = createMcpHandler(this.factory.create, { onerror, maxRequestBodySize });
-    this.nodeHandler = toNodeHandler(this.handler, { onerror, maxRequestBodySize });
     // What the server advertises decides which core listen filters are honoured.
     this.listen.attach(this.handler.bus, this.factory.create().server.getCapabilities());
     const adapter = this.adapterHost?.httpAdapter;
@@ -353,6 +351,8 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       ...(existing?.expiresAt !== undefined && { expiresAt: existing.expiresAt }),
       extra: { ...existing?.extra, [REQUEST_INFO_KEY]: info },
     };
-    return this.nodeHandler(carrier as never, res, body);
+    return serveWithSdk(this.handler, carrier, res, body, (error) =>
+      this.logger.error(`MCP: ${error.stack ?? error.message}`),
+    );
   }
 }
