@@ -93,14 +93,16 @@ export function installExpressParser(
   maxBytes: number,
 ): void {
   (instance as { use(handler: ExpressMiddleware): void }).use((req, _res, next) => {
+    if (req.method !== 'POST' || !isEndpoint(pathnameOf(req.url ?? ''))) return next();
     const type = req.headers['content-type'];
-    if (
-      req.method !== 'POST' ||
-      typeof type !== 'string' ||
-      !JSON_TYPE.test(type) ||
-      !isEndpoint(pathnameOf(req.url ?? ''))
-    ) {
-      return next();
+    if (typeof type !== 'string' || !JSON_TYPE.test(type)) {
+      // Another media type: the endpoint answers 415 whatever the body, so it is read and dropped
+      // here, before the app's parsers (urlencoded, text) refuse it in their own words and limits.
+      (req as IncomingMessage & { body?: unknown }).body = UNSUPPORTED_BODY;
+      req.resume();
+      req.once('end', () => next());
+      req.once('error', () => next());
+      return;
     }
     readJson(req, maxBytes, req.headers['content-length']).then(
       (body) => {

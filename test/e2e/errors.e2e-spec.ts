@@ -1,9 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { DemoModule } from '../../examples/demo.module.js';
-import {
-  type InMemoryTaskStore,
-  TaskStore,
-} from '../../src/index.js';
+import { type InMemoryTaskStore, TaskStore } from '../../src/index.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import {
   leak,
@@ -356,6 +353,17 @@ describe.each(ADAPTERS)('MCP endpoint errors (%s)', (adapter) => {
       expectError(response, { status: 415, code: INVALID_REQUEST, id: null });
       await expectStillServing();
     });
+
+    it.each(['application/x-www-form-urlencoded', 'text/plain', 'application/octet-stream'])(
+      "a 900 kB body of type %s: -32600, HTTP 415 (not the app parser's limit)",
+      async (type) => {
+        const { headers } = mcpRequest('tasks/get', { taskId: aliceTask }, { id: 5 });
+        const body = `a=${'x'.repeat(900_000)}`;
+        const response = await sendBody({ ...headers, 'content-type': type }, body);
+        expectError(response, { status: 415, code: INVALID_REQUEST, id: null });
+        await expectStillServing();
+      },
+    );
 
     it.each([
       ['an array of numbers', '[1,2]', null],
