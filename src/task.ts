@@ -129,6 +129,17 @@ export function isExpired(record: TaskRecord, now: number): boolean {
   return at !== null && at <= now;
 }
 
+/**
+ * A finished task without a TTL is kept until `terminalTtlMs` after it finished: the instant it
+ * finished (its last update, final once terminal), or `null` for a task this rule does not keep
+ * (it has a TTL, or it is still live).
+ */
+export function terminalSince(
+  record: Pick<TaskRecord, 'ttlMs' | 'status' | 'lastUpdatedAt'>,
+): number | null {
+  return record.ttlMs === null && isTerminal(record.status) ? record.lastUpdatedAt : null;
+}
+
 export function newTask(
   taskId: string,
   owner: TaskOwner,

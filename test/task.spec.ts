@@ -21,6 +21,7 @@ import {
   requireInputTask,
   takeInputResponsesTask,
   type TaskRecord,
+  terminalSince,
   type TransitionResult,
   toJsonRpcError,
   toStoredResult,
@@ -64,6 +65,28 @@ describe('task model: a new task', () => {
     const task = fresh();
     expect(task).toMatchObject({ status: 'working', version: 1, createdAt: T0, lastUpdatedAt: T0 });
     expect(task.owner).toEqual({ principal: 'alice', tenant: null });
+  });
+});
+
+describe('task model: a finished task without TTL is kept until terminalTtlMs', () => {
+  const unlimited = (): TaskRecord =>
+    newTask('task-2', { principal: 'alice' }, { ttlMs: null }, T0);
+
+  it('counts from the instant it finished: its last update', () => {
+    const done = ok(completeTask(unlimited(), result, {}, T0 + 5));
+    expect(terminalSince(done)).toBe(T0 + 5);
+    expect(terminalSince(ok(failTask(unlimited(), { code: 1, message: 'x' }, {}, T0 + 6)))).toBe(
+      T0 + 6,
+    );
+    expect(terminalSince(ok(cancelTask(unlimited(), 'immediate', T0 + 7)))).toBe(T0 + 7);
+  });
+
+  it('does not apply to a live task, nor to a task with a TTL (live or finished)', () => {
+    expect(terminalSince(unlimited())).toBeNull();
+    expect(terminalSince(ok(progressTask(unlimited(), 'busy', T0 + 1)))).toBeNull();
+    expect(terminalSince(ok(cancelTask(unlimited(), 'cooperative', T0 + 1)))).toBeNull();
+    expect(terminalSince(fresh())).toBeNull();
+    for (const task of terminals()) expect(terminalSince(task)).toBeNull();
   });
 });
 

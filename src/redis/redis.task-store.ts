@@ -6,7 +6,7 @@ import type {
   TaskStoreCleanupOptions,
   TaskStoreCreateOptions,
 } from '../store/task-store.js';
-import { expiresAt, isOwnedBy, isTerminal, type TaskOwner, type TaskRecord } from '../task.js';
+import { expiresAt, isOwnedBy, type TaskOwner, type TaskRecord, terminalSince } from '../task.js';
 import {
   connect,
   DEFAULT_PREFIX,
@@ -149,10 +149,9 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
     // A finished task without a TTL is kept until terminalTtlMs: it is remembered by the instant
     // it finished, sent together with the write (one round trip; the index lives in another
     // slot). Should the write lose, the entry is stale, and cleanup checks the record first.
+    const since = terminalSince(record);
     const remember =
-      record.ttlMs === null && isTerminal(record.status)
-        ? this.client.zadd(this.terminalKey, 'NX', record.lastUpdatedAt, record.taskId)
-        : undefined;
+      since === null ? undefined : this.client.zadd(this.terminalKey, 'NX', since, record.taskId);
     const [written] = await this.call(Promise.all([write, remember]));
     return written === 1;
   }
@@ -177,10 +176,11 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
     const due = await this.call(this.client.zrangebyscore(this.terminalKey, '-inf', before));
     for (const taskId of due) {
       const record = await this.get(taskId);
-      if (record !== null && !(record.ttlMs === null && isTerminal(record.status))) {
+      const since = record === null ? null : terminalSince(record);
+      if (record !== null && since === null) {
         await this.call(this.client.zrem(this.terminalKey, taskId));
-      } else if (record !== null && record.lastUpdatedAt > before) {
-        await this.call(this.client.zadd(this.terminalKey, 'XX', record.lastUpdatedAt, taskId));
+      } else if (since !== null && since > before) {
+        await this.call(this.client.zadd(this.terminalKey, 'XX', since, taskId));
       } else {
         const [deleted] = await this.call(
           Promise.all([

@@ -7,6 +7,7 @@ import {
   isTerminal,
   type TaskOwner,
   type TaskRecord,
+  terminalSince,
 } from '../task.js';
 import { ExpiryIndex } from './expiry-index.js';
 import type { TaskStore, TaskStoreCleanupOptions, TaskStoreCreateOptions } from './task-store.js';
@@ -62,7 +63,7 @@ export class InMemoryTaskStore implements TaskStore {
     const record = this.tasks.get(taskId);
     if (record === undefined) return false;
     this.tasks.delete(taskId);
-    if (record.ttlMs !== null || isTerminal(record.status)) this.noteStale();
+    if (expiresAt(record) !== null || terminalSince(record) !== null) this.noteStale();
     return true;
   }
 
@@ -70,7 +71,7 @@ export class InMemoryTaskStore implements TaskStore {
     let removed = this.removeExpired(now);
     this.byTerminal.popDue(now - options.terminalTtlMs, (terminalAt, taskId) => {
       const record = this.tasks.get(taskId);
-      if (record !== undefined && record.ttlMs === null && record.lastUpdatedAt === terminalAt) {
+      if (record !== undefined && terminalSince(record) === terminalAt) {
         this.tasks.delete(taskId);
         removed++;
       } else if (this.stale > 0) {
@@ -109,8 +110,9 @@ export class InMemoryTaskStore implements TaskStore {
       if (at !== null) this.byExpiry.push(record.ttlMs!, at, record.taskId);
       return;
     }
-    if (record.ttlMs === null && isTerminal(record.status) && !isTerminal(previous.status)) {
-      this.byTerminal.push(0, record.lastUpdatedAt, record.taskId);
+    const since = terminalSince(record);
+    if (since !== null && !isTerminal(previous.status)) {
+      this.byTerminal.push(0, since, record.taskId);
     }
   }
 
@@ -120,7 +122,7 @@ export class InMemoryTaskStore implements TaskStore {
     if (this.stale < 1024 || this.stale * 2 < entries) return;
     const live = (deadline: number, taskId: string): boolean => {
       const record = this.tasks.get(taskId);
-      return record !== undefined && (expiresAt(record) ?? record.lastUpdatedAt) === deadline;
+      return record !== undefined && (expiresAt(record) ?? terminalSince(record)) === deadline;
     };
     this.byExpiry.compact(live);
     this.byTerminal.compact(live);
