@@ -8,6 +8,7 @@ import {
   type JsonRpcErrorObject,
   show,
   type TaskError,
+  TaskNotFoundError,
   TaskTerminalError,
 } from './errors.js';
 
@@ -90,6 +91,12 @@ export interface NewTaskParams {
   ttlMs: number | null;
   pollIntervalMs?: number;
   statusMessage?: string;
+}
+
+/** The module's TTL settings that decide a new task's TTL (see `resolveTtlMs`). */
+export interface TtlLimits {
+  readonly defaultTtlMs: number | null;
+  readonly maxTtlMs: number | null;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -331,6 +338,73 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
   const proto = Object.getPrototypeOf(value) as unknown;
   return proto === Object.prototype || proto === null;
+}
+
+/** A task id is a string; anything else names no task, and gets the answer an unknown id gets. */
+export function validateTaskId(taskId: unknown): string {
+  if (typeof taskId !== 'string') throw new TaskNotFoundError();
+  return taskId;
+}
+
+/**
+ * The TTL of a new task: none requested gives `defaultTtlMs`; a request is a positive integer or
+ * `null` (unlimited), and `maxTtlMs` caps it (an unlimited request gets `maxTtlMs`).
+ */
+export function resolveTtlMs(requested: unknown, limits: TtlLimits): number | null {
+  const { defaultTtlMs, maxTtlMs } = limits;
+  if (requested === undefined) return defaultTtlMs;
+  if (requested !== null && !(Number.isSafeInteger(requested) && (requested as number) > 0)) {
+    throw new InvalidTaskParamsError('ttlMs must be a positive integer or null');
+  }
+  if (maxTtlMs === null) return requested as number | null;
+  return requested === null ? maxTtlMs : Math.min(requested as number, maxTtlMs);
+}
+
+/** A status message handed in with a change: a string, or absent. */
+export function validateStatusMessage(statusMessage: unknown): string | undefined {
+  if (statusMessage === undefined || typeof statusMessage === 'string') return statusMessage;
+  throw new InvalidTaskParamsError('statusMessage must be a string');
+}
+
+/** What a new task is created with, checked in this order: TTL, poll interval, status message. */
+export function validateNewTaskParams(
+  params: { ttlMs?: unknown; pollIntervalMs?: unknown; statusMessage?: unknown },
+  limits: TtlLimits,
+): NewTaskParams {
+  const ttlMs = resolveTtlMs(params.ttlMs, limits);
+  const pollIntervalMs = params.pollIntervalMs;
+  if (
+    pollIntervalMs !== undefined &&
+    !(Number.isSafeInteger(pollIntervalMs) && (pollIntervalMs as number) > 0)
+  ) {
+    throw new InvalidTaskParamsError('pollIntervalMs must be a positive integer');
+  }
+  return {
+    ttlMs,
+    pollIntervalMs: pollIntervalMs as number | undefined,
+    statusMessage: validateStatusMessage(params.statusMessage),
+  };
+}
+
+/** A progress message: a string, or `null` to clear the status message. */
+export function validateProgressMessage(message: unknown): string | null {
+  if (message !== null && typeof message !== 'string') {
+    throw new InvalidTaskParamsError('A progress message must be a string or null');
+  }
+  return message;
+}
+
+/**
+ * The answers `tasks/update` delivers: an object by input key. Each answer is checked against its
+ * request when it is taken (see `updateTask`).
+ */
+export function validateInputResponses(
+  responses: unknown,
+): Readonly<Record<string, InputResponse>> {
+  if (!isPlainObject(responses)) {
+    throw new InvalidTaskParamsError('inputResponses must be an object');
+  }
+  return responses as Record<string, InputResponse>;
 }
 
 /** Checks input requests against the shapes the client accepts; refuses an empty set. */

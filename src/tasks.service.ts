@@ -1,11 +1,5 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import {
-  InvalidTaskParamsError,
-  TaskConflictError,
-  TaskError,
-  TaskInternalError,
-  TaskNotFoundError,
-} from './errors.js';
+import { TaskConflictError, TaskError, TaskInternalError, TaskNotFoundError } from './errors.js';
 import { TaskEvents } from './notify/task-events.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { TaskStore } from './store/task-store.js';
@@ -17,7 +11,6 @@ import {
   type InputRequest,
   type InputResponse,
   isCancellationRequested,
-  isPlainObject,
   markCancelledTask,
   newTask,
   progressTask,
@@ -31,6 +24,11 @@ import {
   type TransitionResult,
   updateTask,
   validateInputRequests,
+  validateInputResponses,
+  validateNewTaskParams,
+  validateProgressMessage,
+  validateStatusMessage,
+  validateTaskId,
 } from './task.js';
 import { newTaskId } from './task-id.js';
 import { MAX_TRANSITION_ATTEMPTS, TASKS_CONFIG } from './tasks.constants.js';
@@ -79,11 +77,7 @@ export class TasksService {
     const record = newTask(
       newTaskId(),
       owner,
-      {
-        ttlMs: this.ttlFor(params.ttlMs),
-        pollIntervalMs: optionalPositiveInteger('pollIntervalMs', params.pollIntervalMs),
-        statusMessage: optionalString('statusMessage', params.statusMessage),
-      },
+      validateNewTaskParams(params, this.config),
       Date.now(),
     );
     try {
@@ -110,12 +104,8 @@ export class TasksService {
     owner: TaskOwner,
     inputResponses: Readonly<Record<string, InputResponse>>,
   ): Promise<TaskRecord> {
-    if (!isPlainObject(inputResponses)) {
-      throw new InvalidTaskParamsError('inputResponses must be an object');
-    }
-    return await this.transition(taskId, owner, (task, now) =>
-      updateTask(task, inputResponses, now),
-    );
+    const responses = validateInputResponses(inputResponses);
+    return await this.transition(taskId, owner, (task, now) => updateTask(task, responses, now));
   }
 
   /** Cancels the task (at once, or as a request in cooperative mode); a finished task is kept. */
@@ -137,7 +127,7 @@ export class TasksService {
     options: StatusMessageOption = {},
   ): Promise<TaskRecord> {
     const stored = toStoredResult(result);
-    const message = optionalString('statusMessage', options.statusMessage);
+    const message = validateStatusMessage(options.statusMessage);
     return await this.transition(taskId, undefined, (task, now) =>
       completeTask(task, stored, { statusMessage: message }, now),
     );
@@ -150,7 +140,7 @@ export class TasksService {
     options: StatusMessageOption = {},
   ): Promise<TaskRecord> {
     const error = toJsonRpcError(failure);
-    const message = optionalString('statusMessage', options.statusMessage);
+    const message = validateStatusMessage(options.statusMessage);
     return await this.transition(taskId, undefined, (task, now) =>
       failTask(task, error, { statusMessage: message }, now),
     );
@@ -163,7 +153,7 @@ export class TasksService {
     options: StatusMessageOption = {},
   ): Promise<TaskRecord> {
     const valid = validateInputRequests(requests);
-    const message = optionalString('statusMessage', options.statusMessage);
+    const message = validateStatusMessage(options.statusMessage);
     return await this.transition(taskId, undefined, (task, now) =>
       requireInputTask(task, valid, { statusMessage: message }, now),
     );
@@ -174,12 +164,8 @@ export class TasksService {
    * on a task without one, writes nothing and notifies no one.
    */
   async progress(taskId: string, message: string | null): Promise<TaskRecord> {
-    if (message !== null && typeof message !== 'string') {
-      throw new InvalidTaskParamsError('A progress message must be a string or null');
-    }
-    return await this.transition(taskId, undefined, (task, now) =>
-      progressTask(task, message, now),
-    );
+    const valid = validateProgressMessage(message);
+    return await this.transition(taskId, undefined, (task, now) => progressTask(task, valid, now));
   }
 
   /** The stored record, with the input responses received and not yet taken. */
@@ -219,21 +205,11 @@ export class TasksService {
 
   // ----- internals ------------------------------------------------------------------------------
 
-  private ttlFor(requested: number | null | undefined): number | null {
-    const { defaultTtlMs, maxTtlMs } = this.config;
-    if (requested === undefined) return defaultTtlMs;
-    if (requested !== null && !(Number.isSafeInteger(requested) && requested > 0)) {
-      throw new InvalidTaskParamsError('ttlMs must be a positive integer or null');
-    }
-    if (maxTtlMs === null) return requested;
-    return requested === null ? maxTtlMs : Math.min(requested, maxTtlMs);
-  }
-
   private async read(taskId: string, owner: TaskOwner | undefined): Promise<TaskRecord> {
-    if (typeof taskId !== 'string') throw new TaskNotFoundError();
+    const id = validateTaskId(taskId);
     let record: TaskRecord | null;
     try {
-      record = await this.store.get(taskId, owner);
+      record = await this.store.get(id, owner);
     } catch (error) {
       throw this.storeFault(error);
     }
@@ -305,16 +281,4 @@ export class TasksService {
   private notifierFailed(error: unknown): void {
     this.logger.error(`Task notifier failed: ${(error as Error)?.message ?? String(error)}`);
   }
-}
-
-function optionalString(key: string, value: unknown): string | undefined {
-  if (value === undefined || typeof value === 'string') return value;
-  throw new InvalidTaskParamsError(`${key} must be a string`);
-}
-
-function optionalPositiveInteger(key: string, value: unknown): number | undefined {
-  if (value === undefined || (Number.isSafeInteger(value) && (value as number) > 0)) {
-    return value as number | undefined;
-  }
-  throw new InvalidTaskParamsError(`${key} must be a positive integer`);
 }

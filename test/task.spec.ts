@@ -7,6 +7,7 @@ import {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
   TaskError,
+  TaskNotFoundError,
   TaskTerminalError,
 } from '../src/errors.js';
 import {
@@ -28,8 +29,14 @@ import {
   toTask,
   toWire,
   inputResponseProblem,
+  resolveTtlMs,
   updateTask,
   validateInputRequests,
+  validateInputResponses,
+  validateNewTaskParams,
+  validateProgressMessage,
+  validateStatusMessage,
+  validateTaskId,
 } from '../src/task.js';
 import { elicit } from './helpers.js';
 
@@ -311,6 +318,107 @@ describe('task model: input requests and answers', () => {
         },
       }),
     ).not.toThrow();
+  });
+});
+
+describe('task model: what callers and workers hand in', () => {
+  /** The JSON-RPC error a call throws, to assert its exact code and message. */
+  const thrown = (call: () => unknown): unknown => {
+    try {
+      call();
+    } catch (error) {
+      expect(error).toBeInstanceOf(TaskError);
+      return (error as TaskError).toJsonRpcError();
+    }
+    throw new Error('expected a throw');
+  };
+  const invalid = (message: string) => ({ code: -32602, message });
+
+  it('a task id is a string; anything else is "Task not found", like an unknown id', () => {
+    expect(validateTaskId('abc')).toBe('abc');
+    expect(validateTaskId('')).toBe('');
+    for (const id of [undefined, null, 7, {}, ['abc']]) {
+      expect(() => validateTaskId(id)).toThrow(TaskNotFoundError);
+      expect(thrown(() => validateTaskId(id))).toEqual({ code: -32602, message: 'Task not found' });
+    }
+  });
+
+  it('the TTL: the default when none is asked, capped by maxTtlMs, unlimited only without a cap', () => {
+    const open = { defaultTtlMs: 3_600_000, maxTtlMs: null };
+    expect(resolveTtlMs(undefined, open)).toBe(3_600_000);
+    expect(resolveTtlMs(5000, open)).toBe(5000);
+    expect(resolveTtlMs(null, open)).toBeNull();
+    expect(resolveTtlMs(undefined, { defaultTtlMs: null, maxTtlMs: null })).toBeNull();
+    const capped = { defaultTtlMs: 30_000, maxTtlMs: 60_000 };
+    expect(resolveTtlMs(undefined, capped)).toBe(30_000);
+    expect(resolveTtlMs(500, capped)).toBe(500);
+    expect(resolveTtlMs(60_000, capped)).toBe(60_000);
+    expect(resolveTtlMs(120_000, capped)).toBe(60_000);
+    expect(resolveTtlMs(null, capped)).toBe(60_000);
+    for (const ttl of [0, -1, 1.5, Number.MAX_SAFE_INTEGER + 1, '5000', Number.NaN]) {
+      expect(thrown(() => resolveTtlMs(ttl, capped))).toEqual(
+        invalid('ttlMs must be a positive integer or null'),
+      );
+    }
+  });
+
+  it('a new task: TTL, poll interval and status message are checked in that order', () => {
+    const limits = { defaultTtlMs: 1000, maxTtlMs: null };
+    expect(validateNewTaskParams({}, limits)).toEqual({
+      ttlMs: 1000,
+      pollIntervalMs: undefined,
+      statusMessage: undefined,
+    });
+    expect(
+      validateNewTaskParams({ ttlMs: 50, pollIntervalMs: 200, statusMessage: 'Queued' }, limits),
+    ).toEqual({ ttlMs: 50, pollIntervalMs: 200, statusMessage: 'Queued' });
+    expect(thrown(() => validateNewTaskParams({ pollIntervalMs: 0 }, limits))).toEqual(
+      invalid('pollIntervalMs must be a positive integer'),
+    );
+    expect(thrown(() => validateNewTaskParams({ pollIntervalMs: 2.5 }, limits))).toEqual(
+      invalid('pollIntervalMs must be a positive integer'),
+    );
+    expect(thrown(() => validateNewTaskParams({ statusMessage: 3 }, limits))).toEqual(
+      invalid('statusMessage must be a string'),
+    );
+    expect(
+      thrown(() =>
+        validateNewTaskParams({ ttlMs: 0, pollIntervalMs: 0, statusMessage: 3 }, limits),
+      ),
+    ).toEqual(invalid('ttlMs must be a positive integer or null'));
+    expect(
+      thrown(() => validateNewTaskParams({ pollIntervalMs: 0, statusMessage: 3 }, limits)),
+    ).toEqual(invalid('pollIntervalMs must be a positive integer'));
+  });
+
+  it('a status message is a string or absent; a progress message a string or null', () => {
+    expect(validateStatusMessage(undefined)).toBeUndefined();
+    expect(validateStatusMessage('')).toBe('');
+    expect(validateStatusMessage('Busy')).toBe('Busy');
+    for (const message of [null, 1, {}]) {
+      expect(thrown(() => validateStatusMessage(message))).toEqual(
+        invalid('statusMessage must be a string'),
+      );
+    }
+    expect(validateProgressMessage(null)).toBeNull();
+    expect(validateProgressMessage('Step 2')).toBe('Step 2');
+    for (const message of [undefined, 1, {}]) {
+      expect(thrown(() => validateProgressMessage(message))).toEqual(
+        invalid('A progress message must be a string or null'),
+      );
+    }
+  });
+
+  it('the answers of tasks/update are an object (the same object back)', () => {
+    const responses = { a: answer('1') };
+    expect(validateInputResponses(responses)).toBe(responses);
+    const bare = Object.create(null) as Record<string, unknown>;
+    expect(validateInputResponses(bare)).toBe(bare);
+    for (const responses of [undefined, null, 'x', [], new Date(0)]) {
+      expect(thrown(() => validateInputResponses(responses))).toEqual(
+        invalid('inputResponses must be an object'),
+      );
+    }
   });
 });
 
