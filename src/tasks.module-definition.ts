@@ -12,13 +12,14 @@ import { missingStoreMethods, TaskStore } from './store/task-store.js';
 import { LISTEN_FEED, MCP_PATH, TASKS_CONFIG } from './tasks.constants.js';
 import { createMcpController } from './mcp/mcp.controller.js';
 import { DiscoveryModule } from '@nestjs/core';
-import { ListenRouter } from './listen/listen.router.js';
+import { ListenHandler } from './mcp/listen.handler.js';
 import { MCP_GUARDS } from './mcp/mcp-app.guard.js';
+import { BodyParsingInstaller } from './mcp/body-parsing.installer.js';
 import { McpEndpoint } from './mcp/mcp-endpoint.js';
 import { McpHostGuard } from './mcp/mcp-host.guard.js';
 import { McpServerFactory } from './mcp/mcp-server.factory.js';
-import { TaskToolCalls } from './mcp/task-tool-calls.js';
-import { TasksMethods } from './mcp/tasks-methods.js';
+import { TaskToolCallHandler } from './mcp/task-tool-call.handler.js';
+import { TasksMethodsHandler } from './mcp/tasks-methods.handler.js';
 import { TaskEvents } from './notify/task-events.js';
 import { TaskToolExplorer } from './tools/task-tool.explorer.js';
 import { TaskToolRegistry } from './tools/task-tool.registry.js';
@@ -106,15 +107,16 @@ function coreProviders(): Provider[] {
   return [
     TaskEvents,
     { provide: LISTEN_FEED, useFactory: () => new TaskEvents() },
-    ListenRouter,
+    ListenHandler,
     TaskToolRegistry,
     TaskToolExplorer,
     TaskToolRunner,
     McpServerFactory,
-    TasksMethods,
-    TaskToolCalls,
+    TasksMethodsHandler,
+    TaskToolCallHandler,
     McpEndpoint,
     McpHostGuard,
+    BodyParsingInstaller,
     {
       provide: TASKS_CONFIG,
       useFactory: (options: TasksModuleOptions) => resolveTasksConfig(options),

@@ -36,6 +36,13 @@ export function missingTasksCapability(what: string): JsonRpcErrorObject {
   };
 }
 
+/** The SDK's answer to an HTTP method it does not serve (HTTP 405), byte for byte. */
+export const METHOD_NOT_ALLOWED = {
+  jsonrpc: '2.0',
+  error: { code: -32000, message: 'Method not allowed.' },
+  id: null,
+};
+
 export function sendJson(res: ServerResponse, status: number, payload: unknown): void {
   const body = JSON.stringify(payload);
   res.writeHead(status, {

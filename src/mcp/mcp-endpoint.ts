@@ -5,9 +5,7 @@ import {
   Logger,
   type OnApplicationShutdown,
   type OnModuleInit,
-  Optional,
 } from '@nestjs/common';
-import { ApplicationConfig, HttpAdapterHost } from '@nestjs/core';
 import {
   type AuthInfo,
   classifyInboundRequest,
@@ -16,11 +14,9 @@ import {
   UnsupportedProtocolVersionError,
 } from '@modelcontextprotocol/server';
 import { ownerOf } from '../principal.js';
-import { MCP_PATH, TASKS_CONFIG } from '../tasks.constants.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
 import {
   BODY_TOO_LARGE,
-  installBodyParsing,
-  installExpressParser,
   JSON_TYPE,
   TOO_DEEP,
   TOO_DEEP_BODY,
@@ -29,9 +25,10 @@ import {
   UNPARSABLE_BODY,
 } from './body-parsing.js';
 import type { TasksConfig } from '../tasks.options.js';
-import { ListenRouter } from '../listen/listen.router.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
-import { declaresTasks, idOf, missingTasksCapability, sendError, sendJson } from './json-rpc.js';
+import { BodyParsingInstaller, methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
+import { declaresTasks, idOf, missingTasksCapability, sendError } from './json-rpc.js';
+import { ListenHandler } from './listen.handler.js';
 import {
   type EndpointRequestInfo,
   McpServerFactory,
@@ -40,8 +37,8 @@ import {
 import { requestTarget } from './request-target.js';
 import { serveWithSdk } from './sdk-bridge.js';
 import { checkStandardHeaders, type StandardHeaders } from './standard-headers.js';
-import { TaskToolCalls } from './task-tool-calls.js';
-import { TASK_METHODS, TasksMethods } from './tasks-methods.js';
+import { TaskToolCallHandler } from './task-tool-call.handler.js';
+import { TASK_METHODS, TasksMethodsHandler } from './tasks-methods.handler.js';
 
 /** The framework's request and response: Express's are Node's own; Fastify's wrap them. */
 export interface FrameworkRequest {
@@ -59,96 +56,35 @@ function header(request: FrameworkRequest, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/**
- * The HTTP methods the SDK answers itself (405 today; they were the 2025 era's session
- * operations). Every other method but POST is answered here the same way: the SDK would turn
- * some of them (TRACE) into a 500 while building its web Request.
- */
-const SDK_METHODS: ReadonlySet<string> = new Set(['GET', 'DELETE']);
-
-const METHOD_NOT_ALLOWED = {
-  jsonrpc: '2.0',
-  error: { code: -32000, message: 'Method not allowed.' },
-  id: null,
-};
-
-/** What the SDK answers a method it does not serve, byte for byte, with `Allow: POST`. */
-function methodNotAllowed(res: ServerResponse): void {
-  res.setHeader('allow', 'POST');
-  sendJson(res, 405, METHOD_NOT_ALLOWED);
-}
-
-type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
-
-interface FastifyLike {
-  supportedMethods: string[];
-  addHook(
-    name: 'onRequest',
-    hook: (
-      request: { raw: IncomingMessage },
-      reply: {
-        code(status: number): FastifyReplyLike;
-      },
-      done: () => void,
-    ) => void,
-  ): void;
-}
-interface FastifyReplyLike {
-  code(status: number): FastifyReplyLike;
-  header(name: string, value: string): FastifyReplyLike;
-  send(payload: string): unknown;
-}
-
 /** The protocol revisions served on the modern path (what the SDK's own gate accepts). */
 const MODERN_REVISIONS: readonly string[] = ['2026-07-28'];
 
 /**
  * One request to the MCP endpoint, in order: the body and the SDK's classification (envelope,
  * era, JSON-RPC shape); the standard headers; then the route:
- * - `tasks/get|update|cancel` → the lean path (TasksMethods);
- * - `subscriptions/listen` → the listen router (an SSE stream);
- * - `tools/call` of a task tool: from a client with the tasks extension → TaskToolCalls (the task
+ * - `tasks/get|update|cancel` → the lean path (TasksMethodsHandler);
+ * - `subscriptions/listen` → ListenHandler (an SSE stream);
+ * - `tools/call` of a task tool: from a client with the tasks extension → TaskToolCallHandler (the task
  *   is created and answered in front of the SDK); without it → -32021 (HTTP 400), unless the
  *   tool runs inline (then the SDK serves it);
  * - everything else → the official SDK handler with a per-request McpServer.
- * No error leaves with a stack: faults are logged and answered -32603.
+ * No error leaves with a stack: faults are logged and answered -32603. The body parsing and the 405
+ * answers in front of the routes are BodyParsingInstaller's.
  */
 @Injectable()
 export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('McpEndpoint');
   private handler!: McpHttpHandler;
-  /** The endpoint's full path (global prefix included), settled at module init. */
-  private fullPath: string | undefined;
 
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     private readonly registry: TaskToolRegistry,
     private readonly factory: McpServerFactory,
-    private readonly methods: TasksMethods,
-    private readonly listen: ListenRouter,
-    private readonly toolCalls: TaskToolCalls,
-    @Inject(MCP_PATH) private readonly path: string | false,
-    @Optional() private readonly adapterHost?: HttpAdapterHost,
-    @Optional() private readonly appConfig?: ApplicationConfig,
-  ) {
-    // As soon as the HTTP adapter exists, and so before Nest registers its body parser: under
-    // Express the endpoint reads its own bodies, with its own size limit.
-    adapterHost?.init$.subscribe(() => {
-      const adapter = adapterHost.httpAdapter;
-      if (path === false || adapter?.getType() !== 'express') return;
-      // First of all, so that no body parser reads (and refuses) the body of a method the
-      // endpoint does not serve.
-      (adapter.getInstance() as { use(handler: ExpressMiddleware): void }).use((req, res, next) => {
-        if (this.refusesMethod(req)) methodNotAllowed(res);
-        else next();
-      });
-      installExpressParser(
-        adapter.getInstance(),
-        (pathname) => pathname === this.fullPath,
-        config.maxBodyBytes,
-      );
-    });
-  }
+    private readonly methods: TasksMethodsHandler,
+    private readonly listen: ListenHandler,
+    private readonly toolCalls: TaskToolCallHandler,
+    private readonly bodyParsing: BodyParsingInstaller,
+  ) {}
 
   onModuleInit(): void {
     const onerror = (error: Error): void => this.logger.debug(`MCP: ${error.message}`);
@@ -156,56 +92,11 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     this.handler = createMcpHandler(this.factory.create, { onerror, maxRequestBodySize });
     // What the server advertises decides which core listen filters are honoured.
     this.listen.attach(this.handler.bus, this.factory.create().server.getCapabilities());
-    const adapter = this.adapterHost?.httpAdapter;
-    if (this.path !== false && adapter) {
-      this.fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
-        .replace(/\/{2,}/g, '/')
-        .replace(/(.)\/$/, '$1');
-      installBodyParsing(
-        adapter.getType(),
-        adapter.getInstance(),
-        this.fullPath,
-        maxRequestBodySize,
-      );
-      if (adapter.getType() === 'fastify') this.answerUnroutedMethods(adapter.getInstance());
-    }
-  }
-
-  /**
-   * Under Fastify, a method the endpoint does not serve is answered at the endpoint's path in an
-   * onRequest hook, before Fastify reads a body for it: its JSON parser would answer a PUT with an
-   * empty or broken JSON body 400 in its own words, and a method it cannot route (PURGE, LINK…)
-   * would end in the app's 404. (Under Express a first middleware does the same.)
-   */
-  private answerUnroutedMethods(instance: unknown): void {
-    const fastify = instance as FastifyLike;
-    fastify.addHook('onRequest', (request, reply, done) => {
-      if (!this.refusesMethod(request.raw)) return done();
-      reply
-        .code(405)
-        .header('allow', 'POST')
-        .header('content-type', 'application/json')
-        .send(JSON.stringify(METHOD_NOT_ALLOWED));
-    });
-  }
-
-  /**
-   * Whether the request is to the endpoint's path with a method it answers 405 before any body
-   * parser runs: anything but POST, GET and DELETE (the SDK's), and a CORS preflight.
-   */
-  private refusesMethod(req: IncomingMessage): boolean {
-    const method = req.method ?? '';
-    if (method === 'POST' || SDK_METHODS.has(method)) return false;
-    if (method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
-      return false;
-    }
-    const pathname = requestTarget(req.url ?? '')?.pathname;
-    return pathname !== undefined && this.isEndpointPath(pathname);
   }
 
   /** Whether `pathname` (as sent, undecoded) is the endpoint's path: one exact spelling. */
   isEndpointPath(pathname: string): boolean {
-    return this.fullPath !== undefined && pathname === this.fullPath;
+    return this.bodyParsing.isEndpointPath(pathname);
   }
 
   async onApplicationShutdown(): Promise<void> {

@@ -9,7 +9,7 @@ import {
   TaskStore,
   TasksService,
 } from '../../src/index.js';
-import { ListenRouter } from '../../src/listen/listen.router.js';
+import { ListenHandler } from '../../src/mcp/listen.handler.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import {
   bearer,
@@ -400,7 +400,7 @@ describe.each(ADAPTERS)('MCP endpoint fuzz (%s)', (adapter) => {
   };
 
   const storeSize = (): number => running.app.get<InMemoryTaskStore>(TaskStore).size;
-  const openStreams = (): number => running.app.get(ListenRouter).size;
+  const openStreams = (): number => running.app.get(ListenHandler).size;
 
   async function snapshot(): Promise<Snapshot> {
     const taken: Snapshot['tasks'] = new Map();

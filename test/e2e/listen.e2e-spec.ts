@@ -5,7 +5,7 @@ import {
   TaskStatusNotificationParamsV2Schema,
 } from '@modelcontextprotocol/ext-tasks/core/v2';
 import * as z from 'zod/v4';
-import { ListenRouter } from '../../src/listen/listen.router.js';
+import { ListenHandler } from '../../src/mcp/listen.handler.js';
 import { LISTEN_FEED } from '../../src/tasks.constants.js';
 import { TaskEvents } from '../../src/notify/task-events.js';
 import {
@@ -438,7 +438,7 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
     });
 
     await first.close();
-    const router = app.app.get(ListenRouter);
+    const router = app.app.get(ListenHandler);
     await eventually(() => (router.size === 1 ? true : undefined), 2_000, 'a closed stream');
     const fourth = await listen({ principal: 'alice', taskIds: [taskId], id: 'sub-4' });
     const ack = await fourth.next();
@@ -483,7 +483,7 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
     const app = await start();
     const one = await startScripted('alice');
     const two = await startScripted('alice');
-    const router = app.app.get(ListenRouter);
+    const router = app.app.get(ListenHandler);
     const feed = app.app.get<TaskEvents>(LISTEN_FEED);
 
     const a = await listen({ principal: 'alice', taskIds: [one.taskId, two.taskId] });
@@ -639,7 +639,7 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
       const subscription = await connected.client.listen({
         taskIds: [taskId],
       } as SubscriptionFilter);
-      const router = app.app.get(ListenRouter);
+      const router = app.app.get(ListenHandler);
       expect(router.size).toBe(1);
       expect(router.watchedTasks).toBe(1);
       // The SDK's SubscriptionFilter schema knows only the core filters: it strips `taskIds` from

@@ -18,8 +18,8 @@ import { EMPTY_INPUT } from './mcp-server.factory.js';
  * SDK's tool handler could only have turned into a tool error result.
  */
 @Injectable()
-export class TaskToolCalls {
-  private readonly logger = new Logger('TaskToolCalls');
+export class TaskToolCallHandler {
+  private readonly logger = new Logger('TaskToolCallHandler');
   private readonly meta: Record<string, unknown>;
 
   constructor(

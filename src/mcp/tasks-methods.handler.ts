@@ -28,8 +28,8 @@ export const TASK_METHODS: ReadonlySet<string> = new Set([
  * the params, the owner.
  */
 @Injectable()
-export class TasksMethods {
-  private readonly logger = new Logger('TasksMethods');
+export class TasksMethodsHandler {
+  private readonly logger = new Logger('TasksMethodsHandler');
   private readonly meta: Record<string, unknown>;
 
   constructor(

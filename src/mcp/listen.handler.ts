@@ -13,18 +13,12 @@ import {
   type ServerEventBus,
 } from '@modelcontextprotocol/server';
 import type { JsonRpcErrorObject } from '../errors.js';
-import {
-  declaresTasks,
-  missingTasksCapability,
-  type RequestId,
-  sendError,
-} from '../mcp/json-rpc.js';
 import type { TaskEvents } from '../notify/task-events.js';
 import { TaskStore } from '../store/task-store.js';
-import { isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
+import { isOwnedBy, isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
 import { LISTEN_FEED, TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
-import { ListenOwnership } from './listen-ownership.js';
+import { declaresTasks, missingTasksCapability, type RequestId, sendError } from './json-rpc.js';
 
 /** The filter a listen request asks for, and the part of it the server honours. */
 export interface ListenFilter {
@@ -82,12 +76,17 @@ function stringArray(value: unknown): value is string[] {
 
 /**
  * Serves every `subscriptions/listen` as an SSE response to its POST (the SDK's own router drops
- * `taskIds`, so all listens are served here and the core filters behave as the SDK's do):
+ * `taskIds`, so all listens are served here and the core filters behave as the SDK's do).
  *
- * - the first message acknowledges the honoured filter, `taskIds` narrowed to the caller's own
- *   tasks (unknown and foreign ids silently dropped; see ListenOwnership);
+ * A stream only ever hears about tasks its principal owns, checked twice:
+ * 1. when the filter is honoured, the requested ids are narrowed to the caller's own tasks,
+ *    through the store port (unknown, expired and foreign ids are dropped alike, so the
+ *    acknowledgement reveals nothing about other principals' tasks; see ownTaskIds);
+ * 2. when a change is delivered, its record's owner is compared with the stream's again
+ *    (isOwnedBy), so a change that reaches the feed for a watched id can still only go to its owner.
+ *
+ * - the first message acknowledges the honoured filter, `taskIds` narrowed as above;
  * - every change of a watched task arrives as `notifications/tasks` with the full DetailedTask;
- *   ownership is checked again at each delivery (ListenOwnership);
  * - `toolsListChanged` and friends are honoured where the server advertises them and fed from the
  *   SDK handler's event bus;
  * - every message carries the subscription id (the listen request's id) in `_meta`;
@@ -95,7 +94,7 @@ function stringArray(value: unknown): value is string[] {
  * - at shutdown every stream ends with the listen result, so `app.close()` never waits on them.
  */
 @Injectable()
-export class ListenRouter implements BeforeApplicationShutdown, OnModuleDestroy {
+export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy {
   private readonly streams = new Set<ListenStream>();
   private readonly byTask = new Map<string, Watch>();
   private capabilities: ServerCapabilities = {};
@@ -121,7 +120,7 @@ export class ListenRouter implements BeforeApplicationShutdown, OnModuleDestroy 
     return this.byTask.size;
   }
 
-  /** Connects the router to the SDK handler's change bus and the server's advertised capabilities. */
+  /** Connects the handler to the SDK handler's change bus and the server's advertised capabilities. */
   attach(bus: ServerEventBus, capabilities: ServerCapabilities): void {
     this.capabilities = capabilities;
     this.unsubscribeBus?.();
@@ -230,9 +229,16 @@ export class ListenRouter implements BeforeApplicationShutdown, OnModuleDestroy 
       honored.resourceSubscriptions = [...requested.resourceSubscriptions];
     }
     if (requested.taskIds !== undefined) {
-      honored.taskIds = await ListenOwnership.ownTaskIds(this.store, requested.taskIds, owner);
+      honored.taskIds = await this.ownTaskIds(requested.taskIds, owner);
     }
     return honored;
+  }
+
+  /** The requested ids the owner may watch: its own live tasks, each id once, in request order. */
+  private async ownTaskIds(taskIds: readonly string[], owner: TaskOwner): Promise<string[]> {
+    const unique = [...new Set(taskIds)];
+    const found = await Promise.all(unique.map((taskId) => this.store.get(taskId, owner)));
+    return unique.filter((_, i) => found[i] !== null);
   }
 
   // ----- delivery -------------------------------------------------------------------------------
@@ -253,7 +259,7 @@ export class ListenRouter implements BeforeApplicationShutdown, OnModuleDestroy 
   private deliver(streams: ReadonlySet<ListenStream>, record: TaskRecord): void {
     let head: string | undefined;
     for (const stream of streams) {
-      if (!ListenOwnership.mayReceive(record, stream.owner)) continue;
+      if (!isOwnedBy(record, stream.owner)) continue;
       const last = stream.delivered.get(record.taskId);
       if (last !== undefined && last >= record.version) continue;
       stream.delivered.set(record.taskId, record.version);

@@ -1,0 +1,133 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Inject, Injectable, type OnModuleInit, Optional } from '@nestjs/common';
+import { ApplicationConfig, HttpAdapterHost } from '@nestjs/core';
+import { MCP_PATH, TASKS_CONFIG } from '../tasks.constants.js';
+import type { TasksConfig } from '../tasks.options.js';
+import { installBodyParsing, installExpressParser } from './body-parsing.js';
+import { METHOD_NOT_ALLOWED, sendJson } from './json-rpc.js';
+import { requestTarget } from './request-target.js';
+
+/**
+ * The HTTP methods the SDK answers itself (405 today; they were the 2025 era's session
+ * operations). Every other method but POST is answered by the endpoint the same way: the SDK would
+ * turn some of them (TRACE) into a 500 while building its web Request.
+ */
+export const SDK_METHODS: ReadonlySet<string> = new Set(['GET', 'DELETE']);
+
+/** What the SDK answers a method it does not serve, byte for byte, with `Allow: POST`. */
+export function methodNotAllowed(res: ServerResponse): void {
+  res.setHeader('allow', 'POST');
+  sendJson(res, 405, METHOD_NOT_ALLOWED);
+}
+
+type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
+
+interface FastifyLike {
+  addHook(
+    name: 'onRequest',
+    hook: (
+      request: { raw: IncomingMessage },
+      reply: {
+        code(status: number): FastifyReplyLike;
+      },
+      done: () => void,
+    ) => void,
+  ): void;
+}
+interface FastifyReplyLike {
+  code(status: number): FastifyReplyLike;
+  header(name: string, value: string): FastifyReplyLike;
+  send(payload: string): unknown;
+}
+
+/**
+ * Puts the endpoint's own body handling in front of the app's routes, so that every request the
+ * endpoint serves went through its parsing and limits (see body-parsing.ts), and settles the
+ * endpoint's full path (global prefix included) at module init:
+ *
+ * - as soon as the HTTP adapter exists, and so before Nest registers its body parser: under
+ *   Express, a first middleware that answers 405 to a method the endpoint does not serve (before
+ *   any body parser reads, and refuses, its body), then the endpoint's own JSON parser;
+ * - at module init: the parse-error translation (Express) or the endpoint's own parsers (Fastify),
+ *   and under Fastify the 405 answers in an onRequest hook.
+ */
+@Injectable()
+export class BodyParsingInstaller implements OnModuleInit {
+  /** The endpoint's full path (global prefix included), settled at module init. */
+  private fullPath: string | undefined;
+
+  constructor(
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+    @Inject(MCP_PATH) private readonly path: string | false,
+    @Optional() private readonly adapterHost?: HttpAdapterHost,
+    @Optional() private readonly appConfig?: ApplicationConfig,
+  ) {
+    adapterHost?.init$.subscribe(() => {
+      const adapter = adapterHost.httpAdapter;
+      if (path === false || adapter?.getType() !== 'express') return;
+      // First of all, so that no body parser reads (and refuses) the body of a method the
+      // endpoint does not serve.
+      (adapter.getInstance() as { use(handler: ExpressMiddleware): void }).use((req, res, next) => {
+        if (this.refusesMethod(req)) methodNotAllowed(res);
+        else next();
+      });
+      installExpressParser(
+        adapter.getInstance(),
+        (pathname) => pathname === this.fullPath,
+        config.maxBodyBytes,
+      );
+    });
+  }
+
+  onModuleInit(): void {
+    const adapter = this.adapterHost?.httpAdapter;
+    if (this.path === false || !adapter) return;
+    this.fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
+      .replace(/\/{2,}/g, '/')
+      .replace(/(.)\/$/, '$1');
+    installBodyParsing(
+      adapter.getType(),
+      adapter.getInstance(),
+      this.fullPath,
+      this.config.maxBodyBytes,
+    );
+    if (adapter.getType() === 'fastify') this.answerUnroutedMethods(adapter.getInstance());
+  }
+
+  /** Whether `pathname` (as sent, undecoded) is the endpoint's path: one exact spelling. */
+  isEndpointPath(pathname: string): boolean {
+    return this.fullPath !== undefined && pathname === this.fullPath;
+  }
+
+  /**
+   * Under Fastify, a method the endpoint does not serve is answered at the endpoint's path in an
+   * onRequest hook, before Fastify reads a body for it: its JSON parser would answer a PUT with an
+   * empty or broken JSON body 400 in its own words, and a method it cannot route (PURGE, LINK…)
+   * would end in the app's 404. (Under Express a first middleware does the same.)
+   */
+  private answerUnroutedMethods(instance: unknown): void {
+    const fastify = instance as FastifyLike;
+    fastify.addHook('onRequest', (request, reply, done) => {
+      if (!this.refusesMethod(request.raw)) return done();
+      reply
+        .code(405)
+        .header('allow', 'POST')
+        .header('content-type', 'application/json')
+        .send(JSON.stringify(METHOD_NOT_ALLOWED));
+    });
+  }
+
+  /**
+   * Whether the request is to the endpoint's path with a method it answers 405 before any body
+   * parser runs: anything but POST, GET and DELETE (the SDK's), and a CORS preflight.
+   */
+  private refusesMethod(req: IncomingMessage): boolean {
+    const method = req.method ?? '';
+    if (method === 'POST' || SDK_METHODS.has(method)) return false;
+    if (method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
+      return false;
+    }
+    const pathname = requestTarget(req.url ?? '')?.pathname;
+    return pathname !== undefined && this.isEndpointPath(pathname);
+  }
+}
