@@ -1,0 +1,184 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, posix, relative, resolve } from 'node:path';
+
+/**
+ * The shape of src/: no import cycle between its files, and none between its folders (a folder is
+ * the directory of a file; the top-level files form the folder `src`). Every relative `import` and
+ * `export ... from` counts, type-only ones included: a cycle of types is still a cycle to read.
+ *
+ * The top-level files are, today, both the shared kernel every folder imports (task.ts, errors.ts,
+ * tasks.constants.ts, tasks.options.ts, tasks.service.ts) and the composition root that imports
+ * every folder (index.ts, tasks.module-definition.ts), so the folder `src` meets every other folder
+ * in a cycle by construction. The folder rule is therefore asserted between the folders under
+ * src/; the file rule holds everywhere.
+ */
+
+const ROOT = resolve(process.cwd(), 'src');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+/** `src`-relative POSIX path of a file: `mcp/json-rpc.ts`, `errors.ts`. */
+const id = (path: string): string => relative(ROOT, path).split('\\').join('/');
+
+/** The folder of a file: `mcp`, `store`, or `src` for a top-level file. */
+const folderOf = (file: string): string =>
+  posix.dirname(file) === '.' ? 'src' : posix.dirname(file);
+
+/** Every `from '<relative>'` of an import or export statement, and every bare `import '<relative>'`. */
+const SPECIFIER =
+  /(?:^|[\s;}])(?:import|export)\s+(?:type\s+)?(?:[\w*{}\s,$]+?\s+from\s+)?['"](\.{1,2}\/[^'"]+)['"]/gm;
+
+/** Comments are dropped first, so an import shown in a doc comment does not count. */
+function stripComments(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+}
+
+/** The relative specifiers a module's text imports or re-exports from. */
+function specifiersOf(source: string): string[] {
+  return [...stripComments(source).matchAll(SPECIFIER)].map((match) => match[1]!);
+}
+
+function importsOf(file: string): string[] {
+  const found = new Set<string>();
+  for (const specifier of specifiersOf(readFileSync(join(ROOT, file), 'utf8'))) {
+    const target = posix.normalize(posix.join(posix.dirname(file), specifier));
+    found.add(target.replace(/\.js$/, '.ts'));
+  }
+  return [...found];
+}
+
+/** The cycles of a graph, one per strongly connected component with more than one node (or a self-loop). */
+function cycles(graph: ReadonlyMap<string, ReadonlySet<string>>): string[][] {
+  let index = 0;
+  const order = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const visit = (node: string): void => {
+    order.set(node, index);
+    low.set(node, index++);
+    stack.push(node);
+    onStack.add(node);
+    for (const next of graph.get(node) ?? []) {
+      if (!order.has(next)) {
+        visit(next);
+        low.set(node, Math.min(low.get(node)!, low.get(next)!));
+      } else if (onStack.has(next)) {
+        low.set(node, Math.min(low.get(node)!, order.get(next)!));
+      }
+    }
+    if (low.get(node) === order.get(node)) {
+      const component: string[] = [];
+      let member: string;
+      do {
+        member = stack.pop()!;
+        onStack.delete(member);
+        component.push(member);
+      } while (member !== node);
+      if (component.length > 1 || graph.get(node)?.has(node)) found.push(component.sort());
+    }
+  };
+  for (const node of [...graph.keys()].sort()) if (!order.has(node)) visit(node);
+  return found;
+}
+
+const files = sourceFiles(ROOT).map(id).sort();
+const fileGraph = new Map(files.map((file) => [file, new Set(importsOf(file))]));
+const folderGraph = new Map<string, Set<string>>();
+for (const [file, targets] of fileGraph) {
+  const from = folderOf(file);
+  const edges = folderGraph.get(from) ?? new Set<string>();
+  folderGraph.set(from, edges);
+  for (const target of targets) if (folderOf(target) !== from) edges.add(folderOf(target));
+}
+
+/** The folder graph without the top-level folder `src` (see the header). */
+const subfolderGraph = new Map(
+  [...folderGraph]
+    .filter(([folder]) => folder !== 'src')
+    .map(([folder, edges]) => [folder, new Set([...edges].filter((to) => to !== 'src'))]),
+);
+
+describe('architecture of src/', () => {
+  it('finds the source files and their relative imports', () => {
+    expect(files).toContain('index.ts');
+    expect(files).toContain('mcp/mcp-endpoint.ts');
+    expect(fileGraph.get('mcp/mcp.controller.ts')).toContain('mcp/mcp-endpoint.ts');
+    // Every import names a file that exists.
+    for (const [file, targets] of fileGraph) {
+      for (const target of targets)
+        expect(`${file} -> ${files.includes(target) ? 'ok' : target}`).toBe(`${file} -> ok`);
+    }
+  });
+
+  it('has no import cycle between the folders under src/', () => {
+    expect(subfolderGraph.size).toBeGreaterThan(5);
+    expect(cycles(subfolderGraph)).toEqual([]);
+  });
+
+  it('has no import cycle between files', () => {
+    expect(cycles(fileGraph)).toEqual([]);
+  });
+
+  it('reads every kind of relative import and re-export, type-only ones too', () => {
+    const source = [
+      "import { a } from './a.js';",
+      "import type { B } from '../b.js';",
+      'import {',
+      '  type C,',
+      '  d,',
+      "} from './c.js';",
+      "import e, { f } from './e.js';",
+      "import * as g from './g.js';",
+      "import './side-effect.js';",
+      "export { h } from './h.js';",
+      "export type { I } from './i.js';",
+      "export * from './j.js';",
+      "export * as k from './k.js';",
+      "import { Injectable } from '@nestjs/common';",
+      "// import { no } from './commented.js';",
+      "/* import { no } from './block.js'; */",
+      "const text = 'not an import from ./x.js';",
+    ].join('\n');
+    expect(specifiersOf(source)).toEqual([
+      './a.js',
+      '../b.js',
+      './c.js',
+      './e.js',
+      './g.js',
+      './side-effect.js',
+      './h.js',
+      './i.js',
+      './j.js',
+      './k.js',
+    ]);
+  });
+
+  it('the helpers see a cycle where there is one', () => {
+    const graph = new Map([
+      ['a', new Set(['b'])],
+      ['b', new Set(['c'])],
+      ['c', new Set(['a'])],
+      ['d', new Set(['a'])],
+    ]);
+    expect(cycles(graph)).toEqual([['a', 'b', 'c']]);
+    expect(cycles(new Map([['a', new Set(['a'])]]))).toEqual([['a']]);
+    expect(
+      cycles(
+        new Map([
+          ['a', new Set(['b'])],
+          ['b', new Set<string>()],
+        ]),
+      ),
+    ).toEqual([]);
+    expect(folderOf('errors.ts')).toBe('src');
+    expect(folderOf('mcp/json-rpc.ts')).toBe('mcp');
+  });
+});
