@@ -326,6 +326,15 @@ export function takeInputResponsesTask(task: TaskRecord): TaskRecord {
   return { ...kept, version: task.version + 1 };
 }
 
+/** Whether every one of `keys` was answered: none of them is an outstanding input request. */
+export function isAnswered(
+  task: Pick<TaskRecord, 'inputRequests'>,
+  keys: readonly string[],
+): boolean {
+  const outstanding = task.inputRequests;
+  return outstanding === undefined || keys.every((key) => !Object.hasOwn(outstanding, key));
+}
+
 export function isCancellationRequested(task: TaskRecord): boolean {
   return task.status === 'cancelled' || task.cancelRequested === true;
 }

@@ -29,6 +29,7 @@ import {
   toTask,
   toWire,
   inputResponseProblem,
+  isAnswered,
   resolveTtlMs,
   updateTask,
   validateInputRequests,
@@ -276,6 +277,23 @@ describe('task model: input requests and answers', () => {
     const partial = ok(updateTask(asked, responses, T0 + 2));
     expect(Object.keys(partial.inputRequests ?? {})).toEqual(['constructor']);
     expect(Object.getPrototypeOf(partial.inputResponses)).toBe(Object.prototype);
+  });
+
+  it('isAnswered: every key asked is answered once none of them is outstanding', () => {
+    const waiting = inputRequired(['a', 'b']);
+    expect(isAnswered(waiting, ['a'])).toBe(false);
+    expect(isAnswered(waiting, ['a', 'b'])).toBe(false);
+    expect(isAnswered(waiting, ['c'])).toBe(true);
+    expect(isAnswered(waiting, [])).toBe(true);
+    const half = ok(updateTask(waiting, { a: answer('1') }, T0 + 2));
+    expect(isAnswered(half, ['a'])).toBe(true);
+    expect(isAnswered(half, ['a', 'b'])).toBe(false);
+    const all = ok(updateTask(half, { b: answer('2') }, T0 + 3));
+    expect(all.inputRequests).toBeUndefined();
+    expect(isAnswered(all, ['a', 'b'])).toBe(true);
+    expect(isAnswered(fresh(), ['a'])).toBe(true);
+    // Own keys only: a key named like an Object.prototype member is not outstanding by inheritance.
+    expect(isAnswered(waiting, ['constructor', 'toString'])).toBe(true);
   });
 
   it('takeInputResponses removes the answers and leaves a task without any as it is', () => {

@@ -1,5 +1,11 @@
 import { InvalidTaskParamsError, TaskTerminalError } from '../errors.js';
-import { type InputRequest, type InputResponse, isTerminal, type TaskOwner } from '../task.js';
+import {
+  type InputRequest,
+  type InputResponse,
+  isAnswered,
+  isTerminal,
+  type TaskOwner,
+} from '../task.js';
 import type { TasksService } from '../tasks.service.js';
 import { waitForTask } from './task-watch.js';
 
@@ -71,11 +77,7 @@ export class RunningTaskContext implements TaskContext {
     const answered = await waitForTask(
       this.tasks,
       this.taskId,
-      (record) =>
-        isTerminal(record.status) ||
-        keys.every(
-          (key) => record.inputRequests === undefined || !Object.hasOwn(record.inputRequests, key),
-        ),
+      (record) => isTerminal(record.status) || isAnswered(record, keys),
       { pollMs: this.pollMs, signal: this.signal },
     );
     if (isTerminal(answered.status)) throw new TaskTerminalError(answered.status);
