@@ -1,6 +1,15 @@
-// Helpers every benchmark shares: reading knobs from the environment, medians, time, verdicts.
+// Helpers every benchmark shares: reading knobs from the environment, medians, time, formatting,
+// verdicts, the built package, child processes, and the MCP request envelope.
 
-import { clearTimeout, setTimeout } from 'node:timers';
+import { Buffer } from 'node:buffer';
+import { fork } from 'node:child_process';
+import { cpus, loadavg } from 'node:os';
+import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
+import { fileURLToPath } from 'node:url';
+
+// ---------------------------------------------------------------------------------------------
+// Knobs, checks, time
+// ---------------------------------------------------------------------------------------------
 
 /** A positive integer from the environment, or `fallback`; anything else stops the bench. */
 export function positiveEnv(name, fallback) {
@@ -14,6 +23,11 @@ export function positiveEnv(name, fallback) {
   return value;
 }
 
+/** Throws when a benchmark's own invariant does not hold (the run then cannot go on). */
+export function assert(condition, message) {
+  if (!condition) throw new Error(`Benchmark invariant broken: ${message}`);
+}
+
 export const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
@@ -22,8 +36,97 @@ export const median = (values) => {
 
 export const nowNs = () => process.hrtime.bigint();
 export const msSince = (start) => Number(nowNs() - start) / 1e6;
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+export const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
+
+/** Waits until `check()` (sync or async) holds, polling every 5 ms; throws after `timeoutMs`. */
+export async function until(what, check, timeoutMs) {
+  const start = nowNs();
+  while (!(await check())) {
+    if (msSince(start) > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** Runs `work` over `items`, `concurrency` at a time. */
+export async function pool(items, concurrency, work) {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await work(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+}
+
+/**
+ * Ends the process after `ms` whatever happens (an unref'd timer, so it never keeps it alive):
+ * prints `message`, runs `beforeExit`, exits 1.
+ */
+export function armHardDeadline(
+  ms,
+  message = `\nThe benchmark ran past ${ms / 1000} s; stopping.`,
+  beforeExit = () => undefined,
+) {
+  // Named: the soak benchmark lists live timers by their callback's name.
+  const timer = setTimeout(function hardDeadline() {
+    console.error(message);
+    beforeExit();
+    process.exit(1);
+  }, ms);
+  timer.unref();
+  return timer;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formatting and reporting
+// ---------------------------------------------------------------------------------------------
+
+export const fmt = (n, digits = 0) =>
+  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 export const fmtInt = (n) => Math.round(n).toLocaleString('en-US');
+export const fmtMiB = (bytes) => `${fmt(bytes / 1_048_576, 2)} MiB`;
+export const fmtSignedKiB = (bytes) =>
+  `${bytes >= 0 ? '+' : '−'}${fmt(Math.abs(bytes) / 1024, 1)} KiB`;
 export const verdict = (ok) => (ok ? 'PASS' : 'MISS');
+
+/** `Node <version>, <n> CPUs (<model>), load average <1> <5> <15>` (no final period). */
+export function machineLine() {
+  return (
+    `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), load ` +
+    `average ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(' ')}`
+  );
+}
+
+/** `node <version>, <platform>/<arch>, <n>× <model>`. */
+export function platformLine() {
+  return `node ${process.version}, ${process.platform}/${process.arch}, ${cpus().length}× ${cpus()[0]?.model ?? 'unknown CPU'}`;
+}
+
+/** The SUMMARY block: one line per `[what, figure, target, verdict]` row, in aligned columns. */
+export function printTargetTable(rows) {
+  const widths = [0, 1, 2].map((col) => Math.max(...rows.map((row) => row[col].length)));
+  console.log(
+    '\n==================================== SUMMARY ====================================',
+  );
+  for (const row of rows) {
+    console.log(
+      `${row[0].padEnd(widths[0])}  ${row[1].padEnd(widths[1])}  target ${row[2].padEnd(widths[2])}  ${row[3]}`,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The heap
+// ---------------------------------------------------------------------------------------------
+
+/** Stops the bench unless Node runs with `--expose-gc`. */
+export function requireGc() {
+  if (typeof globalThis.gc !== 'function') {
+    console.error('This benchmark needs the garbage collector exposed: node --expose-gc ...');
+    process.exit(1);
+  }
+}
 
 /** A full, settled collection: two passes so objects freed by the first are gone too. */
 export function fullGc() {
@@ -37,23 +140,49 @@ export function heapUsed() {
   return process.memoryUsage().heapUsed;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The built package
+// ---------------------------------------------------------------------------------------------
+
+/** The package's public entries the benchmarks use. */
+const PUBLIC_ENTRIES = ['../dist/index.js', '../dist/redis/index.js'];
+
 /**
- * The built package (`npm run build`): its public entries and the internals the benchmarks drive
- * directly, in one object. Stops the bench with a hint when dist/ is missing.
+ * What the benchmarks drive that no public entry exports, by the dist/ module that holds it: the
+ * config resolver and the record factory (to build TasksService and fill stores without Nest), the
+ * service's id generator (the baselines use the same one), and the listen internals whose sizes
+ * the listen and soak benchmarks read. The benchmarks import dist/ internals through here only.
+ */
+const INTERNALS = {
+  '../dist/task.js': ['newTask'],
+  '../dist/task-id.js': ['newTaskId'],
+  '../dist/tasks.constants.js': ['LISTEN_FEED'],
+  '../dist/tasks.options.js': ['resolveTasksConfig'],
+  '../dist/notify/task-events.js': ['TaskEvents'],
+};
+
+/**
+ * The provider that holds the open listen streams (its `size` and `watchedTasks` are read), as
+ * `lib.ListenHandler`: the first of these that the build has.
+ */
+const LISTEN_HANDLER = [
+  ['../dist/mcp/listen.handler.js', 'ListenHandler'],
+  ['../dist/listen/listen.router.js', 'ListenRouter'],
+];
+
+/**
+ * The built package (`npm run build`): its public entries and the internals above, in one object.
+ * Stops the bench with a hint when dist/ is missing or an internal is no longer where it was.
  */
 export async function loadBuiltPackage() {
+  const lib = {};
   try {
-    const parts = await Promise.all(
-      [
-        '../dist/index.js',
-        '../dist/redis/index.js',
-        '../dist/task.js',
-        '../dist/tasks.constants.js',
-        '../dist/tasks.options.js',
-        '../dist/notify/task-events.js',
-      ].map((path) => import(path)),
-    );
-    return Object.assign({}, ...parts);
+    const parts = await Promise.all(PUBLIC_ENTRIES.map((path) => import(path)));
+    Object.assign(lib, ...parts);
+    for (const [path, names] of Object.entries(INTERNALS)) {
+      const module = await import(path);
+      for (const name of names) lib[name] = module[name];
+    }
   } catch (error) {
     console.error(
       'Cannot import ../dist/index.js; run `npm run build` first (or `npm run bench`).',
@@ -61,6 +190,93 @@ export async function loadBuiltPackage() {
     console.error(error);
     process.exit(1);
   }
+  for (const [path, name] of LISTEN_HANDLER) {
+    lib.ListenHandler ??= await import(path).then(
+      (module) => module[name],
+      () => undefined,
+    );
+  }
+  const missing = [
+    ...Object.entries(INTERNALS).flatMap(([path, names]) =>
+      names.filter((name) => lib[name] === undefined).map((name) => `${name} (${path})`),
+    ),
+    ...(lib.ListenHandler === undefined
+      ? [`the listen streams' provider (${LISTEN_HANDLER.map(([path]) => path).join(' or ')})`]
+      : []),
+  ];
+  if (missing.length > 0) {
+    console.error(`dist/ lacks ${missing.join(', ')}; bench/common.mjs must follow where it went.`);
+    process.exit(1);
+  }
+  return lib;
+}
+
+/**
+ * A Nest app (Express adapter, no logger) on a free loopback port, importing
+ * `TasksModule.forRoot(options)` from the built package. `beforeListen(app)` runs before the app
+ * initialises, so routes it registers come before Nest's routes and parsers. `connections()`
+ * counts the server's open connections.
+ */
+export async function startTasksApp(lib, options, beforeListen = () => undefined) {
+  const { Module } = await import('@nestjs/common');
+  const { NestFactory } = await import('@nestjs/core');
+  const { ExpressAdapter } = await import('@nestjs/platform-express');
+  class BenchModule {}
+  Reflect.decorate([Module({ imports: [lib.TasksModule.forRoot(options)] })], BenchModule);
+  const app = await NestFactory.create(BenchModule, new ExpressAdapter(), {
+    logger: false,
+    forceCloseConnections: true,
+  });
+  beforeListen(app);
+  await app.listen(0, '127.0.0.1');
+  const server = app.getHttpServer();
+  return {
+    app,
+    port: server.address().port,
+    connections: () =>
+      new Promise((resolve, reject) =>
+        server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+      ),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes: the benchmark's own file run again with other arguments, over IPC
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Forks the module at `moduleUrl` (a bench's `import.meta.url`) with `args`, stdout and stderr
+ * shared, and waits for its first IPC message (its "ready"): resolves `{ child, ready }`. Rejects
+ * when it exits first or says nothing in 30 s; the errors start with `label`.
+ */
+export function startChild(moduleUrl, args, { execArgv = [], label }) {
+  const child = fork(fileURLToPath(moduleUrl), args, {
+    execArgv,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${label}: no answer in 30 s`)), 30_000);
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`${label}: exited with ${code} at start`)));
+    child.once('message', (ready) => {
+      clearTimeout(timer);
+      child.removeAllListeners('exit');
+      resolve({ child, ready });
+    });
+  });
+}
+
+/** Sends `{ type }` to a child and resolves its first answer of the same type. */
+export function askChild(child, type) {
+  return new Promise((resolve) => {
+    const onMessage = (message) => {
+      if (message?.type !== type) return;
+      child.off('message', onMessage);
+      resolve(message);
+    };
+    child.on('message', onMessage);
+    child.send({ type });
+  });
 }
 
 /** Asks a child server process to stop (IPC `{ type: 'stop' }`); SIGKILL after 10 s. */
@@ -77,4 +293,65 @@ export function stopChild(child) {
     });
     child.send({ type: 'stop' });
   });
+}
+
+/**
+ * In a child server process, the other end of stopChild: `{ type: 'stop' }` closes the app, then
+ * exits (a normal end, so --cpu-prof writes its profile); a lost parent ends it at once.
+ */
+export function exitOnStop(app) {
+  process.on('message', (message) => {
+    if (message?.type === 'stop') {
+      app.close().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    }
+  });
+  process.on('disconnect', () => process.exit(0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The MCP wire: requests as a 2026-07-28 client sends them
+// ---------------------------------------------------------------------------------------------
+
+export const PROTOCOL_VERSION = '2026-07-28';
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+
+/** The per-request `_meta` envelope of client `clientName`, with the tasks extension or not. */
+export function requestMeta(clientName, tasks = true) {
+  return {
+    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+    'io.modelcontextprotocol/clientInfo': { name: clientName, version: '1.0.0' },
+    'io.modelcontextprotocol/clientCapabilities': tasks
+      ? { extensions: { [TASKS_EXTENSION]: {} } }
+      : {},
+  };
+}
+
+/** The `subscriptions/listen` request body: one task id, the tasks extension declared. */
+export function listenBody(id, taskId, clientName) {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    method: 'subscriptions/listen',
+    params: { notifications: { taskIds: [taskId] }, _meta: requestMeta(clientName) },
+  });
+}
+
+/** The raw HTTP/1.1 bytes of a listen POST to `path`, for a plain TCP socket. */
+export function listenRequest(path, port, body) {
+  return (
+    `POST ${path} HTTP/1.1\r\n` +
+    `Host: 127.0.0.1:${port}\r\n` +
+    'Content-Type: application/json\r\n' +
+    'Accept: application/json, text/event-stream\r\n' +
+    `MCP-Protocol-Version: ${PROTOCOL_VERSION}\r\n` +
+    'Mcp-Method: subscriptions/listen\r\n' +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+    // So that an answer which is no stream (a JSON-RPC error) ends with the connection.
+    'Connection: close\r\n' +
+    '\r\n' +
+    body
+  );
 }

@@ -26,13 +26,22 @@
 
 import 'reflect-metadata';
 import { Buffer } from 'node:buffer';
-import { fork } from 'node:child_process';
 import { Agent, request } from 'node:http';
-import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { clearTimeout, setTimeout } from 'node:timers';
-import { fileURLToPath } from 'node:url';
-import { median, positiveEnv, stopChild } from './common.mjs';
+import {
+  armHardDeadline,
+  askChild,
+  exitOnStop,
+  fmt,
+  machineLine,
+  median,
+  positiveEnv,
+  PROTOCOL_VERSION,
+  requestMeta,
+  sleep,
+  startChild,
+  stopChild,
+} from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -53,8 +62,6 @@ const TOOLS_TARGET_RATIO = 0.8;
 /** The number of task tools in the larger app of (c). */
 const MANY_TOOLS = 50;
 
-const PROTOCOL_VERSION = '2026-07-28';
-const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 const PRINCIPAL = 'bench';
 
 // ---------------------------------------------------------------------------------------------
@@ -67,16 +74,7 @@ function mcpRequest(method, params, { tasks = true, id = 1 } = {}) {
     jsonrpc: '2.0',
     id,
     method,
-    params: {
-      ...params,
-      _meta: {
-        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-        'io.modelcontextprotocol/clientInfo': { name: 'http-bench', version: '1.0.0' },
-        'io.modelcontextprotocol/clientCapabilities': tasks
-          ? { extensions: { [TASKS_EXTENSION]: {} } }
-          : {},
-      },
-    },
+    params: { ...params, _meta: requestMeta('http-bench', tasks) },
   });
   const name = params.name ?? params.taskId;
   return {
@@ -204,7 +202,7 @@ async function serve(kind) {
     for (let i = 0; i < 100; i++) {
       got = await call(getRequest(taskId));
       if (JSON.parse(got.text).result?.status === 'completed') break;
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
     if (JSON.parse(got.text).result?.status !== 'completed') {
       throw new Error(`the task did not complete: ${got.text}`);
@@ -216,15 +214,9 @@ async function serve(kind) {
 
   process.on('message', (message) => {
     if (message?.type === 'cpu') process.send({ type: 'cpu', usage: process.cpuUsage() });
-    if (message?.type === 'stop') {
-      // Closing the app ends the process normally, so --cpu-prof writes its profile.
-      app.close().then(
-        () => process.exit(0),
-        () => process.exit(1),
-      );
-    }
   });
-  process.on('disconnect', () => process.exit(0));
+  // On `stop`, closing the app ends the process normally, so --cpu-prof writes its profile.
+  exitOnStop(app);
   process.send(ready);
 }
 
@@ -234,24 +226,15 @@ async function serve(kind) {
 
 /** A server in a child process: its port, and its CPU time on request. */
 class ServerProcess {
-  static start(kind) {
+  static async start(kind) {
     const execArgv = CPU_PROF_DIR
       ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF_DIR}`, `--cpu-prof-name=${kind}.cpuprofile`]
       : [];
-    const child = fork(fileURLToPath(import.meta.url), ['--serve', kind], {
+    const { child, ready } = await startChild(import.meta.url, ['--serve', kind], {
       execArgv,
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      label: kind,
     });
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${kind}: no answer in 30 s`)), 30_000);
-      child.once('error', reject);
-      child.once('exit', (code) => reject(new Error(`${kind}: exited with ${code} at start`)));
-      child.once('message', (message) => {
-        clearTimeout(timer);
-        child.removeAllListeners('exit');
-        resolve(new ServerProcess(child, message));
-      });
-    });
+    return new ServerProcess(child, ready);
   }
 
   constructor(child, ready) {
@@ -262,16 +245,9 @@ class ServerProcess {
   }
 
   /** The child's user+system CPU time so far, in µs. */
-  cpu() {
-    return new Promise((resolve) => {
-      const onMessage = (message) => {
-        if (message?.type !== 'cpu') return;
-        this.child.off('message', onMessage);
-        resolve(message.usage.user + message.usage.system);
-      };
-      this.child.on('message', onMessage);
-      this.child.send({ type: 'cpu' });
-    });
+  async cpu() {
+    const { usage } = await askChild(this.child, 'cpu');
+    return usage.user + usage.system;
   }
 
   stop() {
@@ -366,8 +342,6 @@ async function verify(t, check) {
   return text;
 }
 
-const fmt = (n, digits = 0) =>
-  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const pad = (s, n) => String(s).padStart(n);
 
 /**
@@ -413,11 +387,7 @@ async function compare(title, subject, baseline, checks) {
 }
 
 async function main() {
-  const deadline = setTimeout(() => {
-    console.error(`\nThe benchmark ran past ${HARD_DEADLINE_MS / 1000} s; stopping.`);
-    process.exit(1);
-  }, HARD_DEADLINE_MS);
-  deadline.unref();
+  armHardDeadline(HARD_DEADLINE_MS);
 
   try {
     await import('../dist/index.js');
@@ -435,12 +405,7 @@ async function main() {
     `HTTP benchmark: Express, loopback, keep-alive, ${CONCURRENCY} requests in flight; ` +
       `${ROUNDS} rounds of ${ROUND_MS} ms per contender after a ${WARMUP_MS} ms warm-up.`,
   );
-  console.log(
-    `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), ` +
-      `load average ${loadavg()
-        .map((n) => n.toFixed(2))
-        .join(' ')}. Servers in child processes; this process is the client.`,
-  );
+  console.log(`${machineLine()}. Servers in child processes; this process is the client.`);
 
   const kinds = [
     ...(ONLY.has('a') || ONLY.has('b') ? ['demo'] : []),

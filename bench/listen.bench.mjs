@@ -33,22 +33,35 @@
 
 import 'reflect-metadata';
 import { Buffer } from 'node:buffer';
-import { execSync, fork } from 'node:child_process';
+import { execSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { cpus, loadavg } from 'node:os';
 import { performance, PerformanceObserver } from 'node:perf_hooks';
-import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
-import { fileURLToPath } from 'node:url';
+import { clearTimeout, setTimeout } from 'node:timers';
 import {
+  armHardDeadline,
+  assert,
+  fmt,
+  fmtMiB,
+  fmtSignedKiB,
   fullGc,
   heapUsed,
+  listenBody,
+  listenRequest,
   loadBuiltPackage,
+  machineLine,
   median,
   msSince,
   nowNs,
+  pool,
   positiveEnv,
+  requireGc,
+  sleep,
+  startChild,
+  startTasksApp,
+  until,
   verdict,
+  yieldToLoop,
 } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -91,8 +104,6 @@ const HARD_DEADLINE_MS = 170_000;
 
 const ONLY = new Set((process.env.BENCH_LISTEN_ONLY ?? 'a,b,c').split(',').map((s) => s.trim()));
 
-const PROTOCOL_VERSION = '2026-07-28';
-const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 /** The listen caller is anonymous (no guard): its tasks belong to this owner. */
 const OWNER = Object.freeze({ principal: null, tenant: null });
 
@@ -100,16 +111,8 @@ const OWNER = Object.freeze({ principal: null, tenant: null });
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
-
 /** Nearest-rank percentile of an ascending array. */
 const percentile = (sorted, p) => sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
-
-const fmt = (n, digits = 0) =>
-  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-const fmtMiB = (bytes) => `${fmt(bytes / 1_048_576, 2)} MiB`;
-const fmtSignedKiB = (bytes) => `${bytes >= 0 ? '+' : '−'}${fmt(Math.abs(bytes) / 1024, 1)} KiB`;
 
 /** The soft open-file limit of this process (Node raises it to the hard limit at startup). */
 function openFileLimit() {
@@ -137,23 +140,6 @@ function openFileCount() {
   } catch {
     return 64;
   }
-}
-
-/** The listen request body: one task id, the tasks extension declared in the envelope. */
-function listenBody(id, taskId) {
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    id,
-    method: 'subscriptions/listen',
-    params: {
-      notifications: { taskIds: [taskId] },
-      _meta: {
-        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-        'io.modelcontextprotocol/clientInfo': { name: 'listen-bench', version: '1.0.0' },
-        'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS_EXTENSION]: {} } },
-      },
-    },
-  });
 }
 
 const frame = (json) => `event: message\ndata: ${json}\n\n`;
@@ -193,7 +179,7 @@ async function client(port) {
     open(path) {
       return new Promise((resolve, reject) => {
         this.onAck = (error) => (error ? reject(error) : resolve(this));
-        const body = listenBody(this.id, this.taskId);
+        const body = listenBody(this.id, this.taskId, 'listen-bench');
         const socket = connect({ host: '127.0.0.1', port });
         this.socket = socket;
         socket.setNoDelay(true);
@@ -207,19 +193,7 @@ async function client(port) {
             reject(new Error(`listen closed before the acknowledgement: ${this.buffer}`));
           this.markClosed();
         });
-        socket.write(
-          `POST ${path} HTTP/1.1\r\n` +
-            `Host: 127.0.0.1:${port}\r\n` +
-            'Content-Type: application/json\r\n' +
-            'Accept: application/json, text/event-stream\r\n' +
-            `MCP-Protocol-Version: ${PROTOCOL_VERSION}\r\n` +
-            'Mcp-Method: subscriptions/listen\r\n' +
-            `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-            // So that an answer which is no stream (a JSON-RPC error) ends with the connection.
-            'Connection: close\r\n' +
-            '\r\n' +
-            body,
-        );
+        socket.write(listenRequest(path, port, body));
       });
     }
 
@@ -287,15 +261,6 @@ async function client(port) {
       else this.socket?.destroy();
       return this.closed;
     }
-  }
-
-  /** Runs `work` over `items`, `concurrency` at a time. */
-  async function pool(items, concurrency, work) {
-    let next = 0;
-    const worker = async () => {
-      while (next < items.length) await work(items[next++]);
-    };
-    await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
   }
 
   const commands = {
@@ -380,21 +345,11 @@ async function client(port) {
 
 /** The client process, driven by commands over IPC; each command is answered once. */
 class ClientProcess {
-  static start(port) {
-    const child = fork(fileURLToPath(import.meta.url), ['--client', String(port)], {
-      execArgv: [],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  static async start(port) {
+    const { child } = await startChild(import.meta.url, ['--client', String(port)], {
+      label: 'client',
     });
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('client: no answer in 30 s')), 30_000);
-      child.once('error', reject);
-      child.once('exit', (code) => reject(new Error(`client: exited with ${code} at start`)));
-      child.once('message', () => {
-        clearTimeout(timer);
-        child.removeAllListeners('exit');
-        resolve(new ClientProcess(child));
-      });
-    });
+    return new ClientProcess(child);
   }
 
   constructor(child) {
@@ -487,73 +442,39 @@ class BareFanOut {
 }
 
 async function startServer() {
-  const { Module } = await import('@nestjs/common');
-  const { NestFactory } = await import('@nestjs/core');
-  const { ExpressAdapter } = await import('@nestjs/platform-express');
   const { SUBSCRIPTION_ID_META_KEY } = await import('@modelcontextprotocol/server');
   const lib = await loadBuiltPackage();
-  // ListenRouter is read from its own module: the package index need not export it.
-  const { ListenRouter } = await import('../dist/listen/listen.router.js');
-
-  class ListenBenchModule {}
-  Reflect.decorate(
-    [
-      Module({
-        imports: [
-          lib.TasksModule.forRoot({
-            maxRows: null,
-            listen: { maxStreams: 20_000 },
-            janitor: false,
-            serverInfo: { name: 'listen-bench', version: '1.0.0' },
-          }),
-        ],
-      }),
-    ],
-    ListenBenchModule,
-  );
-  const app = await NestFactory.create(ListenBenchModule, new ExpressAdapter(), {
-    logger: false,
-    forceCloseConnections: true,
-  });
   const bare = new BareFanOut(SUBSCRIPTION_ID_META_KEY);
-  // Registered before the app initialises, so it comes before Nest's routes and parsers.
-  app
-    .getHttpAdapter()
-    .getInstance()
-    .post('/bare/listen', (req, res) => {
-      bare.open(req, res).catch((error) => {
-        res.statusCode = 500;
-        res.end(String(error));
-      });
-    });
-  await app.listen(0, '127.0.0.1');
-  const server = app.getHttpServer();
+  const { app, port, connections } = await startTasksApp(
+    lib,
+    {
+      maxRows: null,
+      listen: { maxStreams: 20_000 },
+      janitor: false,
+      serverInfo: { name: 'listen-bench', version: '1.0.0' },
+    },
+    (app) =>
+      // Registered before the app initialises, so it comes before Nest's routes and parsers.
+      app
+        .getHttpAdapter()
+        .getInstance()
+        .post('/bare/listen', (req, res) => {
+          bare.open(req, res).catch((error) => {
+            res.statusCode = 500;
+            res.end(String(error));
+          });
+        }),
+  );
   return {
     app,
     lib,
     bare,
-    port: server.address().port,
+    port,
     tasks: app.get(lib.TasksService),
-    router: app.get(ListenRouter),
+    router: app.get(lib.ListenHandler),
     feed: app.get(lib.LISTEN_FEED),
-    connections: () =>
-      new Promise((resolve, reject) =>
-        server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
-      ),
+    connections,
   };
-}
-
-/** Waits until `check()` holds (streams dropped, sockets gone); throws after SETTLE_TIMEOUT_MS. */
-async function until(what, check) {
-  const start = nowNs();
-  while (!(await check())) {
-    if (msSince(start) > SETTLE_TIMEOUT_MS) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
-
-function assert(condition, message) {
-  if (!condition) throw new Error(`Benchmark invariant broken: ${message}`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -618,7 +539,7 @@ async function fanOut(ctx, streams) {
       const serverMs = msSince(stamp);
       const result = await delivered;
       await clientProcess.ask({ type: 'close', group });
-      await until(`${name} streams to close`, () => contender.open() === 0);
+      await until(`${name} streams to close`, () => contender.open() === 0, SETTLE_TIMEOUT_MS);
       const sorted = [...result.latencies].sort((x, y) => x - y);
       all[name].push(...sorted);
       problems += result.missing + result.duplicates + result.foreign;
@@ -742,7 +663,7 @@ async function changeCost(ctx, streams) {
   };
   const close = async () => {
     await clientProcess.ask({ type: 'close', group: 'idle' });
-    await until('the idle streams to close', () => router.size === 0);
+    await until('the idle streams to close', () => router.size === 0, SETTLE_TIMEOUT_MS);
     assert(router.watchedTasks === 0, `${router.watchedTasks} watched tasks after close`);
     assert(feed.watchedTasks === 0, `${feed.watchedTasks} tasks on the feed after close`);
   };
@@ -790,8 +711,12 @@ async function openCloseCycles(ctx) {
   const taskIds = [];
   for (let i = 0; i < CYCLE_TASKS; i++) taskIds.push((await tasks.create(OWNER)).taskId);
   const settle = async () => {
-    await until('every stream to be dropped', () => router.size === 0);
-    await until('every connection to close', async () => (await connections()) === 0);
+    await until('every stream to be dropped', () => router.size === 0, SETTLE_TIMEOUT_MS);
+    await until(
+      'every connection to close',
+      async () => (await connections()) === 0,
+      SETTLE_TIMEOUT_MS,
+    );
   };
   const snapshot = async () => ({
     heap: heapUsed(),
@@ -855,16 +780,8 @@ async function openCloseCycles(ctx) {
 
 async function main() {
   const totalStart = nowNs();
-  const deadline = setTimeout(() => {
-    console.error(`\nThe benchmark ran past ${HARD_DEADLINE_MS / 1000} s; stopping.`);
-    process.exit(1);
-  }, HARD_DEADLINE_MS);
-  deadline.unref();
-
-  if (typeof globalThis.gc !== 'function') {
-    console.error('This benchmark needs the garbage collector exposed: node --expose-gc ...');
-    process.exit(1);
-  }
+  armHardDeadline(HARD_DEADLINE_MS);
+  requireGc();
   let ctx;
   try {
     ctx = await startServer();
@@ -895,12 +812,7 @@ async function main() {
       `Listen benchmark: Nest (Express) on loopback in this process, the client ends of the ` +
         `streams in a child process.`,
     );
-    console.log(
-      `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), load ` +
-        `average ${loadavg()
-          .map((n) => n.toFixed(2))
-          .join(' ')}.`,
-    );
+    console.log(`${machineLine()}.`);
     console.log(
       `Open-file limit: ${fmt(serverFds.limit)} in the server process (${serverFds.open} open), ` +
         `${fmt(clientFds.limit)} in the client process (${clientFds.open} open); each stream ` +

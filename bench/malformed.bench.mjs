@@ -33,13 +33,26 @@
 // (3), BENCH_MALFORMED_TRACE (a file to write every memory sample to, as CSV).
 
 import { Buffer } from 'node:buffer';
-import { fork } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
-import { clearTimeout, setInterval, setTimeout } from 'node:timers';
-import { fileURLToPath, URL } from 'node:url';
-import { fmtInt, msSince, nowNs, positiveEnv, stopChild, verdict } from './common.mjs';
+import { setInterval, setTimeout } from 'node:timers';
+import { URL } from 'node:url';
+import {
+  armHardDeadline,
+  askChild,
+  exitOnStop,
+  fmtInt,
+  msSince,
+  nowNs,
+  positiveEnv,
+  PROTOCOL_VERSION,
+  requestMeta,
+  sleep,
+  startChild,
+  stopChild,
+  verdict,
+} from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -67,9 +80,6 @@ const SAMPLE_MS = 50;
 const WARMUP_REQUESTS = 200;
 const REQUEST_TIMEOUT_MS = 30_000;
 const HARD_DEADLINE_MS = 400_000;
-
-const PROTOCOL_VERSION = '2026-07-28';
-const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
 // ---------------------------------------------------------------------------------------------
 // Server side (child process): `node --expose-gc bench/malformed.bench.mjs --serve <adapter>`
@@ -108,39 +118,24 @@ async function serve(adapter) {
         process.send({ type: 'gc', ...memory() });
       }, 500);
     }
-    if (message?.type === 'stop') {
-      app.close().then(
-        () => process.exit(0),
-        () => process.exit(1),
-      );
-    }
   });
-  process.on('disconnect', () => process.exit(0));
+  exitOnStop(app);
   process.send({ type: 'ready', port });
 }
 
 class ServerProcess {
-  static start(adapter) {
-    const child = fork(fileURLToPath(import.meta.url), ['--serve', adapter], {
+  static async start(adapter) {
+    const { child, ready } = await startChild(import.meta.url, ['--serve', adapter], {
       execArgv: ['--expose-gc', ...SERVER_FLAGS],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      label: 'server',
     });
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('server: no answer in 30 s')), 30_000);
-      child.once('error', reject);
-      child.once('exit', (code) => reject(new Error(`server exited with ${code} at start`)));
-      child.once('message', (message) => {
-        clearTimeout(timer);
-        child.removeAllListeners('exit');
-        child.once('exit', (code, signal) => {
-          if (!stopping) {
-            console.error(`the server died (code ${code}, signal ${signal})`);
-            process.exit(1);
-          }
-        });
-        resolve(new ServerProcess(child, message.port));
-      });
+    child.once('exit', (code, signal) => {
+      if (!stopping) {
+        console.error(`the server died (code ${code}, signal ${signal})`);
+        process.exit(1);
+      }
     });
+    return new ServerProcess(child, ready.port);
   }
 
   constructor(child, port) {
@@ -163,15 +158,7 @@ class ServerProcess {
 
   /** Full GC in the child, then its memory. */
   gc() {
-    return new Promise((resolve) => {
-      const onMessage = (message) => {
-        if (message?.type !== 'gc') return;
-        this.child.off('message', onMessage);
-        resolve(message);
-      };
-      this.child.on('message', onMessage);
-      this.child.send({ type: 'gc' });
-    });
+    return askChild(this.child, 'gc');
   }
 
   stop() {
@@ -207,16 +194,7 @@ function rpc(method, params, { id = int(1, 1e6), tasks = true } = {}) {
     jsonrpc: '2.0',
     ...(id !== undefined && { id }),
     method,
-    params: {
-      ...params,
-      _meta: {
-        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-        'io.modelcontextprotocol/clientInfo': { name: 'malformed-bench', version: '1.0.0' },
-        'io.modelcontextprotocol/clientCapabilities': tasks
-          ? { extensions: { [TASKS_EXTENSION]: {} } }
-          : {},
-      },
-    },
+    params: { ...params, _meta: requestMeta('malformed-bench', tasks) },
   };
 }
 
@@ -514,7 +492,7 @@ async function round(kind, seconds) {
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
   const took = msSince(started) / 1000;
-  await new Promise((resolve) => setTimeout(resolve, 2 * SAMPLE_MS));
+  await sleep(2 * SAMPLE_MS);
   const peak = server.peak;
   const before = server.last;
   agent.destroy();
@@ -524,17 +502,14 @@ async function round(kind, seconds) {
   return { kind, idle, peak, before, settled, seconds: took, sent, statuses, byFamily };
 }
 
+/** The middle value, the upper one of an even count (not common.mjs's median, which averages). */
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)];
 };
 
 async function main() {
-  const deadline = setTimeout(() => {
-    console.error(`hard deadline of ${HARD_DEADLINE_MS / 1000} s reached`);
-    process.exit(1);
-  }, HARD_DEADLINE_MS);
-  deadline.unref();
+  armHardDeadline(HARD_DEADLINE_MS, `hard deadline of ${HARD_DEADLINE_MS / 1000} s reached`);
   if (!existsSync(new URL('../.demo-build/examples/demo.module.js', import.meta.url))) {
     console.error(
       'No ../.demo-build/examples/demo.module.js; run `tsc -p tsconfig.examples.json` first (or `npm run bench:malformed`).',

@@ -26,18 +26,22 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 import { Redis } from 'ioredis';
 import {
+  armHardDeadline,
+  assert,
   fmtInt,
   loadBuiltPackage,
   median,
   msSince,
   nowNs,
+  platformLine,
   positiveEnv,
+  printTargetTable,
+  sleep,
   verdict,
 } from './common.mjs';
 
@@ -70,8 +74,14 @@ const PREFIX = `bench-redis-${process.pid}:`;
 // ---------------------------------------------------------------------------------------------
 
 const lib = await loadBuiltPackage();
-const { TasksService, RedisTaskStore, RedisTaskNotifier, TaskEvents, resolveTasksConfig } = lib;
-const { newTaskId } = await import('../dist/task-id.js');
+const {
+  TasksService,
+  RedisTaskStore,
+  RedisTaskNotifier,
+  TaskEvents,
+  resolveTasksConfig,
+  newTaskId,
+} = lib;
 
 /** No row limit (the bench controls the size), the default 1 h TTL. */
 const CONFIG = resolveTasksConfig({ maxRows: null, defaultTtlMs: HOUR });
@@ -80,7 +90,6 @@ const CONFIG = resolveTasksConfig({ maxRows: null, defaultTtlMs: HOUR });
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const fmt2 = (n) => n.toFixed(2);
 
 /** A Redis URL fit to print: its password, if any, masked. */
@@ -92,10 +101,6 @@ function shown(url) {
   } catch {
     return '(REDIS_URL)';
   }
-}
-
-function assert(condition, message) {
-  if (!condition) throw new Error(`Benchmark invariant broken: ${message}`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -182,12 +187,11 @@ async function startRedis() {
 }
 
 let stopOnDeadline = () => undefined;
-const deadline = setTimeout(() => {
-  console.error(`The benchmark did not finish within ${HARD_DEADLINE_MS / 1000} s; stopping.`);
-  stopOnDeadline();
-  process.exit(1);
-}, HARD_DEADLINE_MS);
-deadline.unref();
+armHardDeadline(
+  HARD_DEADLINE_MS,
+  `The benchmark did not finish within ${HARD_DEADLINE_MS / 1000} s; stopping.`,
+  () => stopOnDeadline(),
+);
 
 /** Removes every key under the bench prefix (between rounds, and at the end). */
 async function removeKeys(client) {
@@ -508,9 +512,7 @@ const serverInfo = await admin.info('server');
 const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1] ?? 'unknown';
 
 console.log('nestjs-mcp-tasks Redis store benchmark');
-console.log(
-  `node ${process.version}, ${process.platform}/${process.arch}, ${cpus().length}× ${cpus()[0]?.model ?? 'unknown CPU'}`,
-);
+console.log(platformLine());
 console.log(
   `redis-server ${redisVersion} at ${shown(redis.url)} (${redis.own ? 'private, no persistence' : 'REDIS_URL'}), key prefix ${PREFIX}`,
 );
@@ -597,15 +599,7 @@ try {
       verdict(ratio >= CYCLE_TARGET_RATIO),
     ],
   ];
-  const widths = [0, 1, 2].map((col) => Math.max(...rows.map((row) => row[col].length)));
-  console.log(
-    '\n==================================== SUMMARY ====================================',
-  );
-  for (const row of rows) {
-    console.log(
-      `${row[0].padEnd(widths[0])}  ${row[1].padEnd(widths[1])}  target ${row[2].padEnd(widths[2])}  ${row[3]}`,
-    );
-  }
+  printTargetTable(rows);
 } finally {
   await removeKeys(admin).catch(() => undefined);
   await store?.onApplicationShutdown();

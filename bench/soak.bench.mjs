@@ -34,11 +34,30 @@
 
 import 'reflect-metadata';
 import { createHook } from 'node:async_hooks';
-import { Buffer } from 'node:buffer';
 import { connect } from 'node:net';
-import { cpus, loadavg } from 'node:os';
-import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
-import { fullGc, loadBuiltPackage, msSince, nowNs, positiveEnv, verdict } from './common.mjs';
+import { clearTimeout, setTimeout } from 'node:timers';
+import {
+  armHardDeadline,
+  assert,
+  fmt,
+  fmtMiB,
+  fmtSignedKiB,
+  fullGc,
+  listenBody,
+  listenRequest,
+  loadBuiltPackage,
+  machineLine,
+  msSince,
+  nowNs,
+  pool,
+  positiveEnv,
+  requireGc,
+  sleep,
+  startTasksApp,
+  until,
+  verdict,
+  yieldToLoop,
+} from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -66,8 +85,6 @@ const SETTLE_MS = 1_100;
 const WAIT_MS = 15_000;
 const HARD_DEADLINE_MS = 170_000;
 
-const PROTOCOL_VERSION = '2026-07-28';
-const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 /** The listen caller is anonymous (no guard): its tasks belong to this owner. */
 const OWNER = Object.freeze({ principal: null, tenant: null });
 
@@ -93,27 +110,6 @@ createHook({
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
-
-const fmt = (n, digits = 0) =>
-  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-const fmtMiB = (bytes) => `${fmt(bytes / 1_048_576, 2)} MiB`;
-const fmtSignedKiB = (bytes) => `${bytes >= 0 ? '+' : '−'}${fmt(Math.abs(bytes) / 1024, 1)} KiB`;
-
-function assert(condition, message) {
-  if (!condition) throw new Error(`Benchmark invariant broken: ${message}`);
-}
-
-/** Waits until `check()` holds; throws after WAIT_MS. */
-async function until(what, check) {
-  const start = nowNs();
-  while (!(await check())) {
-    if (msSince(start) > WAIT_MS) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
-
 /**
  * Waits until the server has let go of what a phase left (streams, connections, expired tasks):
  * what it never lets go of is a leak for the measures to show, so after WAIT_MS this notes it and
@@ -121,19 +117,10 @@ async function until(what, check) {
  */
 async function settle(what, check) {
   try {
-    await until(what, check);
+    await until(what, check, WAIT_MS);
   } catch {
     console.log(`NOTE: still waiting for ${what} after ${fmt(WAIT_MS)} ms; measuring anyway.`);
   }
-}
-
-/** Runs `work` over `items`, `concurrency` at a time. */
-async function pool(items, concurrency, work) {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await work(items[next++]);
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -141,48 +128,24 @@ async function pool(items, concurrency, work) {
 // ---------------------------------------------------------------------------------------------
 
 async function startServer() {
-  const { Module } = await import('@nestjs/common');
-  const { NestFactory } = await import('@nestjs/core');
-  const { ExpressAdapter } = await import('@nestjs/platform-express');
   const lib = await loadBuiltPackage();
-  // ListenRouter is read from its own module: the package index need not export it.
-  const { ListenRouter } = await import('../dist/listen/listen.router.js');
-  class SoakBenchModule {}
-  Reflect.decorate(
-    [
-      Module({
-        imports: [
-          lib.TasksModule.forRoot({
-            // No row limit: a full store removes expired tasks on create, and only the janitor
-            // is to remove them here.
-            maxRows: null,
-            janitor: { intervalMs: JANITOR_MS },
-            serverInfo: { name: 'soak-bench', version: '1.0.0' },
-          }),
-        ],
-      }),
-    ],
-    SoakBenchModule,
-  );
-  const app = await NestFactory.create(SoakBenchModule, new ExpressAdapter(), {
-    logger: false,
-    forceCloseConnections: true,
+  const { app, port, connections } = await startTasksApp(lib, {
+    // No row limit: a full store removes expired tasks on create, and only the janitor is to
+    // remove them here.
+    maxRows: null,
+    janitor: { intervalMs: JANITOR_MS },
+    serverInfo: { name: 'soak-bench', version: '1.0.0' },
   });
-  await app.listen(0, '127.0.0.1');
-  const server = app.getHttpServer();
   return {
     app,
     lib,
-    port: server.address().port,
+    port,
     tasks: app.get(lib.TasksService),
     store: app.get(lib.TaskStore),
-    router: app.get(ListenRouter),
+    router: app.get(lib.ListenHandler),
     feed: app.get(lib.LISTEN_FEED),
     events: app.get(lib.TaskEvents),
-    connections: () =>
-      new Promise((resolve, reject) =>
-        server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
-      ),
+    connections,
   };
 }
 
@@ -240,22 +203,6 @@ async function measure(ctx) {
 // (a) listen open/close cycles
 // ---------------------------------------------------------------------------------------------
 
-function listenBody(id, taskId) {
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    id,
-    method: 'subscriptions/listen',
-    params: {
-      notifications: { taskIds: [taskId] },
-      _meta: {
-        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-        'io.modelcontextprotocol/clientInfo': { name: 'soak-bench', version: '1.0.0' },
-        'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS_EXTENSION]: {} } },
-      },
-    },
-  });
-}
-
 let sequence = 0;
 
 /**
@@ -265,7 +212,7 @@ let sequence = 0;
  */
 function cycle(ctx, taskId, change, reset) {
   const id = `soak-${++sequence}`;
-  const body = listenBody(id, taskId);
+  const body = listenBody(id, taskId, 'soak-bench');
   return new Promise((resolve, reject) => {
     const socket = connect({ host: '127.0.0.1', port: ctx.port });
     let text = '';
@@ -305,18 +252,7 @@ function cycle(ctx, taskId, change, reset) {
         finish();
       }
     });
-    socket.write(
-      `POST /mcp HTTP/1.1\r\n` +
-        `Host: 127.0.0.1:${ctx.port}\r\n` +
-        'Content-Type: application/json\r\n' +
-        'Accept: application/json, text/event-stream\r\n' +
-        `MCP-Protocol-Version: ${PROTOCOL_VERSION}\r\n` +
-        'Mcp-Method: subscriptions/listen\r\n' +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-        'Connection: close\r\n' +
-        '\r\n' +
-        body,
-    );
+    socket.write(listenRequest('/mcp', ctx.port, body));
   });
 }
 
@@ -428,15 +364,8 @@ function table(start, after) {
 
 async function main() {
   const totalStart = nowNs();
-  const deadline = setTimeout(function hardDeadline() {
-    console.error(`\nThe benchmark ran past ${HARD_DEADLINE_MS / 1000} s; stopping.`);
-    process.exit(1);
-  }, HARD_DEADLINE_MS);
-  deadline.unref();
-  if (typeof globalThis.gc !== 'function') {
-    console.error('This benchmark needs the garbage collector exposed: node --expose-gc ...');
-    process.exit(1);
-  }
+  armHardDeadline(HARD_DEADLINE_MS);
+  requireGc();
   let ctx;
   try {
     ctx = await startServer();
@@ -451,12 +380,7 @@ async function main() {
       'Soak benchmark: Nest (Express) on loopback, the in-memory store, the janitor every ' +
         `${JANITOR_MS} ms; the client ends of the listen streams in the same process.`,
     );
-    console.log(
-      `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), load ` +
-        `average ${loadavg()
-          .map((n) => n.toFixed(2))
-          .join(' ')}.`,
-    );
+    console.log(`${machineLine()}.`);
     assert(ctx.store instanceof ctx.lib.InMemoryTaskStore, 'the store is not the in-memory store');
     ctx.cycleTasks = [];
     for (let i = 0; i < CYCLE_TASKS; i++) {

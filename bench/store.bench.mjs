@@ -19,9 +19,9 @@
 // non-zero only when it cannot run at all (dist/ missing, no --expose-gc, a broken invariant).
 
 import { randomBytes } from 'node:crypto';
-import { cpus } from 'node:os';
 import { Buffer } from 'node:buffer';
 import {
+  assert,
   fmtInt,
   fullGc,
   heapUsed,
@@ -29,6 +29,9 @@ import {
   median,
   msSince,
   nowNs,
+  platformLine,
+  printTargetTable,
+  requireGc,
   verdict,
 } from './common.mjs';
 
@@ -36,10 +39,7 @@ import {
 const lib = await loadBuiltPackage();
 const { TasksService, InMemoryTaskStore, resolveTasksConfig, newTask } = lib;
 
-if (typeof globalThis.gc !== 'function') {
-  console.error('This benchmark needs the garbage collector exposed: node --expose-gc ...');
-  process.exit(1);
-}
+requireGc();
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -81,15 +81,11 @@ const CONFIG = resolveTasksConfig({ maxRows: null, defaultTtlMs: HOUR });
  * in batches), base64url, 43 characters. The baselines use it too, so the id costs both sides the
  * same and the ratio measures what the library adds.
  */
-const { newTaskId: newId } = await import('../dist/task-id.js');
+const newId = lib.newTaskId;
 /** For context only: one CSPRNG call per id, what a naive implementation pays. */
 const newIdUnpooled = () => randomBytes(32).toString('base64url');
 
 const fmtMs = (ms) => `${ms.toFixed(3)} ms`;
-
-function assert(condition, message) {
-  if (!condition) throw new Error(`Benchmark invariant broken: ${message}`);
-}
 
 // ---------------------------------------------------------------------------------------------
 // (a) create → get → complete cycles
@@ -549,9 +545,7 @@ async function benchHeap() {
 
 const totalStart = nowNs();
 console.log('nestjs-mcp-tasks store benchmark');
-console.log(
-  `node ${process.version}, ${process.platform}/${process.arch}, ${cpus().length}× ${cpus()[0]?.model ?? 'unknown CPU'}`,
-);
+console.log(platformLine());
 
 const a = await benchCycles();
 const b = await benchCleanup(); // its 1,000,000 tasks are garbage once it returns
@@ -589,13 +583,7 @@ const rows = [
     verdict(c.beyond < HEAP_TARGET_BYTES),
   ],
 ];
-const widths = [0, 1, 2].map((col) => Math.max(...rows.map((row) => row[col].length)));
-console.log('\n==================================== SUMMARY ====================================');
-for (const row of rows) {
-  console.log(
-    `${row[0].padEnd(widths[0])}  ${row[1].padEnd(widths[1])}  target ${row[2].padEnd(widths[2])}  ${row[3]}`,
-  );
-}
+printTargetTable(rows);
 console.log(`(total ${(msSince(totalStart) / 1000).toFixed(1)} s)`);
 // A report, not a test: a missed target does not fail the run.
 process.exitCode = 0;
