@@ -7,7 +7,7 @@ import {
   InvalidTaskParamsError,
   type JsonRpcErrorObject,
   show,
-  type TaskError,
+  TaskError,
   TaskNotFoundError,
   TaskTerminalError,
 } from './errors.js';
@@ -514,6 +514,18 @@ export function toStoredResult(result: unknown): StoredCallToolResult {
   return stored;
 }
 
+/**
+ * What a tool method's return value completes its task with: nothing gives no content, a string
+ * one text block, a CallToolResult (an object with a `content` array) is itself; anything else
+ * is its JSON as text and itself as `structuredContent`. `toStoredResult` then checks it.
+ */
+export function toCallToolResult(value: unknown): CallToolResult {
+  if (value === undefined || value === null) return { content: [] };
+  if (typeof value === 'string') return { content: [{ type: 'text', text: value }] };
+  if (isPlainObject(value) && Array.isArray(value.content)) return value as CallToolResult;
+  return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value };
+}
+
 /** What `fail` accepts: a JSON-RPC error object, `[code, message]`, or an Error. */
 export type TaskFailure =
   | JsonRpcErrorObject
@@ -543,7 +555,25 @@ export function toJsonRpcError(failure: TaskFailure): JsonRpcErrorObject {
   if (typeof message !== 'string') {
     throw new InvalidTaskParamsError(`A task error message must be a string, got ${show(message)}`);
   }
-  const error: JsonRpcErrorObject = { code: code as number, message };
+  return jsonRpcErrorObject(code as number, message, data);
+}
+
+/**
+ * The JSON-RPC error a thrown value carries, or `undefined`. A TaskError gives its own; any other
+ * object (an Error or not) carries one when it has an integer `code` and a string `message`
+ * (`data` kept). An Error without a code carries none: its message is not meant for the client.
+ */
+export function thrownJsonRpcError(thrown: unknown): JsonRpcErrorObject | undefined {
+  if (thrown instanceof TaskError) return thrown.toJsonRpcError();
+  if (thrown === null || typeof thrown !== 'object') return undefined;
+  const { code, message, data } = thrown as { code?: unknown; message?: unknown; data?: unknown };
+  if (!Number.isInteger(code) || typeof message !== 'string') return undefined;
+  return jsonRpcErrorObject(code as number, message, data);
+}
+
+/** `{ code, message }`, with `data` when there is some. */
+function jsonRpcErrorObject(code: number, message: string, data: unknown): JsonRpcErrorObject {
+  const error: JsonRpcErrorObject = { code, message };
   if (data !== undefined) error.data = data;
   return error;
 }

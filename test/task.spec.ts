@@ -23,7 +23,9 @@ import {
   takeInputResponsesTask,
   type TaskRecord,
   terminalSince,
+  thrownJsonRpcError,
   type TransitionResult,
+  toCallToolResult,
   toJsonRpcError,
   toStoredResult,
   toTask,
@@ -488,6 +490,90 @@ describe('task model: results and errors', () => {
     expect(toJsonRpcError(new Error('boom'))).toEqual({ code: -32603, message: 'boom' });
     expect(() => toJsonRpcError([1.5, 'x'])).toThrow(/code must be an integer, got 1.5/);
     expect(() => toJsonRpcError({ code: 1 } as never)).toThrow(/message must be a string/);
+  });
+
+  it("a tool method's return value becomes a CallToolResult", () => {
+    expect(toCallToolResult(undefined)).toEqual({ content: [] });
+    expect(toCallToolResult(null)).toEqual({ content: [] });
+    expect(toCallToolResult('Hello')).toEqual({ content: [{ type: 'text', text: 'Hello' }] });
+    expect(toCallToolResult('')).toEqual({ content: [{ type: 'text', text: '' }] });
+    const own = { content: [{ type: 'text', text: 'x' }], isError: true };
+    expect(toCallToolResult(own)).toBe(own);
+    expect(toCallToolResult({ sum: 3 })).toEqual({
+      content: [{ type: 'text', text: '{"sum":3}' }],
+      structuredContent: { sum: 3 },
+    });
+    // `content` that is not an array does not make a CallToolResult: the value is data.
+    expect(toCallToolResult({ content: 'x' })).toEqual({
+      content: [{ type: 'text', text: '{"content":"x"}' }],
+      structuredContent: { content: 'x' },
+    });
+    expect(toCallToolResult(42)).toEqual({
+      content: [{ type: 'text', text: '42' }],
+      structuredContent: 42,
+    });
+    expect(toCallToolResult([1, 2])).toEqual({
+      content: [{ type: 'text', text: '[1,2]' }],
+      structuredContent: [1, 2],
+    });
+    expect(() => toCallToolResult(10n)).toThrow(TypeError);
+    // Then stored as any result: resultType "complete", isError checked.
+    expect(toStoredResult(toCallToolResult(undefined))).toEqual({
+      content: [],
+      resultType: 'complete',
+    });
+    expect(() => toStoredResult(toCallToolResult({ content: [], isError: 1 }))).toThrow(
+      'A task result isError must be a boolean',
+    );
+  });
+
+  it('a thrown value carries a JSON-RPC error when it has an integer code and a string message', () => {
+    const coded = Object.assign(new Error('Quota'), { code: -32050, data: { left: 0 } });
+    expect(thrownJsonRpcError(coded)).toEqual({
+      code: -32050,
+      message: 'Quota',
+      data: { left: 0 },
+    });
+    expect(thrownJsonRpcError({ code: 7, message: 'plain object' })).toStrictEqual({
+      code: 7,
+      message: 'plain object',
+    });
+    expect(thrownJsonRpcError({ code: 7, message: 'm', data: undefined })).toStrictEqual({
+      code: 7,
+      message: 'm',
+    });
+    expect(thrownJsonRpcError({ code: 7, message: 'm', data: null })).toStrictEqual({
+      code: 7,
+      message: 'm',
+      data: null,
+    });
+    expect(thrownJsonRpcError(new InvalidTaskParamsError('Bad'))).toEqual({
+      code: -32602,
+      message: 'Bad',
+    });
+    expect(thrownJsonRpcError(new TaskTerminalError('completed'))).toEqual({
+      code: -32602,
+      message: 'Task is already completed',
+    });
+    const duplicate = new DuplicateInputKeyError(['a']);
+    expect(thrownJsonRpcError(duplicate)).toEqual(duplicate.toJsonRpcError());
+    // None: an Error without an integer code (its message is not for the client), a tuple, a
+    // primitive, an object missing either field.
+    for (const thrown of [
+      new Error('secret'),
+      Object.assign(new Error('x'), { code: 'E_IO' }),
+      Object.assign(new Error('x'), { code: 1.5 }),
+      [-32000, 'tuple'],
+      'boom',
+      42,
+      null,
+      undefined,
+      { code: 1 },
+      { message: 'm' },
+      { code: 1, message: 2 },
+    ]) {
+      expect(thrownJsonRpcError(thrown)).toBeUndefined();
+    }
   });
 
   it('fail: the status message defaults to the error message', () => {

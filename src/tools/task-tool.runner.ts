@@ -1,12 +1,13 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
-import { type JsonRpcErrorObject, TaskError, TaskTerminalError } from '../errors.js';
+import { TaskTerminalError } from '../errors.js';
 import {
   type CallToolResult,
   isCancellationRequested,
-  isPlainObject,
   isTerminal,
   type TaskOwner,
   type TaskRecord,
+  thrownJsonRpcError,
+  toCallToolResult,
 } from '../task.js';
 import { TASKS_CONFIG, WATCH_POLL_MS } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
@@ -17,34 +18,6 @@ import { waitForTask } from './task-watch.js';
 
 /** The message a task gets when its method throws something that is not a JSON-RPC error. */
 const GENERIC_FAILURE = 'Internal error';
-
-/** Turns what a tool method returned into a CallToolResult. */
-export function toCallToolResult(value: unknown): CallToolResult {
-  if (value === undefined || value === null) return { content: [] };
-  if (typeof value === 'string') return { content: [{ type: 'text', text: value }] };
-  if (isPlainObject(value) && Array.isArray(value.content)) return value as CallToolResult;
-  return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value };
-}
-
-/** A thrown error with an integer `code` keeps it; anything else is a generic internal error. */
-function failureOf(error: unknown): JsonRpcErrorObject | undefined {
-  if (error instanceof TaskError) return error.toJsonRpcError();
-  const candidate = error as { code?: unknown; message?: unknown; data?: unknown } | null;
-  if (
-    candidate !== null &&
-    typeof candidate === 'object' &&
-    Number.isInteger(candidate.code) &&
-    typeof candidate.message === 'string'
-  ) {
-    const failure: JsonRpcErrorObject = {
-      code: candidate.code as number,
-      message: candidate.message,
-    };
-    if (candidate.data !== undefined) failure.data = candidate.data;
-    return failure;
-  }
-  return undefined;
-}
 
 class TaskCancelled extends Error {
   constructor() {
@@ -168,7 +141,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
           if (this.shuttingDown) return;
           return await this.acknowledgeCancel(taskId);
         }
-        const failure = failureOf(error);
+        // A thrown JSON-RPC error keeps its code; anything else is a generic internal error.
+        const failure = thrownJsonRpcError(error);
         if (failure === undefined) {
           this.logger.error(
             `Task tool ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
