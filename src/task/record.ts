@@ -1,0 +1,143 @@
+/**
+ * The stored task record and the wire types, with what can be read off a record: terminal or not,
+ * whose, when it expires, how long it is kept once finished, what it still waits for.
+ */
+import type { JsonRpcErrorObject } from '../errors.js';
+
+export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+export type TerminalTaskStatus = 'completed' | 'failed' | 'cancelled';
+
+/** How `cancel` behaves: at once, or as a request the worker honours. */
+export type CancellationMode = 'immediate' | 'cooperative';
+
+/** Who a task belongs to. Compared exactly: principal and tenant both must match. */
+export interface TaskOwner {
+  readonly principal: string | null;
+  readonly tenant?: string | null;
+}
+
+/** A request the server sends the client through `inputRequests` (elicitation, sampling, roots). */
+export type InputRequest =
+  | { method: 'elicitation/create'; params: Record<string, unknown> }
+  | { method: 'sampling/createMessage'; params: Record<string, unknown> }
+  | { method: 'roots/list'; params?: Record<string, unknown> };
+
+/** The client's answer to one input request, as delivered by `tasks/update`. */
+export type InputResponse = Record<string, unknown>;
+
+/** What `tools/call` would have returned; stored on a completed task. */
+export interface CallToolResult {
+  content: unknown[];
+  structuredContent?: unknown;
+  isError?: boolean;
+  _meta?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** The stored result always carries `resultType: "complete"` (clients settle on it). */
+export type StoredCallToolResult = CallToolResult & { resultType: 'complete' };
+
+/** The stored task. Timestamps are epoch milliseconds; `version` orders writes. */
+export interface TaskRecord {
+  readonly taskId: string;
+  readonly owner: Required<TaskOwner>;
+  readonly status: TaskStatus;
+  readonly statusMessage?: string;
+  readonly createdAt: number;
+  readonly lastUpdatedAt: number;
+  /** Lifetime from creation in milliseconds; `null` keeps the task until the janitor's terminal TTL. */
+  readonly ttlMs: number | null;
+  readonly pollIntervalMs?: number;
+  /** The input requests outstanding now (present only while `input_required`). */
+  readonly inputRequests?: Readonly<Record<string, InputRequest>>;
+  /** Every input key this task has ever requested: keys are unique over a task's life. */
+  readonly usedInputKeys?: readonly string[];
+  /** Answers received through `tasks/update` and not yet taken by the worker. */
+  readonly inputResponses?: Readonly<Record<string, InputResponse>>;
+  readonly result?: StoredCallToolResult;
+  readonly error?: JsonRpcErrorObject;
+  /** Cooperative cancellation: the caller asked, the worker has not yet honoured it. */
+  readonly cancelRequested?: boolean;
+  readonly version: number;
+}
+
+/** The bare Task fields of the wire (CreateTaskResult without `resultType`). */
+export interface Task {
+  taskId: string;
+  status: TaskStatus;
+  statusMessage?: string;
+  createdAt: string;
+  lastUpdatedAt: string;
+  ttlMs: number | null;
+  pollIntervalMs?: number;
+}
+
+/** What `tasks/get` returns (without `resultType`) and what `notifications/tasks` carries. */
+export type DetailedTask =
+  | (Task & { status: 'working' | 'cancelled' })
+  | (Task & { status: 'input_required'; inputRequests: Record<string, InputRequest> })
+  | (Task & { status: 'completed'; result: StoredCallToolResult })
+  | (Task & { status: 'failed'; error: JsonRpcErrorObject });
+
+export interface NewTaskParams {
+  ttlMs: number | null;
+  pollIntervalMs?: number;
+  statusMessage?: string;
+}
+
+/** The module's TTL settings that decide a new task's TTL (see `resolveTtlMs`). */
+export interface TtlLimits {
+  readonly defaultTtlMs: number | null;
+  readonly maxTtlMs: number | null;
+}
+
+const TERMINAL: ReadonlySet<TaskStatus> = new Set(['completed', 'failed', 'cancelled']);
+
+export function isTerminal(status: TaskStatus): status is TerminalTaskStatus {
+  return TERMINAL.has(status);
+}
+
+/** Owners are equal when principal and tenant are equal; an absent tenant is `null`. */
+export function normalizeOwner(owner: TaskOwner): Required<TaskOwner> {
+  return { principal: owner.principal, tenant: owner.tenant ?? null };
+}
+
+export function isOwnedBy(record: TaskRecord, owner: TaskOwner): boolean {
+  return (
+    record.owner.principal === owner.principal && record.owner.tenant === (owner.tenant ?? null)
+  );
+}
+
+/** The instant a task with a TTL expires, or `null` when it has none. */
+export function expiresAt(record: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | null {
+  return record.ttlMs === null ? null : record.createdAt + record.ttlMs;
+}
+
+export function isExpired(record: TaskRecord, now: number): boolean {
+  const at = expiresAt(record);
+  return at !== null && at <= now;
+}
+
+/**
+ * A finished task without a TTL is kept until `terminalTtlMs` after it finished: the instant it
+ * finished (its last update, final once terminal), or `null` for a task this rule does not keep
+ * (it has a TTL, or it is still live).
+ */
+export function terminalSince(
+  record: Pick<TaskRecord, 'ttlMs' | 'status' | 'lastUpdatedAt'>,
+): number | null {
+  return record.ttlMs === null && isTerminal(record.status) ? record.lastUpdatedAt : null;
+}
+
+/** Whether every one of `keys` was answered: none of them is an outstanding input request. */
+export function isAnswered(
+  task: Pick<TaskRecord, 'inputRequests'>,
+  keys: readonly string[],
+): boolean {
+  const outstanding = task.inputRequests;
+  return outstanding === undefined || keys.every((key) => !Object.hasOwn(outstanding, key));
+}
+
+export function isCancellationRequested(task: TaskRecord): boolean {
+  return task.status === 'cancelled' || task.cancelRequested === true;
+}

@@ -1,0 +1,166 @@
+/**
+ * Validation of what callers and workers hand in. Pure: each returns the normalized value or
+ * throws the TaskError the caller gets.
+ */
+import { InvalidTaskParamsError, show, TaskNotFoundError } from '../errors.js';
+import type { InputRequest, InputResponse, NewTaskParams, TtlLimits } from './record.js';
+
+const INPUT_METHODS: ReadonlySet<string> = new Set([
+  'elicitation/create',
+  'sampling/createMessage',
+  'roots/list',
+]);
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** A task id is a string; anything else names no task, and gets the answer an unknown id gets. */
+export function validateTaskId(taskId: unknown): string {
+  if (typeof taskId !== 'string') throw new TaskNotFoundError();
+  return taskId;
+}
+
+/**
+ * The TTL of a new task: none requested gives `defaultTtlMs`; a request is a positive integer or
+ * `null` (unlimited), and `maxTtlMs` caps it (an unlimited request gets `maxTtlMs`).
+ */
+export function resolveTtlMs(requested: unknown, limits: TtlLimits): number | null {
+  const { defaultTtlMs, maxTtlMs } = limits;
+  if (requested === undefined) return defaultTtlMs;
+  if (requested !== null && !(Number.isSafeInteger(requested) && (requested as number) > 0)) {
+    throw new InvalidTaskParamsError('ttlMs must be a positive integer or null');
+  }
+  if (maxTtlMs === null) return requested as number | null;
+  return requested === null ? maxTtlMs : Math.min(requested as number, maxTtlMs);
+}
+
+/** A status message handed in with a change: a string, or absent. */
+export function validateStatusMessage(statusMessage: unknown): string | undefined {
+  if (statusMessage === undefined || typeof statusMessage === 'string') return statusMessage;
+  throw new InvalidTaskParamsError('statusMessage must be a string');
+}
+
+/** What a new task is created with, checked in this order: TTL, poll interval, status message. */
+export function validateNewTaskParams(
+  params: { ttlMs?: unknown; pollIntervalMs?: unknown; statusMessage?: unknown },
+  limits: TtlLimits,
+): NewTaskParams {
+  const ttlMs = resolveTtlMs(params.ttlMs, limits);
+  const pollIntervalMs = params.pollIntervalMs;
+  if (
+    pollIntervalMs !== undefined &&
+    !(Number.isSafeInteger(pollIntervalMs) && (pollIntervalMs as number) > 0)
+  ) {
+    throw new InvalidTaskParamsError('pollIntervalMs must be a positive integer');
+  }
+  return {
+    ttlMs,
+    pollIntervalMs: pollIntervalMs as number | undefined,
+    statusMessage: validateStatusMessage(params.statusMessage),
+  };
+}
+
+/** A progress message: a string, or `null` to clear the status message. */
+export function validateProgressMessage(message: unknown): string | null {
+  if (message !== null && typeof message !== 'string') {
+    throw new InvalidTaskParamsError('A progress message must be a string or null');
+  }
+  return message;
+}
+
+/**
+ * The answers `tasks/update` delivers: an object by input key. Each answer is checked against its
+ * request when it is taken (see `updateTask`).
+ */
+export function validateInputResponses(
+  responses: unknown,
+): Readonly<Record<string, InputResponse>> {
+  if (!isPlainObject(responses)) {
+    throw new InvalidTaskParamsError('inputResponses must be an object');
+  }
+  return responses as Record<string, InputResponse>;
+}
+
+/** Checks input requests against the shapes the client accepts; refuses an empty set. */
+export function validateInputRequests(requests: unknown): Record<string, InputRequest> {
+  if (!isPlainObject(requests)) {
+    throw new InvalidTaskParamsError(`Input requests must be an object, got ${show(requests)}`);
+  }
+  const keys = Object.keys(requests);
+  if (keys.length === 0) throw new InvalidTaskParamsError('Input requests must not be empty');
+  for (const key of keys) {
+    if (key.length === 0) throw new InvalidTaskParamsError('Input request keys must not be empty');
+    const request = requests[key];
+    const where = `Input request ${JSON.stringify(key)}`;
+    if (!isPlainObject(request) || typeof request.method !== 'string') {
+      throw new InvalidTaskParamsError(`${where} must be an object with a method`);
+    }
+    if (!INPUT_METHODS.has(request.method)) {
+      throw new InvalidTaskParamsError(
+        `${where} has method ${JSON.stringify(request.method)}; expected one of ${[...INPUT_METHODS].join(', ')}`,
+      );
+    }
+    const params = request.params;
+    if (request.method === 'roots/list') {
+      if (params !== undefined && !isPlainObject(params)) {
+        throw new InvalidTaskParamsError(`${where} params must be an object`);
+      }
+      continue;
+    }
+    if (!isPlainObject(params)) throw new InvalidTaskParamsError(`${where} needs params`);
+    if (request.method === 'elicitation/create') {
+      const url = params.mode === 'url';
+      const ok =
+        typeof params.message === 'string' &&
+        (url ? typeof params.url === 'string' : isPlainObject(params.requestedSchema)) &&
+        (params.mode === undefined || params.mode === 'form' || url);
+      if (!ok) {
+        throw new InvalidTaskParamsError(
+          `${where} needs params.message and params.requestedSchema (form) or params.url (url mode)`,
+        );
+      }
+    } else if (!Array.isArray(params.messages) || !Number.isInteger(params.maxTokens)) {
+      throw new InvalidTaskParamsError(
+        `${where} needs params.messages and integer params.maxTokens`,
+      );
+    }
+  }
+  return requests as Record<string, InputRequest>;
+}
+
+const ELICIT_ACTIONS: ReadonlySet<unknown> = new Set(['accept', 'decline', 'cancel']);
+
+/** Why `response` is not an answer to `request` (the client's result shapes), or `undefined`. */
+export function inputResponseProblem(request: InputRequest, response: unknown): string | undefined {
+  if (!isPlainObject(response)) return 'must be an object';
+  switch (request.method) {
+    case 'elicitation/create': {
+      if (!ELICIT_ACTIONS.has(response.action))
+        return 'needs action "accept", "decline" or "cancel"';
+      const content = response.content;
+      if (content === undefined) return undefined;
+      if (!isPlainObject(content)) return 'content must be an object';
+      const ok = Object.values(content).every(
+        (value) =>
+          ['string', 'number', 'boolean'].includes(typeof value) ||
+          (Array.isArray(value) && value.every((item) => typeof item === 'string')),
+      );
+      return ok ? undefined : 'content values must be strings, numbers, booleans or string arrays';
+    }
+    case 'sampling/createMessage':
+      return typeof response.model === 'string' &&
+        (response.role === 'user' || response.role === 'assistant') &&
+        response.content !== null &&
+        typeof response.content === 'object'
+        ? undefined
+        : 'needs model, role and content';
+    case 'roots/list':
+      return Array.isArray(response.roots) &&
+        response.roots.every((root) => isPlainObject(root) && typeof root.uri === 'string')
+        ? undefined
+        : 'needs roots, each with a uri';
+  }
+}

@@ -1,0 +1,208 @@
+/**
+ * The lifecycle: a new task and every transition, as pure functions. A transition returns the
+ * next record (the same object when nothing changes) or the TaskError that refuses it.
+ */
+import {
+  DuplicateInputKeyError,
+  InvalidTaskParamsError,
+  type JsonRpcErrorObject,
+  type TaskError,
+  TaskTerminalError,
+} from '../errors.js';
+import {
+  type CancellationMode,
+  type InputRequest,
+  type InputResponse,
+  isTerminal,
+  type NewTaskParams,
+  normalizeOwner,
+  type StoredCallToolResult,
+  type TaskOwner,
+  type TaskRecord,
+  type TerminalTaskStatus,
+} from './record.js';
+import { inputResponseProblem } from './rules.js';
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** A transition either yields the next record (the same object when nothing changes) or an error. */
+export type TransitionResult = TaskRecord | TaskError;
+
+export function newTask(
+  taskId: string,
+  owner: TaskOwner,
+  params: NewTaskParams,
+  now: number,
+): TaskRecord {
+  const record: Mutable<TaskRecord> = {
+    taskId,
+    owner: normalizeOwner(owner),
+    status: 'working',
+    createdAt: now,
+    lastUpdatedAt: now,
+    ttlMs: params.ttlMs,
+    version: 1,
+  };
+  if (params.pollIntervalMs !== undefined) record.pollIntervalMs = params.pollIntervalMs;
+  if (params.statusMessage !== undefined) record.statusMessage = params.statusMessage;
+  return record;
+}
+
+/**
+ * Copies `task` with `changes`, a fresh `lastUpdatedAt` and the next version. (Object.assign, not
+ * spread: on Node 20 a spread that adds keys takes a slow path, and this is the hot path.)
+ */
+function next(task: TaskRecord, changes: Partial<TaskRecord>, now: number): TaskRecord {
+  const copy: Mutable<TaskRecord> = Object.assign({}, task, changes);
+  copy.lastUpdatedAt = Math.max(now, task.lastUpdatedAt);
+  copy.version = task.version + 1;
+  return copy;
+}
+
+/** A terminal record keeps no pending input or cancellation request. */
+function settle(
+  task: TaskRecord,
+  changes: Partial<TaskRecord> & { status: TerminalTaskStatus },
+  now: number,
+): TaskRecord {
+  const { inputRequests, inputResponses, cancelRequested, ...kept } = task;
+  return next(kept as TaskRecord, changes, now);
+}
+
+function withMessage(statusMessage: string | undefined): { statusMessage?: string } {
+  return statusMessage === undefined ? {} : { statusMessage };
+}
+
+export function completeTask(
+  task: TaskRecord,
+  result: StoredCallToolResult,
+  options: { statusMessage?: string },
+  now: number,
+): TransitionResult {
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  return settle(task, { status: 'completed', result, ...withMessage(options.statusMessage) }, now);
+}
+
+export function failTask(
+  task: TaskRecord,
+  error: JsonRpcErrorObject,
+  options: { statusMessage?: string },
+  now: number,
+): TransitionResult {
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  return settle(
+    task,
+    { status: 'failed', error, statusMessage: options.statusMessage ?? error.message },
+    now,
+  );
+}
+
+/** Adds input requests; a key this task has used before is refused, naming the duplicates. */
+export function requireInputTask(
+  task: TaskRecord,
+  requests: Readonly<Record<string, InputRequest>>,
+  options: { statusMessage?: string },
+  now: number,
+): TransitionResult {
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  const keys = Object.keys(requests);
+  const used = task.usedInputKeys ?? [];
+  const duplicates = keys.filter((key) => used.includes(key));
+  if (duplicates.length > 0) return new DuplicateInputKeyError(duplicates);
+  return next(
+    task,
+    {
+      status: 'input_required',
+      inputRequests: { ...task.inputRequests, ...requests },
+      usedInputKeys: [...used, ...keys],
+      ...withMessage(options.statusMessage),
+    },
+    now,
+  );
+}
+
+/**
+ * Delivers answers. Only keys outstanding now are taken; the rest are ignored. When no key is
+ * left outstanding the task is `working` again. Anything else leaves the task as it was.
+ */
+export function updateTask(
+  task: TaskRecord,
+  responses: Readonly<Record<string, InputResponse>>,
+  now: number,
+): TransitionResult {
+  const outstanding = task.inputRequests;
+  if (task.status !== 'input_required' || outstanding === undefined) return task;
+  const accepted = Object.keys(responses).filter((key) => Object.hasOwn(outstanding, key));
+  if (accepted.length === 0) return task;
+  for (const key of accepted) {
+    const problem = inputResponseProblem(outstanding[key]!, responses[key]);
+    if (problem !== undefined) {
+      return new InvalidTaskParamsError(
+        `Invalid params: input response ${JSON.stringify(key)} ${problem}`,
+      );
+    }
+  }
+  const remaining = Object.fromEntries(
+    Object.entries(outstanding).filter(([key]) => !accepted.includes(key)),
+  );
+  const received = {
+    ...task.inputResponses,
+    ...Object.fromEntries(accepted.map((key) => [key, responses[key] as InputResponse])),
+  };
+  if (Object.keys(remaining).length > 0) {
+    return next(task, { inputRequests: remaining, inputResponses: received }, now);
+  }
+  // Back to work: the status message described the wait, so it goes with it.
+  const { inputRequests, statusMessage, ...kept } = task;
+  return next(kept as TaskRecord, { status: 'working', inputResponses: received }, now);
+}
+
+/**
+ * `immediate`: a live task becomes `cancelled` now. `cooperative`: the request is recorded and
+ * the worker decides (see `markCancelledTask`). A terminal task is left as it is.
+ */
+export function cancelTask(
+  task: TaskRecord,
+  mode: CancellationMode,
+  now: number,
+): TransitionResult {
+  if (isTerminal(task.status)) return task;
+  if (mode === 'immediate') {
+    return settle(task, { status: 'cancelled', statusMessage: 'Cancelled' }, now);
+  }
+  if (task.cancelRequested) return task;
+  return next(task, { cancelRequested: true, statusMessage: 'Cancellation requested' }, now);
+}
+
+/** The worker acknowledges cancellation (or cancels on its own). */
+export function markCancelledTask(task: TaskRecord, now: number): TransitionResult {
+  if (task.status === 'cancelled') return task;
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  return settle(task, { status: 'cancelled', statusMessage: 'Cancelled' }, now);
+}
+
+/**
+ * Sets the status message of a live task, or clears it (`null`); the same message again, or
+ * clearing a task without one, changes nothing.
+ */
+export function progressTask(
+  task: TaskRecord,
+  message: string | null,
+  now: number,
+): TransitionResult {
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  if (message === null) {
+    if (task.statusMessage === undefined) return task;
+    const { statusMessage, ...kept } = task;
+    return next(kept as TaskRecord, {}, now);
+  }
+  if (task.statusMessage === message) return task;
+  return next(task, { statusMessage: message }, now);
+}
+
+/** Removes the received answers from the record; the caller hands them to the worker. */
+export function takeInputResponsesTask(task: TaskRecord): TaskRecord {
+  if (task.inputResponses === undefined) return task;
+  const { inputResponses, ...kept } = task;
+  return { ...kept, version: task.version + 1 };
+}
