@@ -1,6 +1,14 @@
+import { ProtocolErrorCode } from '@modelcontextprotocol/server';
+
 /**
- * The one family of task errors. Every kind has its JSON-RPC code here and nowhere else,
- * so what reaches the wire is decided in one place.
+ * The library's errors, and the rules that put an error on the wire, in one place:
+ *
+ * - JSON-RPC codes: the SDK's ProtocolErrorCode, plus the two codes it has no name for
+ *   (HEADER_MISMATCH, SERVER_ERROR); no other module writes a code number;
+ * - each kind of TaskError has its code here (TASK_ERROR_CODES) and nowhere else;
+ * - the HTTP status an error is answered with, on the MCP endpoint and from a REST route, is
+ *   httpStatusOf's (only answers about the HTTP exchange itself, such as 405, 413 or 415, carry a
+ *   status of their own; mcp/json-rpc.ts writes the answers).
  */
 export type TaskErrorKind =
   | 'not_found'
@@ -11,17 +19,25 @@ export type TaskErrorKind =
   | 'conflict'
   | 'internal';
 
-export const JSONRPC_INVALID_PARAMS = -32602;
-export const JSONRPC_INTERNAL_ERROR = -32603;
+/** The standard headers disagree with the body (Streamable HTTP, 2026-07-28); HTTP 400. */
+export const HEADER_MISMATCH = -32020;
+/**
+ * JSON-RPC's implementation-defined server error, which the SDK's own HTTP answers (405) and the
+ * endpoint's answers about the HTTP exchange (403, 404, 405) carry.
+ */
+export const SERVER_ERROR = -32000;
+
+/** The message of every fault whose detail stays in the process. */
+export const INTERNAL_ERROR_MESSAGE = 'Internal error';
 
 export const TASK_ERROR_CODES: Readonly<Record<TaskErrorKind, number>> = {
-  not_found: JSONRPC_INVALID_PARAMS,
-  invalid_params: JSONRPC_INVALID_PARAMS,
-  terminal: JSONRPC_INVALID_PARAMS,
-  duplicate_input_key: JSONRPC_INVALID_PARAMS,
-  store_full: JSONRPC_INTERNAL_ERROR,
-  conflict: JSONRPC_INTERNAL_ERROR,
-  internal: JSONRPC_INTERNAL_ERROR,
+  not_found: ProtocolErrorCode.InvalidParams,
+  invalid_params: ProtocolErrorCode.InvalidParams,
+  terminal: ProtocolErrorCode.InvalidParams,
+  duplicate_input_key: ProtocolErrorCode.InvalidParams,
+  store_full: ProtocolErrorCode.InternalError,
+  conflict: ProtocolErrorCode.InternalError,
+  internal: ProtocolErrorCode.InternalError,
 };
 
 /** A JSON-RPC error object as it appears on the wire and in a failed task. */
@@ -102,10 +118,56 @@ export class TaskConflictError extends TaskError {
 
 /** A failure inside the server (store, notifier); the message is safe to send. */
 export class TaskInternalError extends TaskError {
-  constructor(message = 'Internal error', options?: { cause?: unknown }) {
+  constructor(message = INTERNAL_ERROR_MESSAGE, options?: { cause?: unknown }) {
     super('internal', message);
     if (options?.cause !== undefined) this.cause = options.cause;
   }
+}
+
+/** The HTTP status of each kind of TaskError, for REST controllers that call TasksService. */
+export const TASK_ERROR_HTTP_STATUS: Readonly<Record<TaskErrorKind, number>> = {
+  not_found: 404,
+  invalid_params: 400,
+  // The request was well formed but the task's state forbids it (finished, key used before).
+  terminal: 409,
+  duplicate_input_key: 409,
+  conflict: 409,
+  store_full: 503,
+  internal: 503,
+};
+
+/**
+ * The JSON-RPC codes of a request the MCP endpoint cannot take as it was sent: answered with
+ * HTTP 400, before any method runs.
+ */
+const REFUSED_REQUEST_CODES: ReadonlySet<number> = new Set([
+  ProtocolErrorCode.ParseError,
+  ProtocolErrorCode.InvalidRequest,
+  ProtocolErrorCode.MissingRequiredClientCapability,
+  ProtocolErrorCode.UnsupportedProtocolVersion,
+  HEADER_MISMATCH,
+]);
+
+/** Where an error is answered: on the MCP endpoint, or by an ordinary (REST) route. */
+export type ErrorSurface = 'endpoint' | 'rest';
+
+/**
+ * The HTTP status an error is answered with; the one rule, for both surfaces:
+ *
+ * - on the MCP endpoint, by JSON-RPC code: a request the endpoint cannot take as sent (parse error,
+ *   invalid request, a missing client capability, an unsupported protocol revision, headers that
+ *   disagree with the body) is 400; any other error (invalid params, every TaskError, a fault met
+ *   while serving the method) is answered in band, 200;
+ * - from a REST route, a TaskError by kind (TASK_ERROR_HTTP_STATUS): 404, 400, 409 or 503.
+ */
+export function httpStatusOf(
+  error: TaskError | JsonRpcErrorObject,
+  surface: ErrorSurface = 'endpoint',
+): number {
+  if (surface === 'rest') {
+    return error instanceof TaskError ? (TASK_ERROR_HTTP_STATUS[error.kind] ?? 500) : 500;
+  }
+  return REFUSED_REQUEST_CODES.has(error.code) ? 400 : 200;
 }
 
 /** A bad module option, raised once at startup and naming the key and the value. */

@@ -8,23 +8,14 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { STATUS_CODES } from 'node:http';
-import { TaskError, type TaskErrorKind } from '../errors.js';
+import { httpStatusOf, TaskError } from '../errors.js';
 
-/** The HTTP status of each kind of TaskError, for REST controllers that call TasksService. */
-export const TASK_ERROR_HTTP_STATUS: Readonly<Record<TaskErrorKind, number>> = {
-  not_found: 404,
-  invalid_params: 400,
-  // The request was well formed but the task's state forbids it (finished, key used before).
-  terminal: 409,
-  duplicate_input_key: 409,
-  conflict: 409,
-  store_full: 503,
-  internal: 503,
-};
+/** The table lives beside the one status rule (httpStatusOf, errors.ts); exported here as before. */
+export { TASK_ERROR_HTTP_STATUS } from '../errors.js';
 
 /** The HTTP status for a TaskError: 404, 400, 409 or 503 (see TASK_ERROR_HTTP_STATUS). */
 export function taskErrorStatus(error: TaskError): number {
-  return TASK_ERROR_HTTP_STATUS[error.kind] ?? 500;
+  return httpStatusOf(error, 'rest');
 }
 
 /** The body TaskErrorFilter answers with: Nest's usual three fields plus the JSON-RPC code. */

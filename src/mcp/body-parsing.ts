@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
+import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { sendError } from './json-rpc.js';
 import { pathOfTarget } from './request-target.js';
 
@@ -15,16 +16,25 @@ export const UNSUPPORTED_BODY = Symbol('nestjs-mcp-tasks: unsupported media type
 export const MAX_BODY_DEPTH = 64;
 
 export const PARSE_ERROR = {
-  code: -32700,
+  code: ProtocolErrorCode.ParseError,
   message: 'Parse error: the request body is not valid JSON',
 };
-export const BODY_TOO_LARGE = { code: -32600, message: 'Request body too large' };
+/** Answered with HTTP 413. */
+export const BODY_TOO_LARGE = {
+  code: ProtocolErrorCode.InvalidRequest,
+  message: 'Request body too large',
+};
+/** Answered with HTTP 415. */
+export const UNSUPPORTED_MEDIA_TYPE = {
+  code: ProtocolErrorCode.InvalidRequest,
+  message: 'Unsupported Media Type: Content-Type must be application/json',
+};
 export const TOO_DEEP = {
-  code: -32600,
+  code: ProtocolErrorCode.InvalidRequest,
   message: `Bad Request: the request body nests deeper than ${MAX_BODY_DEPTH} levels`,
 };
 export const NOT_A_MESSAGE = {
-  code: -32600,
+  code: ProtocolErrorCode.InvalidRequest,
   message: 'Bad Request: the request body is not a valid JSON-RPC message',
 };
 
@@ -51,7 +61,11 @@ interface TaggedRequest {
   headers: IncomingMessage['headers'];
   [ORIGINAL_TYPE]?: string;
 }
-/** The media type the endpoint accepts, as the SDK does: exactly `application/json`. */
+/**
+ * The media type the endpoint accepts: exactly `application/json`, with any parameters. The SDK's
+ * isJsonContentType is not used: it refuses a parameter section with a comma in it
+ * (`application/json; a=b, c`), which this accepts, so the two do not draw the same line.
+ */
 export const JSON_TYPE = /^\s*application\/json\s*(;|$)/i;
 
 interface ExpressLike {
@@ -154,9 +168,9 @@ export function installBodyParsing(
         // body-parser's strict mode refuses JSON that is not an object or array: valid JSON, but
         // not a JSON-RPC message (-32600) rather than a parse error (-32700).
         const raw = (error as { body?: unknown }).body;
-        return sendError(res, 400, null, isJson(raw) ? NOT_A_MESSAGE : PARSE_ERROR);
+        return sendError(res, null, isJson(raw) ? NOT_A_MESSAGE : PARSE_ERROR);
       }
-      if (type === 'entity.too.large') return sendError(res, 413, null, BODY_TOO_LARGE);
+      if (type === 'entity.too.large') return sendError(res, null, BODY_TOO_LARGE, 413);
       next(error);
     });
     return;

@@ -1,14 +1,27 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from '@nestjs/common';
-import { SERVER_INFO_META_KEY } from '@modelcontextprotocol/server';
-import { JSONRPC_INTERNAL_ERROR, type JsonRpcErrorObject, TaskError } from '../errors.js';
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  ProtocolErrorCode,
+  SERVER_INFO_META_KEY,
+} from '@modelcontextprotocol/server';
+import {
+  httpStatusOf,
+  INTERNAL_ERROR_MESSAGE,
+  type JsonRpcErrorObject,
+  SERVER_ERROR,
+  TaskError,
+} from '../errors.js';
+import { type TaskRecord, toTask } from '../task.js';
 import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
 
-export type RequestId = string | number | null;
+/**
+ * How the endpoint's answers are written: the JSON-RPC envelopes, the error answers (their HTTP
+ * status from httpStatusOf, errors.ts, unless the answer is about the HTTP exchange itself), and
+ * the results built in front of the SDK with the `_meta` they carry.
+ */
 
-export const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
-export const MISSING_CAPABILITY = -32021;
-export const HEADER_MISMATCH = -32020;
+export type RequestId = string | number | null;
 
 /** The id of a JSON-RPC request body, or `null` when there is none to echo. */
 export function idOf(body: unknown): RequestId {
@@ -20,7 +33,7 @@ export function idOf(body: unknown): RequestId {
 export function declaresTasks(params: unknown): boolean {
   const meta = (params as { _meta?: unknown } | null)?._meta;
   const capabilities = (meta as Record<string, unknown> | null | undefined)?.[
-    CLIENT_CAPABILITIES_KEY
+    CLIENT_CAPABILITIES_META_KEY
   ];
   const extensions = (capabilities as { extensions?: unknown } | null | undefined)?.extensions;
   const declared = (extensions as Record<string, unknown> | null | undefined)?.[TASKS_EXTENSION_ID];
@@ -30,16 +43,22 @@ export function declaresTasks(params: unknown): boolean {
 /** The -32021 error for a request that needs the tasks extension and did not declare it. */
 export function missingTasksCapability(what: string): JsonRpcErrorObject {
   return {
-    code: MISSING_CAPABILITY,
+    code: ProtocolErrorCode.MissingRequiredClientCapability,
     message: `Missing required client capability: ${what} requires the ${TASKS_EXTENSION_ID} extension`,
     data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION_ID]: {} } } },
   };
 }
 
+/** -32603 "Internal error": a fault whose detail stays in the process. */
+export const INTERNAL_ERROR: Readonly<JsonRpcErrorObject> = {
+  code: ProtocolErrorCode.InternalError,
+  message: INTERNAL_ERROR_MESSAGE,
+};
+
 /** The SDK's answer to an HTTP method it does not serve (HTTP 405), byte for byte. */
 export const METHOD_NOT_ALLOWED = {
   jsonrpc: '2.0',
-  error: { code: -32000, message: 'Method not allowed.' },
+  error: { code: SERVER_ERROR, message: 'Method not allowed.' },
   id: null,
 };
 
@@ -56,18 +75,23 @@ export function sendResult(res: ServerResponse, id: RequestId, result: unknown):
   sendJson(res, 200, { jsonrpc: '2.0', id, result });
 }
 
+/**
+ * Answers with a JSON-RPC error, with the HTTP status httpStatusOf gives its code; `status` is
+ * given only for an answer about the HTTP exchange itself (413, 415, a failing endpoint's 500, or
+ * a status the SDK's classifier decided).
+ */
 export function sendError(
   res: ServerResponse,
-  status: number,
   id: RequestId,
   error: JsonRpcErrorObject,
+  status: number = httpStatusOf(error),
 ): void {
   sendJson(res, status, { jsonrpc: '2.0', id, error });
 }
 
-/** The `_meta` every result of ours carries: the server's identity, as the SDK's own results do. */
-export function resultMeta(serverInfo: unknown): Record<string, unknown> {
-  return { [SERVER_INFO_META_KEY]: serverInfo };
+/** The endpoint itself failed before it could answer: HTTP 500, -32603 "Internal error". */
+export function sendFault(res: ServerResponse): void {
+  sendError(res, null, INTERNAL_ERROR, 500);
 }
 
 /**
@@ -81,7 +105,54 @@ export function sendFailure(
   logger: Logger,
   what: string,
 ): void {
-  if (error instanceof TaskError) return sendError(res, 200, id, error.toJsonRpcError());
+  if (error instanceof TaskError) return sendError(res, id, error.toJsonRpcError());
   logger.error(`${what} failed: ${(error as Error)?.stack ?? String(error)}`);
-  sendError(res, 200, id, { code: JSONRPC_INTERNAL_ERROR, message: 'Internal error' });
+  sendError(res, id, INTERNAL_ERROR);
+}
+
+// ----- results ------------------------------------------------------------------------------------
+
+/** The `_meta` every result of ours carries: the server's identity, as the SDK's own results do. */
+export function resultMeta(serverInfo: unknown): Record<string, unknown> {
+  return { [SERVER_INFO_META_KEY]: serverInfo };
+}
+
+/** A complete result: its fields, `resultType: 'complete'` and the result `_meta`. */
+export function completeResult(
+  meta: Record<string, unknown>,
+  fields?: object,
+): Record<string, unknown> {
+  return { ...fields, resultType: 'complete', _meta: meta };
+}
+
+/**
+ * The CreateTaskResult of a task tool's call: the task, `resultType: 'task'`, no content, and the
+ * result `_meta` when the endpoint answers itself (the SDK adds its own when it answers).
+ */
+export function createTaskResult(
+  record: TaskRecord,
+  meta?: Record<string, unknown>,
+): Record<string, unknown> {
+  const result: Record<string, unknown> = { ...toTask(record), resultType: 'task', content: [] };
+  if (meta !== undefined) result._meta = meta;
+  return result;
+}
+
+/** The tool error result of a call whose arguments fail the tool's schema, as the SDK words it. */
+export function invalidArgumentsResult(
+  tool: string,
+  detail: string,
+  meta: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    content: [
+      {
+        type: 'text',
+        text: `Input validation error: Invalid arguments for tool ${tool}: ${detail}`,
+      },
+    ],
+    isError: true,
+    resultType: 'complete',
+    _meta: meta,
+  };
 }

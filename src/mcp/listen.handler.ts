@@ -6,7 +6,7 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import {
-  SERVER_INFO_META_KEY,
+  ProtocolErrorCode,
   SUBSCRIPTION_ID_META_KEY,
   type ServerCapabilities,
   type ServerEvent,
@@ -18,7 +18,14 @@ import { TaskStore } from '../store/task-store.js';
 import { isOwnedBy, isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
 import { LISTEN_FEED, TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
-import { declaresTasks, missingTasksCapability, type RequestId, sendError } from './json-rpc.js';
+import {
+  declaresTasks,
+  missingTasksCapability,
+  completeResult,
+  type RequestId,
+  resultMeta,
+  sendError,
+} from './json-rpc.js';
 
 /** The filter a listen request asks for, and the part of it the server honours. */
 export interface ListenFilter {
@@ -100,14 +107,14 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
   private capabilities: ServerCapabilities = {};
   private unsubscribeBus: (() => void) | undefined;
   private keepAlive: NodeJS.Timeout | undefined;
-  private readonly resultMeta: Record<string, unknown>;
+  private readonly meta: Record<string, unknown>;
 
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     @Inject(TaskStore) private readonly store: TaskStore,
     @Inject(LISTEN_FEED) private readonly feed: TaskEvents,
   ) {
-    this.resultMeta = { [SERVER_INFO_META_KEY]: config.serverInfo };
+    this.meta = resultMeta(config.serverInfo);
   }
 
   /** How many streams are open. */
@@ -138,10 +145,13 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
   async open(res: ServerResponse, id: RequestId, params: unknown, owner: TaskOwner): Promise<void> {
     const requested = this.parse(params);
     if ('code' in requested) {
-      return sendError(res, requested.code === -32021 ? 400 : 200, id, requested);
+      return sendError(res, id, requested);
     }
     if (this.streams.size >= this.config.listen.maxStreams) {
-      return sendError(res, 200, id, { code: -32603, message: 'Subscription limit reached' });
+      return sendError(res, id, {
+        code: ProtocolErrorCode.InternalError,
+        message: 'Subscription limit reached',
+      });
     }
     const honored = await this.honor(requested, owner);
     // The owner check ran over the store: the client may have gone meanwhile.
@@ -182,7 +192,7 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
   private parse(params: unknown): ListenFilter | JsonRpcErrorObject {
     const notifications = isPlainObject(params) ? params.notifications : undefined;
     const invalid = (detail: string): JsonRpcErrorObject => ({
-      code: -32602,
+      code: ProtocolErrorCode.InvalidParams,
       message: `Invalid params: ${detail}`,
     });
     if (!isPlainObject(notifications)) {
@@ -308,10 +318,7 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
         JSON.stringify({
           jsonrpc: '2.0',
           id: stream.id,
-          result: {
-            resultType: 'complete',
-            _meta: { [SUBSCRIPTION_ID_META_KEY]: stream.id, ...this.resultMeta },
-          },
+          result: completeResult({ [SUBSCRIPTION_ID_META_KEY]: stream.id, ...this.meta }),
         }),
       ),
     );

@@ -23,11 +23,12 @@ import {
   OVERSIZED_BODY,
   PARSE_ERROR,
   UNPARSABLE_BODY,
+  UNSUPPORTED_MEDIA_TYPE,
 } from './body-parsing.js';
 import type { TasksConfig } from '../tasks.options.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { BodyParsingInstaller, methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
-import { declaresTasks, idOf, missingTasksCapability, sendError } from './json-rpc.js';
+import { declaresTasks, idOf, missingTasksCapability, sendError, sendFault } from './json-rpc.js';
 import { ListenHandler } from './listen.handler.js';
 import {
   type EndpointRequestInfo,
@@ -112,7 +113,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       await this.route(request, req, res);
     } catch (error) {
       this.logger.error(`Request failed: ${(error as Error)?.stack ?? String(error)}`);
-      if (!res.headersSent) sendError(res, 500, null, { code: -32603, message: 'Internal error' });
+      if (!res.headersSent) sendFault(res);
       else res.end();
     }
   }
@@ -130,16 +131,13 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
 
     const contentType = header(request, 'content-type') ?? '';
     if (!JSON_TYPE.test(contentType)) {
-      return sendError(res, 415, null, {
-        code: -32600,
-        message: 'Unsupported Media Type: Content-Type must be application/json',
-      });
+      return sendError(res, null, UNSUPPORTED_MEDIA_TYPE, 415);
     }
     const declaredLength = Number(header(request, 'content-length') ?? 0);
     const body = declaredLength > this.config.maxBodyBytes ? OVERSIZED_BODY : request.body;
-    if (body === UNPARSABLE_BODY) return sendError(res, 400, null, PARSE_ERROR);
-    if (body === TOO_DEEP_BODY) return sendError(res, 400, null, TOO_DEEP);
-    if (body === OVERSIZED_BODY) return sendError(res, 413, null, BODY_TOO_LARGE);
+    if (body === UNPARSABLE_BODY) return sendError(res, null, PARSE_ERROR);
+    if (body === TOO_DEEP_BODY) return sendError(res, null, TOO_DEEP);
+    if (body === OVERSIZED_BODY) return sendError(res, null, BODY_TOO_LARGE, 413);
     const headers: StandardHeaders = {
       protocolVersion: header(request, 'mcp-protocol-version'),
       method: header(request, 'mcp-method'),
@@ -154,11 +152,13 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     });
     if (outcome.kind === 'reject') {
       const { code, message, data } = outcome;
-      return sendError(res, outcome.httpStatus, idOf(body), {
-        code,
-        message,
-        ...(data !== undefined && { data }),
-      });
+      // The SDK's classifier decided the status.
+      return sendError(
+        res,
+        idOf(body),
+        { code, message, ...(data !== undefined && { data }) },
+        outcome.httpStatus,
+      );
     }
 
     const message = (outcome.kind === 'modern' ? outcome.message : body) as {
@@ -180,7 +180,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
           supported: [...MODERN_REVISIONS],
           requested: revision ?? 'unknown',
         });
-        return sendError(res, 400, idOf(message), { code, message: text, data });
+        return sendError(res, idOf(message), { code, message: text, data });
       }
       const mismatch = checkStandardHeaders(
         headers,
@@ -188,7 +188,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
         message.params,
         outcome.classification.revision,
       );
-      if (mismatch) return sendError(res, 400, idOf(message), mismatch);
+      if (mismatch) return sendError(res, idOf(message), mismatch);
       if (TASK_METHODS.has(method)) {
         return this.methods.handle(res, idOf(message), method, message.params, owner);
       }
@@ -203,7 +203,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       const name = (message.params as { name?: unknown } | null)?.name;
       const tool = typeof name === 'string' ? this.registry.get(name) : undefined;
       if (tool && !tasks && tool.options.whenClientLacksTasks === 'reject') {
-        return sendError(res, 400, idOf(message), missingTasksCapability(`tool ${name}`));
+        return sendError(res, idOf(message), missingTasksCapability(`tool ${name}`));
       }
       if (tool && tasks && outcome.kind === 'modern') {
         return this.toolCalls.handle(

@@ -7,11 +7,13 @@ import {
 } from '@nestjs/common';
 import {
   localhostAllowedHostnames,
+  ProtocolErrorCode,
   localhostAllowedOrigins,
   validateHostHeader,
   validateOriginHeader,
 } from '@modelcontextprotocol/server';
 import type { IncomingMessage } from 'node:http';
+import { httpStatusOf, SERVER_ERROR } from '../errors.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
 import { McpEndpoint } from './mcp-endpoint.js';
@@ -48,7 +50,7 @@ export class McpHostGuard implements CanActivate {
     const target = requestTarget(raw.url ?? '');
     if (target === undefined || !this.endpoint.isEndpointPath(target.pathname)) {
       throw new HttpException(
-        { jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Not Found' } },
+        { jsonrpc: '2.0', id: null, error: { code: SERVER_ERROR, message: 'Not Found' } },
         404,
       );
     }
@@ -60,14 +62,11 @@ export class McpHostGuard implements CanActivate {
       if (!result.ok) throw forbidden(result.message);
     }
     if (host !== undefined && !URL.canParse(`http://${host}/`)) {
-      throw new HttpException(
-        {
-          jsonrpc: '2.0',
-          id: null,
-          error: { code: -32600, message: 'Bad Request: invalid Host header' },
-        },
-        400,
-      );
+      const error = {
+        code: ProtocolErrorCode.InvalidRequest,
+        message: 'Bad Request: invalid Host header',
+      };
+      throw new HttpException({ jsonrpc: '2.0', id: null, error }, httpStatusOf(error));
     }
     const origins = this.list(this.config.allowedOrigins, loopback, localhostAllowedOrigins);
     if (origins) {
@@ -89,5 +88,8 @@ export class McpHostGuard implements CanActivate {
 }
 
 function forbidden(message: string): HttpException {
-  return new HttpException({ jsonrpc: '2.0', id: null, error: { code: -32000, message } }, 403);
+  return new HttpException(
+    { jsonrpc: '2.0', id: null, error: { code: SERVER_ERROR, message } },
+    403,
+  );
 }

@@ -5,11 +5,12 @@ import {
   type McpRequestContext,
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
-import { toTask, type TaskOwner } from '../task.js';
+import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG, TASKS_EXTENSION_ID } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
 import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
+import { createTaskResult } from './json-rpc.js';
 
 /** What the endpoint learned about a request before handing it to the SDK. */
 export interface EndpointRequestInfo {
@@ -94,7 +95,7 @@ export class McpServerFactory {
     const owner = extra?.owner ?? { principal: null, tenant: null };
     if (extra?.tasks) {
       const record = await this.runner.start(tool, input, owner);
-      return { ...toTask(record), resultType: 'task', content: [] } as unknown as CallToolResult;
+      return createTaskResult(record) as unknown as CallToolResult;
     }
     return (await this.runner.runInline(tool, input, owner)) as CallToolResult;
   }

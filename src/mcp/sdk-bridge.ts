@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
-import { sendError } from './json-rpc.js';
+import { sendFault } from './json-rpc.js';
 
 /** Headers a body-less web Request must not carry (they describe the body it does not have). */
 const BODY_HEADERS: ReadonlySet<string> = new Set([
@@ -41,7 +41,7 @@ export async function serveWithSdk(
       });
     } catch (error) {
       onerror(error instanceof Error ? error : new Error(String(error)));
-      if (!res.headersSent) sendError(res, 500, null, { code: -32603, message: 'Internal error' });
+      if (!res.headersSent) sendFault(res);
       return;
     }
     await writeResponse(response, res, abort.signal);

@@ -1,5 +1,4 @@
-import type { JsonRpcErrorObject } from '../errors.js';
-import { HEADER_MISMATCH } from './json-rpc.js';
+import { HEADER_MISMATCH, type JsonRpcErrorObject } from '../errors.js';
 
 /** The request headers the Streamable HTTP binding standardises. */
 export interface StandardHeaders {

@@ -1,13 +1,21 @@
 import type { ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { JSONRPC_INVALID_PARAMS } from '../errors.js';
-import { isPlainObject, type TaskOwner, toTask } from '../task.js';
+import { ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { isPlainObject, type TaskOwner } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
 import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { formatIssue, type ValidationIssue } from '../tools/input-schema.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
-import { type RequestId, resultMeta, sendError, sendFailure, sendResult } from './json-rpc.js';
+import {
+  createTaskResult,
+  invalidArgumentsResult,
+  type RequestId,
+  resultMeta,
+  sendError,
+  sendFailure,
+  sendResult,
+} from './json-rpc.js';
 import { EMPTY_INPUT } from './mcp-server.factory.js';
 
 /**
@@ -38,8 +46,8 @@ export class TaskToolCallHandler {
   ): Promise<void> {
     const args = params.arguments === undefined ? {} : params.arguments;
     if (!isPlainObject(args)) {
-      return sendError(res, 200, id, {
-        code: JSONRPC_INVALID_PARAMS,
+      return sendError(res, id, {
+        code: ProtocolErrorCode.InvalidParams,
         message: 'Invalid params: arguments must be an object',
       });
     }
@@ -49,8 +57,8 @@ export class TaskToolCallHandler {
       checked = await schema['~standard'].validate(args);
     } catch (error) {
       this.logger.warn(`tools/call ${tool.name}: validation failed: ${String(error)}`);
-      return sendError(res, 200, id, {
-        code: JSONRPC_INVALID_PARAMS,
+      return sendError(res, id, {
+        code: ProtocolErrorCode.InvalidParams,
         message: 'Invalid params: the arguments could not be validated',
       });
     }
@@ -58,21 +66,11 @@ export class TaskToolCallHandler {
       const detail = checked.issues
         .map((issue) => formatIssue(issue as ValidationIssue))
         .join(', ');
-      return sendResult(res, id, {
-        content: [
-          {
-            type: 'text',
-            text: `Input validation error: Invalid arguments for tool ${tool.name}: ${detail}`,
-          },
-        ],
-        isError: true,
-        resultType: 'complete',
-        _meta: this.meta,
-      });
+      return sendResult(res, id, invalidArgumentsResult(tool.name, detail, this.meta));
     }
     try {
       const record = await this.runner.start(tool, (checked as { value: unknown }).value, owner);
-      sendResult(res, id, { ...toTask(record), resultType: 'task', content: [], _meta: this.meta });
+      sendResult(res, id, createTaskResult(record, this.meta));
     } catch (error) {
       sendFailure(res, id, error, this.logger, `tools/call ${tool.name}`);
     }

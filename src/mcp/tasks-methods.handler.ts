@@ -6,6 +6,7 @@ import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
 import { TasksService } from '../tasks.service.js';
 import {
+  completeResult,
   declaresTasks,
   missingTasksCapability,
   type RequestId,
@@ -46,7 +47,7 @@ export class TasksMethodsHandler {
     params: unknown,
     owner: TaskOwner,
   ): Promise<void> {
-    if (!declaresTasks(params)) return sendError(res, 400, id, missingTasksCapability(method));
+    if (!declaresTasks(params)) return sendError(res, id, missingTasksCapability(method));
     try {
       sendResult(res, id, await this.answer(method, params as Record<string, unknown>, owner));
     } catch (error) {
@@ -65,11 +66,7 @@ export class TasksMethodsHandler {
     }
     switch (method) {
       case 'tasks/get':
-        return {
-          ...toWire(await this.tasks.get(taskId, owner)),
-          resultType: 'complete',
-          _meta: this.meta,
-        };
+        return completeResult(this.meta, toWire(await this.tasks.get(taskId, owner)));
       case 'tasks/update': {
         const responses = params.inputResponses;
         if (!isPlainObject(responses)) {
@@ -80,11 +77,11 @@ export class TasksMethodsHandler {
           owner,
           responses as Record<string, Record<string, unknown>>,
         );
-        return { resultType: 'complete', _meta: this.meta };
+        return completeResult(this.meta);
       }
       default:
         await this.tasks.cancel(taskId, owner);
-        return { resultType: 'complete', _meta: this.meta };
+        return completeResult(this.meta);
     }
   }
 }
