@@ -1,15 +1,17 @@
+/**
+ * The library's errors, and the rules that put an error on the wire:
+ *
+ * - JSON-RPC codes are the SDK's ProtocolErrorCode, plus the two it has no name for, declared
+ *   here (HEADER_MISMATCH, SERVER_ERROR);
+ * - each kind of TaskError has its code here (TASK_ERROR_CODES) and nowhere else;
+ * - the HTTP status an error object is answered with, on the MCP endpoint and from a REST route,
+ *   is httpStatusOf's; only answers about the HTTP exchange itself (405, 413, 415, the host
+ *   guard's 403 and 404, a failing endpoint's 500) carry a status of their own. The answers are
+ *   written by mcp/json-rpc.ts.
+ */
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 
-/**
- * The library's errors, and the rules that put an error on the wire, in one place:
- *
- * - JSON-RPC codes: the SDK's ProtocolErrorCode, plus the two codes it has no name for
- *   (HEADER_MISMATCH, SERVER_ERROR); no other module writes a code number;
- * - each kind of TaskError has its code here (TASK_ERROR_CODES) and nowhere else;
- * - the HTTP status an error is answered with, on the MCP endpoint and from a REST route, is
- *   httpStatusOf's (only answers about the HTTP exchange itself, such as 405, 413 or 415, carry a
- *   status of their own; mcp/json-rpc.ts writes the answers).
- */
+/** The kinds of TaskError; each has its JSON-RPC code in TASK_ERROR_CODES. */
 export type TaskErrorKind =
   | 'not_found'
   | 'invalid_params'

@@ -30,7 +30,7 @@ const id = (path: string): string => relative(ROOT, path).split('\\').join('/');
 const folderOf = (file: string): string =>
   posix.dirname(file) === '.' ? 'src' : posix.dirname(file);
 
-/** Every `from '<relative>'` of an import or export statement, and every bare `import '<relative>'`. */
+/** Every relative `from '…'` of an import or export statement, and every bare `import '…'`. */
 const SPECIFIER =
   /(?:^|[\s;}])(?:import|export)\s+(?:type\s+)?(?:[\w*{}\s,$]+?\s+from\s+)?['"](\.{1,2}\/[^'"]+)['"]/gm;
 
@@ -53,7 +53,7 @@ function importsOf(file: string): string[] {
   return [...found];
 }
 
-/** The cycles of a graph, one per strongly connected component with more than one node (or a self-loop). */
+/** The cycles of a graph: its strongly connected components of two nodes or more, and self-loops. */
 function cycles(graph: ReadonlyMap<string, ReadonlySet<string>>): string[][] {
   let index = 0;
   const order = new Map<string, number>();

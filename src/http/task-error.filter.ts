@@ -10,7 +10,7 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { STATUS_CODES } from 'node:http';
 import { httpStatusOf, TaskError } from '../errors.js';
 
-/** The table lives beside the one status rule (httpStatusOf, errors.ts); exported here as before. */
+/** The table lives beside the one status rule (httpStatusOf, errors.ts); exported here too. */
 export { TASK_ERROR_HTTP_STATUS } from '../errors.js';
 
 /** The HTTP status for a TaskError: 404, 400, 409 or 503 (see TASK_ERROR_HTTP_STATUS). */

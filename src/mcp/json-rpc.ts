@@ -110,7 +110,7 @@ export function sendFailure(
   sendError(res, id, INTERNAL_ERROR);
 }
 
-// ----- results ------------------------------------------------------------------------------------
+// ----- results ----------------------------------------------------------------------------------
 
 /** The `_meta` every result of ours carries: the server's identity, as the SDK's own results do. */
 export function resultMeta(serverInfo: unknown): Record<string, unknown> {

@@ -90,7 +90,7 @@ function stringArray(value: unknown): value is string[] {
  *    through the store port (unknown, expired and foreign ids are dropped alike, so the
  *    acknowledgement reveals nothing about other principals' tasks; see ownTaskIds);
  * 2. when a change is delivered, its record's owner is compared with the stream's again
- *    (isOwnedBy), so a change that reaches the feed for a watched id can still only go to its owner.
+ *    (isOwnedBy), so a change that reaches the feed for a watched id still goes to its owner only.
  *
  * - the first message acknowledges the honoured filter, `taskIds` narrowed as above;
  * - every change of a watched task arrives as `notifications/tasks` with the full DetailedTask;

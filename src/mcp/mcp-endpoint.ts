@@ -65,9 +65,9 @@ const MODERN_REVISIONS: readonly string[] = ['2026-07-28'];
  * era, JSON-RPC shape); the standard headers; then the route:
  * - `tasks/get|update|cancel` → the lean path (TasksMethodsHandler);
  * - `subscriptions/listen` → ListenHandler (an SSE stream);
- * - `tools/call` of a task tool: from a client with the tasks extension → TaskToolCallHandler (the task
- *   is created and answered in front of the SDK); without it → -32021 (HTTP 400), unless the
- *   tool runs inline (then the SDK serves it);
+ * - `tools/call` of a task tool: from a client with the tasks extension → TaskToolCallHandler
+ *   (the task is created and answered in front of the SDK); without it → -32021 (HTTP 400),
+ *   unless the tool runs inline (then the SDK serves it);
  * - everything else → the official SDK handler with a per-request McpServer.
  * No error leaves with a stack: faults are logged and answered -32603. The body parsing and the 405
  * answers in front of the routes are BodyParsingInstaller's.
