@@ -2,6 +2,7 @@
  * Results and failures: what a task completes or fails with, normalized for storage, and what a
  * tool method's return value or throw amounts to.
  */
+import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { InvalidTaskParamsError, type JsonRpcErrorObject, show, TaskError } from '../errors.js';
 import type { CallToolResult, StoredCallToolResult } from './record.js';
 import { isPlainObject } from './rules.js';
@@ -52,7 +53,7 @@ export function toJsonRpcError(failure: TaskFailure): JsonRpcErrorObject {
   if (Array.isArray(failure)) {
     [code, message] = failure;
   } else if (failure instanceof Error) {
-    code = Number.isInteger(failure.code) ? failure.code : -32603;
+    code = Number.isInteger(failure.code) ? failure.code : ProtocolErrorCode.InternalError;
     message = failure.message;
     data = failure.data;
   } else if (failure !== null && typeof failure === 'object') {

@@ -1,5 +1,6 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
-import { TaskTerminalError } from '../errors.js';
+import { ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { INTERNAL_ERROR_MESSAGE, TaskTerminalError } from '../errors.js';
 import {
   type CallToolResult,
   isCancellationRequested,
@@ -15,9 +16,6 @@ import { TasksService } from '../tasks.service.js';
 import { RunningTaskContext } from './task-context.js';
 import type { TaskToolDefinition } from './task-tool.registry.js';
 import { waitForTask } from './task-watch.js';
-
-/** The message a task gets when its method throws something that is not a JSON-RPC error. */
-const GENERIC_FAILURE = 'Internal error';
 
 class TaskCancelled extends Error {
   constructor() {
@@ -77,7 +75,9 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
       return result as CallToolResult;
     }
     const message =
-      end.status === 'failed' ? (end.error?.message ?? GENERIC_FAILURE) : 'The task was cancelled';
+      end.status === 'failed'
+        ? (end.error?.message ?? INTERNAL_ERROR_MESSAGE)
+        : 'The task was cancelled';
     return { content: [{ type: 'text', text: message }], isError: true };
   }
 
@@ -93,7 +93,10 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
       running.map(async ([taskId, call]) => {
         if (!leave) {
           await this.tasks
-            .fail(taskId, [-32603, 'The server shut down before the task finished'])
+            .fail(taskId, [
+              ProtocolErrorCode.InternalError,
+              'The server shut down before the task finished',
+            ])
             .catch(() => undefined);
         }
         call.controller.abort(new Error('The server is shutting down'));
@@ -148,7 +151,12 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
             `Task tool ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
           );
         }
-        await this.settle(this.tasks.fail(taskId, failure ?? [-32603, GENERIC_FAILURE]));
+        await this.settle(
+          this.tasks.fail(
+            taskId,
+            failure ?? [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE],
+          ),
+        );
       }
     })()
       .catch((error: unknown) => {
