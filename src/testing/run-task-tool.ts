@@ -279,7 +279,7 @@ function withOverrides(tool: TaskToolDefinition, options: RunTaskToolOptions): T
 }
 
 // ---------------------------------------------------------------------------------------------
-// Input validation, as the endpoint does it (src/mcp/task-tool-calls.ts)
+// Input validation, as the endpoint does it (src/mcp/task-tool-call.handler.ts)
 // ---------------------------------------------------------------------------------------------
 
 async function validated(tool: TaskToolDefinition, input: unknown): Promise<unknown> {
