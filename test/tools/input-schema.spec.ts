@@ -42,8 +42,8 @@ import {
   type ValidatorConstraintInterface,
 } from 'class-validator';
 import { z } from 'zod';
-import { show, TasksConfigError } from '../src/errors.js';
-import { isStandardSchema, toToolInputSchema } from '../src/tools/input-schema.js';
+import { show, TasksConfigError } from '../../src/errors.js';
+import { isStandardSchema, toToolInputSchema } from '../../src/tools/input-schema.js';
 
 enum Color {
   Red = 'red',

@@ -4,9 +4,9 @@
  */
 import { IsBoolean, IsOptional } from 'class-validator';
 import { z } from 'zod';
-import { TaskTool, type InputRequest, type TaskContext } from '../src/index.js';
-import { runTaskTool, TaskToolInputError, type TaskToolRun } from '../src/testing/index.js';
-import { accept, elicit } from './helpers.js';
+import { TaskTool, type InputRequest, type TaskContext } from '../../src/index.js';
+import { runTaskTool, TaskToolInputError, type TaskToolRun } from '../../src/testing/index.js';
+import { accept, elicit } from '../helpers.js';
 
 const askName = (message = 'What is your name?'): InputRequest => elicit(message);
 const text = (run: { result?: { content: unknown[] } }): unknown =>

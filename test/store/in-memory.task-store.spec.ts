@@ -1,6 +1,6 @@
-import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
-import { newTask } from '../src/task.js';
-import { taskStoreContract } from '../src/testing/index.js';
+import { InMemoryTaskStore } from '../../src/store/in-memory.task-store.js';
+import { newTask } from '../../src/task.js';
+import { taskStoreContract } from '../../src/testing/index.js';
 
 describe('TaskStore contract: InMemoryTaskStore', () => {
   for (const rule of taskStoreContract(() => new InMemoryTaskStore())) it(rule.name, rule.run);

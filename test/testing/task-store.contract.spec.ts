@@ -14,12 +14,12 @@ import {
   type TaskStore,
   type TaskStoreCleanupOptions,
   type TaskStoreCreateOptions,
-} from '../src/index.js';
+} from '../../src/index.js';
 import {
   taskStoreContract,
   taskStoreContractRules,
   type TaskStoreContractCase,
-} from '../src/testing/index.js';
+} from '../../src/testing/index.js';
 
 const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 

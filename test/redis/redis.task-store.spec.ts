@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
-import { RedisTaskStore } from '../src/redis/redis.task-store.js';
-import { completeTask, newTask, toStoredResult } from '../src/task.js';
-import { startTestRedis, type TestRedis } from './redis-server.js';
-import { taskStoreContract } from '../src/testing/index.js';
+import { RedisTaskStore } from '../../src/redis/redis.task-store.js';
+import { completeTask, newTask, toStoredResult } from '../../src/task.js';
+import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { taskStoreContract } from '../../src/testing/index.js';
 
 let redis: TestRedis;
 let prefixes = 0;

@@ -29,10 +29,10 @@ import {
   TasksModule,
   TasksService,
   taskErrorStatus,
-} from '../src/index.js';
-import { ADAPTERS, type AdapterName } from './e2e/app.js';
-import { mcpRequest, post } from './e2e/raw.js';
-import { elicit } from './helpers.js';
+} from '../../src/index.js';
+import { ADAPTERS, type AdapterName } from '../e2e/app.js';
+import { mcpRequest, post } from '../e2e/raw.js';
+import { elicit } from '../helpers.js';
 
 const alice = { principal: 'alice' };
 

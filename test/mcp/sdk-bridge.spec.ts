@@ -1,7 +1,7 @@
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
-import { serveWithSdk } from '../src/mcp/sdk-bridge.js';
+import { serveWithSdk } from '../../src/mcp/sdk-bridge.js';
 
 /**
  * The bridge from a Node request to the SDK's web-standard handler, over real HTTP on loopback.
