@@ -11,7 +11,7 @@ export type {
   TasksListenOptions,
   TasksModuleExtras,
   TasksModuleOptions,
-} from './tasks.options.js';
+} from './interfaces/tasks-module-options.interface.js';
 export { TASKS_EXTENSION_ID } from './tasks.constants.js';
 export {
   DuplicateInputKeyError,

@@ -6,7 +6,7 @@ import { TaskNotifier } from './notify/task-notifier.js';
 import { TaskStore } from './store/task-store.js';
 import { TASKS_CONFIG } from './tasks.constants.js';
 import { neverRegistered, notGlobal, registeredTwice } from './tasks.messages.js';
-import type { TasksConfig } from './tasks.options.js';
+import type { TasksConfig } from './interfaces/tasks-module-options.interface.js';
 import { TasksService } from './tasks.service.js';
 
 /**

@@ -32,7 +32,7 @@ import {
 } from './task.js';
 import { newTaskId } from './task-id.js';
 import { MAX_TRANSITION_ATTEMPTS, TASKS_CONFIG } from './tasks.constants.js';
-import type { TasksConfig } from './tasks.options.js';
+import type { TasksConfig } from './interfaces/tasks-module-options.interface.js';
 
 export interface CreateTaskParams {
   /** Lifetime in ms; `null` = unlimited. Default: the module's `defaultTtlMs`; capped by `maxTtlMs`. */

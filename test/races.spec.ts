@@ -1,7 +1,8 @@
 import { TaskError, TaskTerminalError } from '../src/errors.js';
 import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
 import { isTerminal, type TaskOwner } from '../src/task.js';
-import { resolveTasksConfig, type TasksModuleOptions } from '../src/tasks.options.js';
+import type { TasksModuleOptions } from '../src/interfaces/tasks-module-options.interface.js';
+import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
 import { accept, elicit, RecordingNotifier } from './helpers.js';
 

@@ -11,11 +11,11 @@ import { TaskStore } from '../src/store/task-store.js';
 import type { TaskRecord } from '../src/task.js';
 import { JANITOR_INTERVAL_NAME, TASKS_CONFIG } from '../src/tasks.constants.js';
 import { TasksModule } from '../src/tasks.module.js';
-import {
-  resolveTasksConfig,
-  type TasksConfig,
-  type TasksModuleOptions,
-} from '../src/tasks.options.js';
+import type {
+  TasksConfig,
+  TasksModuleOptions,
+} from '../src/interfaces/tasks-module-options.interface.js';
+import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksJanitor } from '../src/janitor/tasks.janitor.js';
 import { TasksService } from '../src/tasks.service.js';
 import { RecordingNotifier } from './helpers.js';

@@ -10,7 +10,7 @@ import {
 import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
 import type { TaskStore } from '../src/store/task-store.js';
 import type { TaskOwner } from '../src/task.js';
-import { resolveTasksConfig } from '../src/tasks.options.js';
+import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
 import { RunningTaskContext } from '../src/tools/task-context.js';
 import { accept, elicit, serviceWith, sleep } from './helpers.js';

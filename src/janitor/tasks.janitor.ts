@@ -9,7 +9,7 @@ import {
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { TaskStore } from '../store/task-store.js';
 import { JANITOR_INTERVAL_NAME, TASKS_CONFIG } from '../tasks.constants.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 
 /**
  * Removes expired tasks on an interval. The interval lives in the app's SchedulerRegistry when the

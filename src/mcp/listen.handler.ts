@@ -17,7 +17,7 @@ import type { TaskEvents } from '../notify/task-events.js';
 import { TaskStore } from '../store/task-store.js';
 import { isOwnedBy, isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
 import { LISTEN_FEED, TASKS_CONFIG } from '../tasks.constants.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import {
   declaresTasks,
   missingTasksCapability,

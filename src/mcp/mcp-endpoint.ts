@@ -25,7 +25,7 @@ import {
   UNPARSABLE_BODY,
   UNSUPPORTED_MEDIA_TYPE,
 } from './body-parsing.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { BodyParsingInstaller, methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
 import { declaresTasks, idOf, missingTasksCapability, sendError, sendFault } from './json-rpc.js';

@@ -7,7 +7,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG, TASKS_EXTENSION_ID } from '../tasks.constants.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { createTaskResult } from './json-rpc.js';

@@ -2,7 +2,7 @@ import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { TaskEvents } from '../notify/task-events.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
-import type { PartProvider } from '../tasks.options.js';
+import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
 import type { TaskRecord } from '../task.js';
 import { LISTEN_FEED } from '../tasks.constants.js';
 import {

@@ -1,0 +1,132 @@
+import type { CanActivate, InjectionToken, Type } from '@nestjs/common';
+import type { McpServer } from '@modelcontextprotocol/server';
+import type { TaskNotifier } from '../notify/task-notifier.js';
+import type { PrincipalResolver } from '../principal.js';
+import type { TaskStore } from '../store/task-store.js';
+import type { CancellationMode } from '../task.js';
+
+/*
+ * The shapes of TasksModule's configuration: the options (`forRoot` / the `forRootAsync` factory),
+ * the registration extras, and TasksConfig, what tasks.config.ts resolves the options into.
+ */
+
+export interface TasksJanitorOptions {
+  /** How often expired tasks are removed. Default 30 s. */
+  intervalMs?: number;
+  /** How long a finished task without a TTL is kept. Default 1 h. */
+  terminalTtlMs?: number;
+}
+
+/** The options of `TasksModule.forRoot(...)`, or what the `forRootAsync` factory returns. */
+export interface TasksModuleOptions {
+  /** `'immediate'` (default): cancel ends a live task at once. `'cooperative'`: the worker decides. */
+  cancellation?: CancellationMode;
+  /**
+   * TTL of a task whose creator names none. Default 1 h, or `maxTtlMs` when that is smaller;
+   * `null` = unlimited (with `maxTtlMs` set: `maxTtlMs`, as for any unlimited request).
+   */
+  defaultTtlMs?: number | null;
+  /**
+   * Upper bound for any TTL: a longer or unlimited request gets `maxTtlMs`, and so does the default
+   * TTL. Default `null`: none. An explicit `defaultTtlMs` above it fails the boot.
+   */
+  maxTtlMs?: number | null;
+  /** How many tasks the store may hold. Default 10,000; `null` = unlimited. */
+  maxRows?: number | null;
+  /** The janitor that removes expired tasks; `false` turns it off. */
+  janitor?: TasksJanitorOptions | false;
+  /** Name and version the MCP server reports. Default: this package's. */
+  serverInfo?: { name: string; version: string; title?: string };
+  /** Who makes a request. Default: `request.user.sub` or `.id` (passport style), else anonymous. */
+  principal?: PrincipalResolver;
+  /** The request's tenant, when tasks are also separated by tenant. Default: none. */
+  tenant?: PrincipalResolver;
+  /** Adds the app's own plain tools, resources and prompts to the server (called per request). */
+  configure?: (server: McpServer) => void;
+  /**
+   * Host names the endpoint answers to (DNS rebinding protection). Default: on a loopback
+   * connection only `localhost`, `127.0.0.1` and `[::1]`; elsewhere any. `false`: never checked.
+   */
+  allowedHosts?: string[] | false;
+  /** Origins (host names) a browser may call from. Default as for `allowedHosts`. */
+  allowedOrigins?: string[] | false;
+  /**
+   * The largest request body the endpoint accepts, in bytes (-32600, HTTP 413 beyond). Default
+   * 1 MiB. The endpoint reads its own bodies, so the app's body parser limit does not apply.
+   */
+  maxBodyBytes?: number;
+  /** Listen streams (`subscriptions/listen`). */
+  listen?: TasksListenOptions;
+  /**
+   * What happens, at shutdown, to tool calls still running in this process. `'fail'` (default):
+   * each task fails with -32603 "The server shut down before the task finished", so no task stays
+   * `working` unnoticed. `'leave'`: tasks stay as they are, for a shared store where another
+   * instance or a worker takes them over.
+   */
+  runningTasksOnShutdown?: 'fail' | 'leave';
+}
+
+export interface TasksListenOptions {
+  /** Interval of SSE keepalive comments; `0` turns them off. Default 15 s. */
+  keepAliveMs?: number;
+  /** Open streams per process; a listen beyond it gets a JSON-RPC error. Default 1,024. */
+  maxStreams?: number;
+  /** Task ids per filter; more is -32602. Default 256. */
+  maxTaskIds?: number;
+}
+
+/**
+ * How a swappable part is provided: an instance, a class built through DI, or a Nest provider
+ * recipe without `provide` (`useExisting` a provider the app builds, `useFactory` with `inject`).
+ */
+export type PartProvider<T> =
+  | T
+  | Type<T>
+  | { useClass: Type<T> }
+  | { useValue: T }
+  | { useExisting: InjectionToken }
+  | {
+      useFactory: (...args: never[]) => T | Promise<T>;
+      inject?: InjectionToken[];
+    };
+
+/** Set at registration (static, also for `forRootAsync`), since they decide the module's providers. */
+export interface TasksModuleExtras {
+  /**
+   * Register the module globally, so feature modules inject TasksService and the TaskStore token
+   * without importing anything (or import bare `TasksModule`). Default `true`; with `false` only
+   * the module that imports the registration sees its providers.
+   */
+  isGlobal?: boolean;
+  /** The TaskStore. Default: a fresh InMemoryTaskStore. */
+  store?: PartProvider<TaskStore>;
+  /** The TaskNotifier. Default: one that tells no one; `null` turns notifications off. */
+  notifier?: PartProvider<TaskNotifier> | null;
+  /** Where the MCP endpoint is served. Default `'mcp'` (POST /mcp); `false`: no endpoint. */
+  path?: string | false;
+  /**
+   * The app's guards, run in order before every request to the endpoint (e.g. an auth guard),
+   * after the app's global guards. A class is taken from the app when it is a provider anywhere
+   * in it, else built at startup with the app's global providers and this registration's
+   * `imports` (forRootAsync) in reach; an instance is used as it is.
+   */
+  guards?: (Type<CanActivate> | CanActivate)[];
+}
+
+/** The options after validation, with every default filled in. */
+export interface TasksConfig {
+  readonly cancellation: CancellationMode;
+  readonly defaultTtlMs: number | null;
+  readonly maxTtlMs: number | null;
+  readonly maxRows: number | null;
+  readonly janitor: Readonly<Required<TasksJanitorOptions>> | false;
+  readonly serverInfo: Readonly<{ name: string; version: string; title?: string }>;
+  readonly principal: PrincipalResolver;
+  readonly tenant: PrincipalResolver | undefined;
+  readonly configure: ((server: McpServer) => void) | undefined;
+  readonly allowedHosts: readonly string[] | false | undefined;
+  readonly allowedOrigins: readonly string[] | false | undefined;
+  readonly maxBodyBytes: number;
+  readonly listen: Readonly<Required<TasksListenOptions>>;
+  readonly runningTasksOnShutdown: 'fail' | 'leave';
+}

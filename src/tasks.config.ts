@@ -1,0 +1,277 @@
+import { defaultPrincipal, type PrincipalResolver } from './principal.js';
+import type { McpServer } from '@modelcontextprotocol/server';
+import {
+  DEFAULT_JANITOR_INTERVAL_MS,
+  DEFAULT_MCP_PATH,
+  DEFAULT_KEEPALIVE_MS,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_TASK_IDS,
+  DEFAULT_MAX_ROWS,
+  DEFAULT_TERMINAL_TTL_MS,
+  DEFAULT_TTL_MS,
+} from './tasks.constants.js';
+import { show, TasksConfigError } from './errors.js';
+import { isTaskNotifier } from './notify/task-notifier.js';
+import { missingStoreMethods } from './store/task-store.js';
+import type {
+  TasksConfig,
+  TasksListenOptions,
+  TasksModuleExtras,
+  TasksModuleOptions,
+} from './interfaces/tasks-module-options.interface.js';
+
+/*
+ * Every check of TasksModule's configuration, each run once at startup: the options resolved into
+ * TasksConfig, and the registration extras (path, guards, and the store and notifier parts).
+ */
+
+const OPTION_KEYS: ReadonlySet<string> = new Set([
+  'cancellation',
+  'defaultTtlMs',
+  'maxTtlMs',
+  'maxRows',
+  'janitor',
+  'serverInfo',
+  'principal',
+  'tenant',
+  'configure',
+  'allowedHosts',
+  'allowedOrigins',
+  'maxBodyBytes',
+  'listen',
+  'runningTasksOnShutdown',
+]);
+const LISTEN_KEYS: ReadonlySet<string> = new Set(['keepAliveMs', 'maxStreams', 'maxTaskIds']);
+const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
+
+const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
+  new TasksConfigError(`${key} must be ${expectation}, got ${show(value)}`);
+
+const isPositiveInteger = (value: unknown): value is number =>
+  typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+
+function positiveInteger(key: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!isPositiveInteger(value)) throw mustBe(key, 'a positive integer', value);
+  return value;
+}
+
+function positiveIntegerOrNull<F extends number | null | undefined>(
+  key: string,
+  value: unknown,
+  fallback: F,
+): number | null | F {
+  if (value === undefined) return fallback;
+  if (value !== null && !isPositiveInteger(value)) {
+    throw mustBe(key, 'a positive integer or null', value);
+  }
+  return value;
+}
+
+function refuseUnknownKeys(where: string, value: object, known: ReadonlySet<string>): void {
+  for (const key of Object.keys(value)) {
+    if (!known.has(key)) {
+      throw new TasksConfigError(
+        `${where}${key} is not an option; expected one of ${[...known].join(', ')}`,
+      );
+    }
+  }
+}
+
+/** Validates module options once, at startup, and merges the defaults. */
+export function resolveTasksConfig(options: TasksModuleOptions | undefined): TasksConfig {
+  const raw: Record<string, unknown> = (options ?? {}) as Record<string, unknown>;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw mustBe('TasksModule options', 'an object', raw);
+  }
+  refuseUnknownKeys('', raw, OPTION_KEYS);
+
+  const cancellation = raw.cancellation ?? 'immediate';
+  if (cancellation !== 'immediate' && cancellation !== 'cooperative') {
+    throw mustBe('cancellation', '"immediate" or "cooperative"', cancellation);
+  }
+  const maxTtlMs = positiveIntegerOrNull('maxTtlMs', raw.maxTtlMs, null);
+  const defaultTtlMs = ttlDefault(
+    positiveIntegerOrNull('defaultTtlMs', raw.defaultTtlMs, undefined),
+    maxTtlMs,
+  );
+  const maxRows = positiveIntegerOrNull('maxRows', raw.maxRows, DEFAULT_MAX_ROWS);
+
+  let janitor: TasksConfig['janitor'] = false;
+  if (raw.janitor !== false) {
+    const given = raw.janitor ?? {};
+    if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+      throw mustBe('janitor', 'an object or false', given);
+    }
+    refuseUnknownKeys('janitor.', given, JANITOR_KEYS);
+    const { intervalMs, terminalTtlMs } = given as Record<string, unknown>;
+    janitor = Object.freeze({
+      intervalMs: positiveInteger('janitor.intervalMs', intervalMs, DEFAULT_JANITOR_INTERVAL_MS),
+      terminalTtlMs: positiveInteger(
+        'janitor.terminalTtlMs',
+        terminalTtlMs,
+        DEFAULT_TERMINAL_TTL_MS,
+      ),
+    });
+  }
+
+  const serverInfo = raw.serverInfo ?? DEFAULT_SERVER_INFO;
+  if (
+    !isObject(serverInfo) ||
+    typeof serverInfo.name !== 'string' ||
+    typeof serverInfo.version !== 'string'
+  ) {
+    throw mustBe('serverInfo', 'an object with string name and version', serverInfo);
+  }
+  const principal = optionalFunction('principal', raw.principal) ?? defaultPrincipal;
+  const tenant = optionalFunction('tenant', raw.tenant);
+  const configure = optionalFunction('configure', raw.configure);
+  const allowedHosts = hostList('allowedHosts', raw.allowedHosts);
+  const allowedOrigins = hostList('allowedOrigins', raw.allowedOrigins);
+
+  return Object.freeze({
+    cancellation,
+    defaultTtlMs,
+    maxTtlMs,
+    maxRows,
+    janitor,
+    serverInfo: Object.freeze({ ...(serverInfo as { name: string; version: string }) }),
+    principal: principal as PrincipalResolver,
+    tenant: tenant as PrincipalResolver | undefined,
+    configure: configure as ((server: McpServer) => void) | undefined,
+    allowedHosts,
+    allowedOrigins,
+    maxBodyBytes: positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
+    listen: listenOptions(raw.listen),
+    runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
+  });
+}
+
+/**
+ * The default TTL under the cap. Only the user's own values can contradict: an explicit
+ * `defaultTtlMs` above `maxTtlMs` is refused; the built-in hour is lowered to the cap, and an
+ * unlimited default (`null`) is capped like any unlimited request.
+ */
+function ttlDefault(given: number | null | undefined, maxTtlMs: number | null): number | null {
+  if (maxTtlMs === null) return given === undefined ? DEFAULT_TTL_MS : given;
+  if (given === undefined) return Math.min(DEFAULT_TTL_MS, maxTtlMs);
+  if (given === null) return maxTtlMs;
+  if (given > maxTtlMs) throw mustBe('defaultTtlMs', `at most maxTtlMs (${maxTtlMs})`, given);
+  return given;
+}
+
+function onShutdown(value: unknown): 'fail' | 'leave' {
+  if (value === undefined) return 'fail';
+  if (value !== 'fail' && value !== 'leave') {
+    throw mustBe('runningTasksOnShutdown', '"fail" or "leave"', value);
+  }
+  return value;
+}
+
+function listenOptions(value: unknown): Readonly<Required<TasksListenOptions>> {
+  const given = value ?? {};
+  if (!isObject(given)) throw mustBe('listen', 'an object', given);
+  refuseUnknownKeys('listen.', given, LISTEN_KEYS);
+  const keepAliveMs = given.keepAliveMs ?? DEFAULT_KEEPALIVE_MS;
+  if (keepAliveMs !== 0 && !isPositiveInteger(keepAliveMs)) {
+    throw mustBe('listen.keepAliveMs', 'a positive integer or 0', keepAliveMs);
+  }
+  return Object.freeze({
+    keepAliveMs: keepAliveMs as number,
+    maxStreams: positiveInteger('listen.maxStreams', given.maxStreams, DEFAULT_MAX_STREAMS),
+    maxTaskIds: positiveInteger('listen.maxTaskIds', given.maxTaskIds, DEFAULT_MAX_TASK_IDS),
+  });
+}
+
+const DEFAULT_SERVER_INFO = { name: 'nestjs-mcp-tasks', version: '0.1.0' };
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function optionalFunction(
+  key: string,
+  value: unknown,
+): ((...args: never[]) => unknown) | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') throw mustBe(key, 'a function', value);
+  return value as (...args: never[]) => unknown;
+}
+
+function hostList(key: string, value: unknown): readonly string[] | false | undefined {
+  if (value === undefined || value === false) return value;
+  if (
+    !Array.isArray(value) ||
+    !value.every((host) => typeof host === 'string' && host.length > 0)
+  ) {
+    throw mustBe(key, 'an array of host names or false', value);
+  }
+  return Object.freeze([...value]);
+}
+
+/** The `path` extra: where the endpoint is served, or `false` for none. */
+export function checkPath(path: unknown): string | false {
+  if (path === undefined) return DEFAULT_MCP_PATH;
+  if (path === false) return false;
+  if (typeof path !== 'string' || !/^\/?[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path)) {
+    throw mustBe('path', 'a URL path or false', path);
+  }
+  return path;
+}
+
+/** The `guards` extra: guard classes or instances (anything with a `canActivate` method). */
+export function checkGuards(
+  guards: TasksModuleExtras['guards'],
+): NonNullable<TasksModuleExtras['guards']> {
+  if (guards === undefined) return [];
+  if (
+    !Array.isArray(guards) ||
+    !guards.every(
+      (guard) =>
+        typeof guard === 'function' ||
+        (guard !== null && typeof guard === 'object' && typeof guard.canActivate === 'function'),
+    )
+  ) {
+    throw new TasksConfigError(
+      `guards must be an array of guard classes or instances, got ${show(guards)}`,
+    );
+  }
+  return guards;
+}
+
+const RECIPE_KEYS = ['useClass', 'useValue', 'useExisting', 'useFactory'] as const;
+
+/**
+ * Whether a `store` / `notifier` extra that is not a class is a Nest provider recipe (else it is
+ * an instance). A part naming two recipes is refused.
+ */
+export function isPartRecipe(key: string, part: unknown): boolean {
+  const recipe =
+    part !== null && typeof part === 'object' ? RECIPE_KEYS.filter((name) => name in part) : [];
+  if (recipe.length > 1) {
+    throw new TasksConfigError(`${key} names ${recipe.join(' and ')}; give one of them`);
+  }
+  return recipe.length === 1;
+}
+
+/** The check of a built `store` / `notifier` part: `problemWith` says what is wrong, or null. */
+export function checkPart<T>(
+  key: string,
+  value: unknown,
+  problemWith: (value: unknown) => string | null,
+): T {
+  const problem = problemWith(value);
+  if (problem !== null) throw new TasksConfigError(`${key} ${problem}, got ${show(value)}`);
+  return value as T;
+}
+
+/** What keeps a value from being the `store` part, or null. */
+export function storeProblem(value: unknown): string | null {
+  const missing = missingStoreMethods(value);
+  return missing.length === 0 ? null : `must implement TaskStore (missing ${missing.join(', ')})`;
+}
+
+/** What keeps a value from being the `notifier` part, or null. */
+export function notifierProblem(value: unknown): string | null {
+  return isTaskNotifier(value) ? null : 'must implement TaskNotifier (a notify method)';
+}

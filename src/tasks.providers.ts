@@ -1,0 +1,114 @@
+import type { InjectionToken, Provider, Type } from '@nestjs/common';
+import type {
+  PartProvider,
+  TasksModuleExtras,
+  TasksModuleOptions,
+} from './interfaces/tasks-module-options.interface.js';
+import { TasksJanitor } from './janitor/tasks.janitor.js';
+import { BodyParsingInstaller } from './mcp/body-parsing.installer.js';
+import { ListenHandler } from './mcp/listen.handler.js';
+import { MCP_GUARDS } from './mcp/mcp-app.guard.js';
+import { McpEndpoint } from './mcp/mcp-endpoint.js';
+import { McpHostGuard } from './mcp/mcp-host.guard.js';
+import { McpServerFactory } from './mcp/mcp-server.factory.js';
+import { TaskToolCallHandler } from './mcp/task-tool-call.handler.js';
+import { TasksMethodsHandler } from './mcp/tasks-methods.handler.js';
+import { ListenNotifier } from './notify/listen.notifier.js';
+import { TaskEvents } from './notify/task-events.js';
+import { TaskNotifier } from './notify/task-notifier.js';
+import { InMemoryTaskStore } from './store/in-memory.task-store.js';
+import { TaskStore } from './store/task-store.js';
+import {
+  checkGuards,
+  checkPart,
+  isPartRecipe,
+  notifierProblem,
+  resolveTasksConfig,
+  storeProblem,
+} from './tasks.config.js';
+import { LISTEN_FEED, MCP_PATH, TASKS_CONFIG } from './tasks.constants.js';
+import { TasksService } from './tasks.service.js';
+import { TaskToolExplorer } from './tools/task-tool.explorer.js';
+import { TaskToolRegistry } from './tools/task-tool.registry.js';
+import { TaskToolRunner } from './tools/task-tool.runner.js';
+
+/**
+ * The providers of one registration, after the module options (under `optionsToken`, resolved
+ * into TASKS_CONFIG) and TasksRegistration: the core every registration has, the store and the
+ * notifier its extras name, and the endpoint's path and guards.
+ */
+export function registrationProviders(
+  optionsToken: InjectionToken,
+  extras: TasksModuleExtras,
+  path: string | false,
+): Provider[] {
+  return [
+    ...coreProviders(optionsToken),
+    ...storeProviders(extras.store),
+    ...notifierProviders(extras.notifier),
+    { provide: MCP_PATH, useValue: path },
+    { provide: MCP_GUARDS, useValue: checkGuards(extras.guards) },
+  ];
+}
+
+/**
+ * Turns a `store` / `notifier` extra into Nest providers for `token`: an instance becomes
+ * `useValue`, a class `useClass` (built through DI), a recipe passes through. The part is provided
+ * under a private token first and checked once, at startup, on its way to the public one.
+ */
+export function partProviders<T>(
+  key: string,
+  token: symbol,
+  part: PartProvider<T>,
+  problemWith: (value: unknown) => string | null,
+): Provider[] {
+  const given = Symbol(`${key} as given`);
+  let source: Provider;
+  if (typeof part === 'function') {
+    source = { provide: given, useClass: part as Type<T> };
+  } else {
+    source = isPartRecipe(key, part)
+      ? ({ ...(part as object), provide: given } as Provider)
+      : { provide: given, useValue: part };
+  }
+  const checked = (value: unknown): T => checkPart<T>(key, value, problemWith);
+  return [source, { provide: token, useFactory: checked, inject: [given] }];
+}
+
+/** What every registration provides, whatever its extras. */
+function coreProviders(optionsToken: InjectionToken): Provider[] {
+  return [
+    TaskEvents,
+    { provide: LISTEN_FEED, useFactory: () => new TaskEvents() },
+    ListenHandler,
+    TaskToolRegistry,
+    TaskToolExplorer,
+    TaskToolRunner,
+    McpServerFactory,
+    TasksMethodsHandler,
+    TaskToolCallHandler,
+    McpEndpoint,
+    McpHostGuard,
+    BodyParsingInstaller,
+    {
+      provide: TASKS_CONFIG,
+      useFactory: (options: TasksModuleOptions) => resolveTasksConfig(options),
+      inject: [optionsToken],
+    },
+    TasksService,
+    TasksJanitor,
+  ];
+}
+
+function storeProviders(store: TasksModuleExtras['store']): Provider[] {
+  if (store === undefined) {
+    return [{ provide: TaskStore, useFactory: () => new InMemoryTaskStore() }];
+  }
+  return partProviders('store', TaskStore, store, storeProblem);
+}
+
+function notifierProviders(notifier: TasksModuleExtras['notifier']): Provider[] {
+  if (notifier === undefined) return [{ provide: TaskNotifier, useClass: ListenNotifier }];
+  if (notifier === null) return [{ provide: TaskNotifier, useValue: null }];
+  return partProviders('notifier', TaskNotifier, notifier, notifierProblem);
+}
