@@ -27,8 +27,6 @@ export const WATCH_POLL_MS = 1_000;
 export const MCP_PATH = Symbol('nestjs-mcp-tasks:path');
 /** The largest request body the endpoint reads unless configured otherwise: 1 MiB. */
 export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
-/** Injection token of the feed listen streams hear changes from (fed by the TaskNotifier). */
-export const LISTEN_FEED = Symbol('nestjs-mcp-tasks:listen-feed');
 export const DEFAULT_KEEPALIVE_MS = 15_000;
 export const DEFAULT_MAX_STREAMS = 1_024;
 export const DEFAULT_MAX_TASK_IDS = 256;

@@ -14,8 +14,9 @@ import { McpServerFactory } from './mcp/mcp-server.factory.js';
 import { TaskToolCallHandler } from './mcp/task-tool-call.handler.js';
 import { TasksMethodsHandler } from './mcp/tasks-methods.handler.js';
 import { ListenNotifier } from './notify/listen.notifier.js';
-import { TaskEvents } from './notify/task-events.js';
+import { ListenFeed } from './notify/listen-feed.js';
 import { TaskNotifier } from './notify/task-notifier.js';
+import { WaiterFeed } from './notify/waiter-feed.js';
 import { InMemoryTaskStore } from './store/in-memory.task-store.js';
 import { TaskStore } from './store/task-store.js';
 import {
@@ -26,7 +27,7 @@ import {
   resolveTasksConfig,
   storeProblem,
 } from './tasks.config.js';
-import { LISTEN_FEED, MCP_PATH, TASKS_CONFIG } from './tasks.constants.js';
+import { MCP_PATH, TASKS_CONFIG } from './tasks.constants.js';
 import { TasksService } from './tasks.service.js';
 import { TaskToolExplorer } from './tools/task-tool.explorer.js';
 import { TaskToolRegistry } from './tools/task-tool.registry.js';
@@ -78,8 +79,8 @@ export function partProviders<T>(
 /** What every registration provides, whatever its extras. */
 function coreProviders(optionsToken: InjectionToken): Provider[] {
   return [
-    TaskEvents,
-    { provide: LISTEN_FEED, useFactory: () => new TaskEvents() },
+    WaiterFeed,
+    ListenFeed,
     ListenHandler,
     TaskToolRegistry,
     TaskToolExplorer,

@@ -1,8 +1,8 @@
 import { Inject, Injectable, type OnModuleInit, Optional, type Provider } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
 import { TasksConfigError } from './errors.js';
-import { TaskEvents } from './notify/task-events.js';
 import { TaskNotifier } from './notify/task-notifier.js';
+import { WaiterFeed } from './notify/waiter-feed.js';
 import { TaskStore } from './store/task-store.js';
 import { TASKS_CONFIG } from './tasks.constants.js';
 import { neverRegistered, notGlobal, registeredTwice } from './tasks.messages.js';
@@ -20,7 +20,7 @@ export class TasksRegistration implements OnModuleInit {
     readonly service: TasksService,
     @Inject(TaskStore) readonly store: TaskStore,
     @Optional() @Inject(TaskNotifier) readonly notifier: TaskNotifier | null,
-    readonly events: TaskEvents,
+    readonly waiters: WaiterFeed,
     @Inject(TASKS_CONFIG) readonly config: TasksConfig,
     private readonly modules: ModulesContainer,
   ) {}
@@ -48,13 +48,13 @@ function registrations(modules: ModulesContainer): number {
 }
 
 /** The tokens a registration exports, and so what a bare `imports: [TasksModule]` offers. */
-export const EXPORTED_TOKENS = [TasksService, TaskStore, TaskNotifier, TaskEvents, TASKS_CONFIG];
+export const EXPORTED_TOKENS = [TasksService, TaskStore, TaskNotifier, WaiterFeed, TASKS_CONFIG];
 
 const PARTS = new Map<unknown, (registration: TasksRegistration) => unknown>([
   [TasksService, (registration) => registration.service],
   [TaskStore, (registration) => registration.store],
   [TaskNotifier, (registration) => registration.notifier],
-  [TaskEvents, (registration) => registration.events],
+  [WaiterFeed, (registration) => registration.waiters],
   [TASKS_CONFIG, (registration) => registration.config],
 ]);
 

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { TaskConflictError, TaskError, TaskInternalError, TaskNotFoundError } from './errors.js';
-import { TaskEvents } from './notify/task-events.js';
 import { TaskNotifier } from './notify/task-notifier.js';
+import { WaiterFeed } from './notify/waiter-feed.js';
 import { TaskStore } from './store/task-store.js';
 import {
   type CallToolResult,
@@ -67,7 +67,12 @@ export class TasksService {
     @Inject(TaskStore) private readonly store: TaskStore,
     @Optional() @Inject(TaskNotifier) private readonly notifier: TaskNotifier | null,
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
-    @Optional() readonly events: TaskEvents = new TaskEvents(),
+    /**
+     * Where each write is published for this process's waiters. Public only because waitForTask
+     * (tools/task-watch.ts) still reaches it through this service; its callers are to hand it
+     * the WaiterFeed themselves.
+     */
+    @Optional() readonly events: WaiterFeed = new WaiterFeed(),
   ) {}
 
   // ----- caller side ----------------------------------------------------------------------------

@@ -100,7 +100,10 @@ export interface TasksModuleExtras {
   isGlobal?: boolean;
   /** The TaskStore. Default: a fresh InMemoryTaskStore. */
   store?: PartProvider<TaskStore>;
-  /** The TaskNotifier. Default: one that tells no one; `null` turns notifications off. */
+  /**
+   * The TaskNotifier. Default: ListenNotifier, which puts each change on this process's listen
+   * streams; `null` turns notifications off.
+   */
   notifier?: PartProvider<TaskNotifier> | null;
   /** Where the MCP endpoint is served. Default `'mcp'` (POST /mcp); `false`: no endpoint. */
   path?: string | false;

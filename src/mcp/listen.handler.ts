@@ -13,10 +13,10 @@ import {
   type ServerEventBus,
 } from '@modelcontextprotocol/server';
 import type { JsonRpcErrorObject } from '../errors.js';
-import type { TaskEvents } from '../notify/task-events.js';
+import { ListenFeed } from '../notify/listen-feed.js';
 import { TaskStore } from '../store/task-store.js';
 import { isOwnedBy, isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
-import { LISTEN_FEED, TASKS_CONFIG } from '../tasks.constants.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import {
   declaresTasks,
@@ -112,7 +112,7 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     @Inject(TaskStore) private readonly store: TaskStore,
-    @Inject(LISTEN_FEED) private readonly feed: TaskEvents,
+    private readonly feed: ListenFeed,
   ) {
     this.meta = resultMeta(config.serverInfo);
   }

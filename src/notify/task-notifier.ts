@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject } from '@nestjs/common';
 import type { TaskRecord } from '../task.js';
 
 /**
@@ -16,12 +16,6 @@ export const TaskNotifier = Symbol('TaskNotifier');
 /** Injects the module's TaskNotifier (`null` when notifications are turned off). */
 export const InjectTaskNotifier = (): PropertyDecorator & ParameterDecorator =>
   Inject(TaskNotifier);
-
-/** The default until listen streams exist: hears everything, tells no one. */
-@Injectable()
-export class NoopTaskNotifier implements TaskNotifier {
-  notify(): void {}
-}
 
 export function isTaskNotifier(candidate: unknown): candidate is TaskNotifier {
   return (

@@ -1,10 +1,10 @@
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { TaskEvents } from '../notify/task-events.js';
+import { ListenFeed } from '../notify/listen-feed.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
+import { WaiterFeed } from '../notify/waiter-feed.js';
 import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
 import type { TaskRecord } from '../task.js';
-import { LISTEN_FEED } from '../tasks.constants.js';
 import {
   connect,
   DEFAULT_PREFIX,
@@ -15,9 +15,9 @@ import {
 
 /**
  * The notifier for several instances: every change is published on `{prefix}changes`, and every
- * instance (this one included) subscribes and puts what it hears on its own feeds: the listen
- * feed, where its ListenRouter delivers to the streams watching the task (checking ownership
- * there), and the in-process feed of tool calls waiting on the task. So a task completed on
+ * instance (this one included) subscribes and puts what it hears on its own feeds: the
+ * ListenFeed, where its ListenHandler delivers to the streams watching the task (checking
+ * ownership there), and the WaiterFeed of the code waiting on the task in that process. So a task completed on
  * instance A reaches a listen stream held by instance B.
  */
 export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
@@ -32,8 +32,8 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
 
   constructor(
     options: RedisConnectionOptions,
-    private readonly listenFeed: TaskEvents,
-    private readonly events?: TaskEvents,
+    private readonly listenFeed: ListenFeed,
+    private readonly waiters?: WaiterFeed,
   ) {
     ({ client: this.publisher, owned: this.owned } = connect(options, 'RedisTaskNotifier'));
     this.subscriber = this.publisher.duplicate();
@@ -72,7 +72,7 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
       return;
     }
     this.listenFeed.publish(record);
-    this.events?.publish(record);
+    this.waiters?.publish(record);
   }
 }
 
@@ -82,8 +82,8 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
  */
 export function redisNotifier(options: RedisConnectionOptions): PartProvider<TaskNotifier> {
   return {
-    useFactory: (listenFeed: TaskEvents, events: TaskEvents) =>
-      new RedisTaskNotifier(options, listenFeed, events),
-    inject: [LISTEN_FEED, TaskEvents],
+    useFactory: (listenFeed: ListenFeed, waiters: WaiterFeed) =>
+      new RedisTaskNotifier(options, listenFeed, waiters),
+    inject: [ListenFeed, WaiterFeed],
   } as PartProvider<TaskNotifier>;
 }

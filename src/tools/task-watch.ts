@@ -9,8 +9,9 @@ export interface WaitOptions {
 }
 
 /**
- * Resolves with the first state of the task that satisfies `until`: from this process's change
- * feed at once, or from a periodic re-read (changes written by another process sharing the store).
+ * Resolves with the first state of the task that satisfies `until`: from the WaiterFeed at once
+ * (`tasks.events`, where TasksService publishes each write), or from a periodic re-read (changes
+ * written by another process sharing the store).
  * Rejects when the task is gone, or with the signal's reason when it aborts; store faults are
  * retried at the next poll.
  */

@@ -6,8 +6,7 @@ import {
 } from '@modelcontextprotocol/ext-tasks/core/v2';
 import * as z from 'zod/v4';
 import { ListenHandler } from '../../src/mcp/listen.handler.js';
-import { LISTEN_FEED } from '../../src/tasks.constants.js';
-import { TaskEvents } from '../../src/notify/task-events.js';
+import { ListenFeed } from '../../src/notify/listen-feed.js';
 import {
   type InputRequest,
   type InputResponse,
@@ -21,15 +20,8 @@ import {
 } from '../../src/index.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import { connectOfficialClient, type OfficialClient, testContextFetch } from './official-client.js';
-import {
-  eventually,
-  type JsonRpcMessage,
-  type ListenOptions,
-  openListen,
-  rpc,
-  type SseReader,
-  SUBSCRIPTION_ID_KEY,
-} from './sse.js';
+import { eventually, type ListenOptions, openListen, rpc, type SseReader } from './sse.js';
+import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from './wire.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
@@ -438,8 +430,8 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
     });
 
     await first.close();
-    const router = app.app.get(ListenHandler);
-    await eventually(() => (router.size === 1 ? true : undefined), 2_000, 'a closed stream');
+    const handler = app.app.get(ListenHandler);
+    await eventually(() => (handler.size === 1 ? true : undefined), 2_000, 'a closed stream');
     const fourth = await listen({ principal: 'alice', taskIds: [taskId], id: 'sub-4' });
     const ack = await fourth.next();
     expect(ack.method).toBe('notifications/subscriptions/acknowledged');
@@ -483,25 +475,25 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
     const app = await start();
     const one = await startScripted('alice');
     const two = await startScripted('alice');
-    const router = app.app.get(ListenHandler);
-    const feed = app.app.get<TaskEvents>(LISTEN_FEED);
+    const handler = app.app.get(ListenHandler);
+    const feed = app.app.get(ListenFeed);
 
     const a = await listen({ principal: 'alice', taskIds: [one.taskId, two.taskId] });
     const b = await listen({ principal: 'alice', taskIds: [one.taskId], id: 'sub-2' });
     await a.next();
     await b.next();
-    expect(router.size).toBe(2);
-    expect(router.watchedTasks).toBe(2);
+    expect(handler.size).toBe(2);
+    expect(handler.watchedTasks).toBe(2);
     expect(feed.watchedTasks).toBe(2);
 
     await a.close();
-    await eventually(() => (router.size === 1 ? true : undefined), 2_000, 'stream a dropped');
-    expect(router.watchedTasks).toBe(1);
+    await eventually(() => (handler.size === 1 ? true : undefined), 2_000, 'stream a dropped');
+    expect(handler.watchedTasks).toBe(1);
     expect(feed.watchedTasks).toBe(1);
 
     await b.close();
     await eventually(
-      () => (router.size === 0 && router.watchedTasks === 0 ? true : undefined),
+      () => (handler.size === 0 && handler.watchedTasks === 0 ? true : undefined),
       2_000,
       'stream b dropped',
     );
@@ -598,8 +590,8 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
       result: { content: [{ type: 'text', text: 'forged' }], resultType: 'complete' },
       version: real.version + 100,
     } as TaskRecord;
-    app.app.get<TaskEvents>(LISTEN_FEED).publish(forged);
-    app.app.get<TaskEvents>(LISTEN_FEED).publish({
+    app.app.get(ListenFeed).publish(forged);
+    app.app.get(ListenFeed).publish({
       ...forged,
       owner: { principal: 'alice', tenant: 'other-tenant' },
     });
@@ -639,9 +631,9 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
       const subscription = await connected.client.listen({
         taskIds: [taskId],
       } as SubscriptionFilter);
-      const router = app.app.get(ListenHandler);
-      expect(router.size).toBe(1);
-      expect(router.watchedTasks).toBe(1);
+      const handler = app.app.get(ListenHandler);
+      expect(handler.size).toBe(1);
+      expect(handler.watchedTasks).toBe(1);
       // The SDK's SubscriptionFilter schema knows only the core filters: it strips `taskIds` from
       // the honoured filter it reports (the raw-HTTP tests check what the server acknowledges).
       const honored = subscription.honoredFilter as { taskIds?: string[] };
@@ -650,7 +642,7 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
       await subscription.close();
       expect(await subscription.closed).toBe('local');
       await eventually(
-        () => (router.size === 0 && router.watchedTasks === 0 ? true : undefined),
+        () => (handler.size === 0 && handler.watchedTasks === 0 ? true : undefined),
         2_000,
         'the subscription to be dropped on the server',
       );

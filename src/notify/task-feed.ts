@@ -1,16 +1,14 @@
-import { Injectable } from '@nestjs/common';
 import type { TaskRecord } from '../task.js';
 
 export type TaskListener = (record: TaskRecord) => void;
 
 /**
- * This process's change feed: every record TasksService writes is published here, to the
- * listeners of that task id only, so a change costs O(listeners of that task). In-process waiters
- * (a tool awaiting input, a cancellation watch, an inline call awaiting the end) listen here.
- * A listener that throws is isolated from the others and from the writer.
+ * A change feed of this process, by task id: a record published here reaches the listeners of
+ * that task id only, so a change costs O(listeners of that task). A listener that throws is
+ * isolated from the others and from the publisher. The module has two, each named for whom it
+ * feeds: WaiterFeed (in-process waiters) and ListenFeed (listen streams).
  */
-@Injectable()
-export class TaskEvents {
+export abstract class TaskFeed {
   private readonly listeners = new Map<string, Set<TaskListener>>();
 
   /** Listens to one task's changes; returns an idempotent unsubscribe. */
