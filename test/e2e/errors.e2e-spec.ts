@@ -10,9 +10,8 @@ import {
   postRaw,
   type RawRequest,
   type RawResponse,
-  standardHeaders,
-  TASKS_EXTENSION,
 } from './raw.js';
+import { standardHeaders, TASKS_EXTENSION } from './wire.js';
 
 /**
  * What the endpoint answers to requests that are wrong in every way a client (or an attacker) can

@@ -1,4 +1,11 @@
 import fc from 'fast-check';
+import {
+  CLIENT_CAPABILITIES_KEY,
+  CLIENT_INFO_KEY,
+  PROTOCOL_VERSION,
+  PROTOCOL_VERSION_KEY,
+  TASKS_EXTENSION,
+} from './wire.js';
 
 /**
  * Generators for fuzz.e2e-spec.ts: malformed requests to the MCP endpoint, each with the answers
@@ -11,12 +18,6 @@ import fc from 'fast-check';
  * the server may echo back are drawn from an alphabet without `/`, `:`, `<`, `\` and newlines, so
  * the leak checks (stack traces, file paths, HTML) can only fire on what the server adds itself.
  */
-
-export const PROTOCOL_VERSION = '2026-07-28';
-export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
-export const PV_KEY = 'io.modelcontextprotocol/protocolVersion';
-export const CI_KEY = 'io.modelcontextprotocol/clientInfo';
-export const CC_KEY = 'io.modelcontextprotocol/clientCapabilities';
 
 export const TOOLS: readonly string[] = [
   'echo',
@@ -353,9 +354,9 @@ const TASKS_DECLARED = obj({ extensions: obj({ [TASKS_EXTENSION]: obj({}) }) });
 
 export function envelope(tasks: boolean): Obj {
   return obj({
-    [PV_KEY]: PROTOCOL_VERSION,
-    [CI_KEY]: obj({ name: 'fuzz', version: '1.0.0' }),
-    [CC_KEY]: tasks ? TASKS_DECLARED : obj({}),
+    [PROTOCOL_VERSION_KEY]: PROTOCOL_VERSION,
+    [CLIENT_INFO_KEY]: obj({ name: 'fuzz', version: '1.0.0' }),
+    [CLIENT_CAPABILITIES_KEY]: tasks ? TASKS_DECLARED : obj({}),
   });
 }
 
@@ -820,19 +821,19 @@ export function envelopes(t: Targets): fc.Arbitrary<Draft> {
     })),
     withBase(fc.oneof(fc.constant(ABSENT), notString), (b, value) => ({
       label: `${b.label}, _meta protocolVersion: ${show(value)}`,
-      message: withMetaKey(b, PV_KEY, value),
+      message: withMetaKey(b, PROTOCOL_VERSION_KEY, value),
       auth: b.auth,
       expect: [INVALID_ENVELOPE],
     })),
     withBase(fc.oneof(text(), fc.constantFrom(...OLD_OR_ODD_VERSIONS)), (b, version) => ({
       label: `${b.label}, _meta protocolVersion ${JSON.stringify(version)} (header ${PROTOCOL_VERSION})`,
-      message: withMetaKey(b, PV_KEY, version),
+      message: withMetaKey(b, PROTOCOL_VERSION_KEY, version),
       auth: b.auth,
       expect: version === PROTOCOL_VERSION ? [] : [HEADER_MISMATCH],
     })).filter((draft) => draft.expect.length > 0),
     // Header and envelope agree on a version the server does not serve.
     withBase(fc.constantFrom(...OLD_OR_ODD_VERSIONS, ''), (b, version) => {
-      const message = withMetaKey(b, PV_KEY, version);
+      const message = withMetaKey(b, PROTOCOL_VERSION_KEY, version);
       const headers = standardHeaders(message, b.auth).map(([name, value]): Header => [
         name,
         name === 'mcp-protocol-version' ? version : value,
@@ -846,25 +847,29 @@ export function envelopes(t: Targets): fc.Arbitrary<Draft> {
     }),
     withBase(fc.oneof(notObject), (b, value) => ({
       label: `${b.label}, _meta clientInfo: ${show(value)}`,
-      message: withMetaKey(b, CI_KEY, value),
+      message: withMetaKey(b, CLIENT_INFO_KEY, value),
       auth: b.auth,
       expect: [INVALID_ENVELOPE],
     })),
     withBase(absentOr(notObject), (b, value) => ({
       label: `${b.label}, _meta clientCapabilities: ${show(value)}`,
-      message: withMetaKey(b, CC_KEY, value),
+      message: withMetaKey(b, CLIENT_CAPABILITIES_KEY, value),
       auth: b.auth,
       expect: [INVALID_ENVELOPE],
     })),
     withBase(notObject, (b, value) => ({
       label: `${b.label}, clientCapabilities.extensions: ${show(value)}`,
-      message: withMetaKey(b, CC_KEY, obj({ extensions: value })),
+      message: withMetaKey(b, CLIENT_CAPABILITIES_KEY, obj({ extensions: value })),
       auth: b.auth,
       expect: [INVALID_ENVELOPE],
     })),
     withBase(notObject, (b, value) => ({
       label: `${b.label}, extensions["${TASKS_EXTENSION}"]: ${show(value)}`,
-      message: withMetaKey(b, CC_KEY, obj({ extensions: obj({ [TASKS_EXTENSION]: value }) })),
+      message: withMetaKey(
+        b,
+        CLIENT_CAPABILITIES_KEY,
+        obj({ extensions: obj({ [TASKS_EXTENSION]: value }) }),
+      ),
       auth: b.auth,
       expect: [INVALID_ENVELOPE],
     })),
@@ -982,7 +987,7 @@ export function notifications(t: Targets): fc.Arbitrary<Draft> {
       const message = put(
         strip(b),
         'params',
-        put(params, '_meta', put(get(params, '_meta') as Obj, PV_KEY, version)),
+        put(params, '_meta', put(get(params, '_meta') as Obj, PROTOCOL_VERSION_KEY, version)),
       );
       return {
         label: `${b.label}, as a notification with _meta protocolVersion ${show(version)}`,
@@ -1856,7 +1861,7 @@ function protoPayloads(t: Targets): fc.Arbitrary<J> {
         extensions: obj({ [TASKS_EXTENSION]: obj({}) }),
         notifications: obj({}),
         inputResponses: obj({}),
-        [CC_KEY]: TASKS_DECLARED,
+        [CLIENT_CAPABILITIES_KEY]: TASKS_DECLARED,
       }),
       new Obj([['__proto__', obj({ polluted: 'yes' })]]),
       obj({ prototype: obj({ polluted: 'yes' }) }),
@@ -1964,7 +1969,7 @@ function protoOnly(t: Targets): fc.Arbitrary<Draft> {
   const needsTasks = validBases(t).filter((base) => base.label !== 'tools/call echo');
   const undeclared = (base: Base, capabilities: Obj): Obj => {
     const params = get(base.message, 'params') as Obj;
-    const meta = put(get(params, '_meta') as Obj, CC_KEY, capabilities);
+    const meta = put(get(params, '_meta') as Obj, CLIENT_CAPABILITIES_KEY, capabilities);
     return put(base.message, 'params', put(params, '_meta', meta));
   };
   const protoParams: Array<{ label: string; message: Obj; expect: Outcome[] }> = [
@@ -2068,8 +2073,8 @@ function protoOnly(t: Targets): fc.Arbitrary<Draft> {
         params: obj({
           taskId: t.working[1]!,
           _meta: new Obj([
-            [PV_KEY, PROTOCOL_VERSION],
-            ['__proto__', obj({ [CC_KEY]: TASKS_DECLARED })],
+            [PROTOCOL_VERSION_KEY, PROTOCOL_VERSION],
+            ['__proto__', obj({ [CLIENT_CAPABILITIES_KEY]: TASKS_DECLARED })],
           ]),
         }),
       }),
@@ -2379,7 +2384,11 @@ export function hugeValues(t: Targets): fc.Arbitrary<FuzzCase> {
       message: (() => {
         const message = rpc('tasks/cancel', obj({ taskId: t.working[1]! }), { tasks: false });
         const params = get(message, 'params') as Obj;
-        const meta = put(get(params, '_meta') as Obj, CI_KEY, obj({ name: value, version: '1' }));
+        const meta = put(
+          get(params, '_meta') as Obj,
+          CLIENT_INFO_KEY,
+          obj({ name: value, version: '1' }),
+        );
         return put(message, 'params', put(params, '_meta', meta));
       })(),
       auth,

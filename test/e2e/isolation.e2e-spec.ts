@@ -14,21 +14,12 @@ import {
   TasksModule,
   type TasksModuleExtras,
 } from '../../src/index.js';
-import {
-  RedisTaskNotifier,
-  RedisTaskStore,
-  redisNotifier,
-} from '../../src/redis/index.js';
+import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type AdapterName, type RunningApp, startApp } from './app.js';
 import { mcpRequest, post, type RawResponse } from './raw.js';
-import {
-  eventually,
-  type JsonRpcMessage,
-  openListen,
-  type SseReader,
-  SUBSCRIPTION_ID_KEY,
-} from './sse.js';
+import { eventually, openListen, type SseReader } from './sse.js';
+import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from './wire.js';
 
 /**
  * The principal isolation matrix: every principal (alice, bob, carol, anonymous) × every operation

@@ -20,15 +20,8 @@ import {
 } from '../../src/index.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import { connectOfficialClient, type OfficialClient, testContextFetch } from './official-client.js';
-import {
-  eventually,
-  type JsonRpcMessage,
-  type ListenOptions,
-  openListen,
-  rpc,
-  type SseReader,
-  SUBSCRIPTION_ID_KEY,
-} from './sse.js';
+import { eventually, type ListenOptions, openListen, rpc, type SseReader } from './sse.js';
+import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from './wire.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 

@@ -11,15 +11,12 @@ import {
   TasksService,
   toWire,
 } from '../../src/index.js';
-import {
-  RedisTaskNotifier,
-  RedisTaskStore,
-  redisNotifier,
-} from '../../src/redis/index.js';
+import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { accept, elicit, seededRandom } from '../helpers.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type RunningApp, startApp } from './app.js';
-import { eventually, type JsonRpcMessage, openListen, rpc, type SseReader } from './sse.js';
+import { eventually, openListen, rpc, type SseReader } from './sse.js';
+import type { JsonRpcMessage } from './wire.js';
 
 /**
  * Races over real HTTP, on both stores: 10,000 concurrent mixed operations over 100 tasks —

@@ -1,5 +1,12 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
+import {
+  declaredCapabilities,
+  envelope,
+  type JsonRpcMessage,
+  parseMessage,
+  PROTOCOL_VERSION,
+} from './wire.js';
 
 /**
  * Raw HTTP for the MCP endpoint: requests written by hand (standard headers, `params._meta`
@@ -7,25 +14,13 @@ import { connect } from 'node:net';
  * sends, including what a malformed request gets back.
  */
 
-export const PROTOCOL_VERSION = '2026-07-28';
-export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
-export const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
-
-/** A JSON-RPC response body, as far as the tests read it. */
-export interface JsonRpcBody {
-  jsonrpc?: unknown;
-  id?: unknown;
-  result?: Record<string, unknown>;
-  error?: { code: number; message: string; data?: unknown };
-}
-
 /** A response read to the end. `json` is the parsed body, `undefined` when it is not JSON. */
 export interface RawResponse {
   status: number;
   /** Lower-case header names. */
   headers: Record<string, string>;
   text: string;
-  json: JsonRpcBody | undefined;
+  json: JsonRpcMessage | undefined;
 }
 
 /** An HTTP request to send as is. */
@@ -53,15 +48,6 @@ export interface McpRequestOptions {
   headers?: Record<string, string>;
 }
 
-/** The per-request envelope a 2026-07-28 client puts in `params._meta`. */
-export function envelope(capabilities: Record<string, unknown>): Record<string, unknown> {
-  return {
-    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-    'io.modelcontextprotocol/clientInfo': { name: 'errors-e2e', version: '1.0.0' },
-    [CLIENT_CAPABILITIES_KEY]: capabilities,
-  };
-}
-
 /** What a client sends in `Mcp-Name` for these params: the tool name or the task id. */
 function defaultName(params: Record<string, unknown>): string | undefined {
   for (const value of [params.name, params.taskId]) {
@@ -77,9 +63,7 @@ export function mcpRequest(
   params: Record<string, unknown>,
   options: McpRequestOptions = {},
 ): RawRequest {
-  const capabilities =
-    options.capabilities ??
-    (options.tasks === false ? {} : { extensions: { [TASKS_EXTENSION]: {} } });
+  const capabilities = options.capabilities ?? declaredCapabilities(options.tasks !== false);
   const name = options.name === undefined ? defaultName(params) : options.name;
   const methodHeader = options.methodHeader === undefined ? method : options.methodHeader;
   const version =
@@ -97,28 +81,9 @@ export function mcpRequest(
     jsonrpc: '2.0',
     id: options.id ?? 1,
     method,
-    params: { ...params, _meta: envelope(capabilities) },
+    params: { ...params, _meta: envelope(capabilities, 'errors-e2e') },
   });
   return { headers, body };
-}
-
-/** The well-formed standard headers for a body the test writes by hand. */
-export function standardHeaders(method: string, name?: string): Record<string, string> {
-  return {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': PROTOCOL_VERSION,
-    'mcp-method': method,
-    ...(name !== undefined && { 'mcp-name': name }),
-  };
-}
-
-function parse(text: string): JsonRpcBody | undefined {
-  try {
-    return JSON.parse(text) as JsonRpcBody;
-  } catch {
-    return undefined;
-  }
 }
 
 /** POSTs with `fetch`. */
@@ -129,7 +94,7 @@ export async function post(url: string, { headers, body }: RawRequest): Promise<
     status: response.status,
     headers: Object.fromEntries(response.headers),
     text,
-    json: parse(text),
+    json: parseMessage(text),
   };
 }
 
@@ -156,7 +121,7 @@ export function postRaw(url: string, { headers, body }: RawRequest): Promise<Raw
           for (const [key, value] of Object.entries(res.headers)) {
             if (value !== undefined) flat[key] = Array.isArray(value) ? value.join(', ') : value;
           }
-          resolve({ status: res.statusCode ?? 0, headers: flat, text, json: parse(text) });
+          resolve({ status: res.statusCode ?? 0, headers: flat, text, json: parseMessage(text) });
         });
       },
     );
@@ -251,7 +216,7 @@ export function exchange(
       let payload: Buffer = split === -1 ? Buffer.alloc(0) : all.subarray(split + 4);
       if (/chunked/i.test(headers['transfer-encoding'] ?? '')) payload = decodeChunked(payload);
       const text = payload.toString('utf8');
-      resolve({ status, headers, text, json: parse(text), raw: all.toString('utf8') });
+      resolve({ status, headers, text, json: parseMessage(text), raw: all.toString('utf8') });
     });
     socket.write(`${lines.join('\r\n')}\r\n\r\n`);
     if (body !== null) socket.write(body);

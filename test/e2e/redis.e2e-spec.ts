@@ -13,22 +13,12 @@ import {
   TasksModule,
   TasksService,
 } from '../../src/index.js';
-import {
-  RedisTaskNotifier,
-  RedisTaskStore,
-  redisNotifier,
-} from '../../src/redis/index.js';
+import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { seededRandom } from '../helpers.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type AdapterName, type RunningApp, startApp } from './app.js';
-import {
-  eventually,
-  type JsonRpcMessage,
-  openListen,
-  rpc,
-  type RpcAnswer,
-  type SseReader,
-} from './sse.js';
+import { eventually, openListen, rpc, type RpcAnswer, type SseReader } from './sse.js';
+import type { JsonRpcMessage } from './wire.js';
 
 /**
  * Two (or three) Nest apps sharing one private Redis through RedisTaskStore and the Redis

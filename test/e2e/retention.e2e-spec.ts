@@ -6,7 +6,7 @@ import type { McpServer } from '@modelcontextprotocol/server';
 import * as z from 'zod/v4';
 import { TasksModule } from '../../src/index.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { PROTOCOL_VERSION, TASKS_EXTENSION } from './raw.js';
+import { PROTOCOL_VERSION, TASKS_EXTENSION } from './wire.js';
 
 /**
  * A leak guard, not a memory threshold: after a few hundred malformed requests (bodies over

@@ -1,26 +1,20 @@
+import {
+  declaredCapabilities,
+  envelope,
+  type JsonRpcMessage,
+  parseMessage,
+  standardHeaders,
+} from './wire.js';
+
 /**
  * Raw HTTP for listen streams: `subscriptions/listen` and plain JSON-RPC requests written by
  * hand (standard headers, `params._meta` envelope), and a reader that turns a `text/event-stream`
  * body into frames as they arrive, so tests can look at every message (and comment) the server
  * writes, in order, and see when the stream ends.
  *
- * Every body is parsed here, with the test context's own `JSON` (Jest runs a test file in its own
- * VM context; see official-client.ts).
+ * Every body is parsed here or in wire.ts, with the test context's own `JSON` (Jest runs a test
+ * file in its own VM context; see official-client.ts).
  */
-
-export const PROTOCOL_VERSION = '2026-07-28';
-export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
-export const SUBSCRIPTION_ID_KEY = 'io.modelcontextprotocol/subscriptionId';
-
-/** A JSON-RPC message (request, notification or response), as far as the tests read it. */
-export interface JsonRpcMessage {
-  jsonrpc?: unknown;
-  id?: unknown;
-  method?: string;
-  params?: Record<string, unknown> & { _meta?: Record<string, unknown> };
-  result?: Record<string, unknown> & { _meta?: Record<string, unknown> };
-  error?: { code: number; message: string; data?: unknown };
-}
 
 /** One SSE event block (the text between blank lines). */
 export interface SseFrame {
@@ -34,16 +28,9 @@ export interface SseFrame {
   message?: JsonRpcMessage;
 }
 
-/** The per-request envelope a 2026-07-28 client puts in `params._meta`. */
-export function envelope(declareTasks = true): Record<string, unknown> {
-  return {
-    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-    'io.modelcontextprotocol/clientInfo': { name: 'listen-e2e', version: '1.0.0' },
-    'io.modelcontextprotocol/clientCapabilities': declareTasks
-      ? { extensions: { [TASKS_EXTENSION_ID]: {} } }
-      : {},
-  };
-}
+/** The envelope of the requests written here (the tasks extension declared unless told). */
+const listenEnvelope = (declareTasks = true): Record<string, unknown> =>
+  envelope(declaredCapabilities(declareTasks), 'listen-e2e');
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
@@ -234,16 +221,13 @@ export async function openListen(
 ): Promise<ListenResponse> {
   const notifications =
     options.notifications !== undefined ? options.notifications : { taskIds: options.taskIds };
-  const params: Record<string, unknown> = { _meta: envelope(options.declareTasks ?? true) };
+  const params: Record<string, unknown> = { _meta: listenEnvelope(options.declareTasks) };
   if (!options.omitNotifications) params.notifications = notifications;
   const controller = new AbortController();
   const response = await fetch(url, {
     method: 'POST',
     headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': PROTOCOL_VERSION,
-      'mcp-method': 'subscriptions/listen',
+      ...standardHeaders('subscriptions/listen'),
       ...(options.principal !== undefined && { authorization: `Bearer ${options.principal}` }),
     },
     body: JSON.stringify({
@@ -262,13 +246,7 @@ export async function openListen(
     };
   }
   const text = await response.text();
-  let json: JsonRpcMessage | undefined;
-  try {
-    json = JSON.parse(text) as JsonRpcMessage;
-  } catch {
-    json = undefined;
-  }
-  return { status: response.status, headers: response.headers, text, json };
+  return { status: response.status, headers: response.headers, text, json: parseMessage(text) };
 }
 
 /** A JSON-RPC answer read to the end. */
@@ -298,25 +276,19 @@ export async function rpc(
   const response = await fetch(url, {
     method: 'POST',
     headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': PROTOCOL_VERSION,
-      'mcp-method': method,
-      ...(typeof name === 'string' && { 'mcp-name': name }),
+      ...standardHeaders(method, typeof name === 'string' ? name : undefined),
       ...(options.principal !== undefined && { authorization: `Bearer ${options.principal}` }),
     },
     body: JSON.stringify({
       jsonrpc: '2.0',
       id: options.id ?? 1,
       method,
-      params: { ...params, _meta: envelope(options.declareTasks ?? true) },
+      params: { ...params, _meta: listenEnvelope(options.declareTasks) },
     }),
   });
   const text = await response.text();
-  let body: JsonRpcMessage;
-  try {
-    body = JSON.parse(text) as JsonRpcMessage;
-  } catch {
+  const body = parseMessage(text);
+  if (body === undefined) {
     throw new Error(`${method} answered HTTP ${response.status} with no JSON: ${text}`);
   }
   return { status: response.status, headers: response.headers, body };
