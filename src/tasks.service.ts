@@ -69,8 +69,8 @@ export class TasksService {
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     /**
      * Where each write is published for this process's waiters. Public only because waitForTask
-     * (tools/task-watch.ts) still reaches it through this service; its callers are to hand it
-     * the WaiterFeed themselves.
+     * (tools/task-watch.ts) still reaches the feed through this service, until its callers inject
+     * WaiterFeed and pass it in.
      */
     @Optional() readonly events: WaiterFeed = new WaiterFeed(),
   ) {}
