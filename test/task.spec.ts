@@ -7,7 +7,6 @@ import {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
   TaskError,
-  TaskNotFoundError,
   TaskTerminalError,
 } from '../src/errors.js';
 import {
@@ -354,12 +353,14 @@ describe('task model: what callers and workers hand in', () => {
   };
   const invalid = (message: string) => ({ code: -32602, message });
 
-  it('a task id is a string; anything else is "Task not found", like an unknown id', () => {
+  it('a task id is a string; anything else is invalid params (one rule for the wire and the service)', () => {
     expect(validateTaskId('abc')).toBe('abc');
     expect(validateTaskId('')).toBe('');
     for (const id of [undefined, null, 7, {}, ['abc']]) {
-      expect(() => validateTaskId(id)).toThrow(TaskNotFoundError);
-      expect(thrown(() => validateTaskId(id))).toEqual({ code: -32602, message: 'Task not found' });
+      expect(() => validateTaskId(id)).toThrow(InvalidTaskParamsError);
+      expect(thrown(() => validateTaskId(id))).toEqual(
+        invalid('Invalid params: taskId must be a string'),
+      );
     }
   });
 
@@ -436,7 +437,7 @@ describe('task model: what callers and workers hand in', () => {
     expect(validateInputResponses(bare)).toBe(bare);
     for (const responses of [undefined, null, 'x', [], new Date(0)]) {
       expect(thrown(() => validateInputResponses(responses))).toEqual(
-        invalid('inputResponses must be an object'),
+        invalid('Invalid params: inputResponses must be an object'),
       );
     }
   });

@@ -355,7 +355,14 @@ describe('TasksService: worker lifecycle', () => {
     const { service } = serviceWith();
     await expect(service.status('nope')).rejects.toBeInstanceOf(TaskNotFoundError);
     await expect(service.isCancelled('nope')).rejects.toBeInstanceOf(TaskNotFoundError);
-    await expect(service.get(42 as never, alice)).rejects.toBeInstanceOf(TaskNotFoundError);
+  });
+
+  it('an id that is not a string is invalid params, as on the wire', async () => {
+    const { service } = serviceWith();
+    await expect(service.get(42 as never, alice)).rejects.toBeInstanceOf(InvalidTaskParamsError);
+    await expect(service.get(42 as never, alice)).rejects.toThrow(
+      'Invalid params: taskId must be a string',
+    );
   });
 
   it('isCancelled of a task that is gone (deleted, expired) throws, neither true nor false', async () => {

@@ -1,7 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { InvalidTaskParamsError } from '../errors.js';
-import { isPlainObject, type TaskOwner, toWire } from '../task.js';
+import { type TaskOwner, toWire, validateInputResponses, validateTaskId } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../tasks.options.js';
 import { TasksService } from '../tasks.service.js';
@@ -60,23 +59,13 @@ export class TasksMethodsHandler {
     params: Record<string, unknown>,
     owner: TaskOwner,
   ): Promise<unknown> {
-    const taskId = params.taskId;
-    if (typeof taskId !== 'string') {
-      throw new InvalidTaskParamsError('Invalid params: taskId must be a string');
-    }
+    const taskId = validateTaskId(params.taskId);
     switch (method) {
       case 'tasks/get':
         return completeResult(this.meta, toWire(await this.tasks.get(taskId, owner)));
       case 'tasks/update': {
-        const responses = params.inputResponses;
-        if (!isPlainObject(responses)) {
-          throw new InvalidTaskParamsError('Invalid params: inputResponses must be an object');
-        }
-        await this.tasks.update(
-          taskId,
-          owner,
-          responses as Record<string, Record<string, unknown>>,
-        );
+        const responses = validateInputResponses(params.inputResponses);
+        await this.tasks.update(taskId, owner, responses);
         return completeResult(this.meta);
       }
       default:

@@ -2,7 +2,7 @@
  * Validation of what callers and workers hand in. Pure: each returns the normalized value or
  * throws the TaskError the caller gets.
  */
-import { InvalidTaskParamsError, show, TaskNotFoundError } from '../errors.js';
+import { InvalidTaskParamsError, show } from '../errors.js';
 import type { InputRequest, InputResponse, NewTaskParams, TtlLimits } from './record.js';
 
 const INPUT_METHODS: ReadonlySet<string> = new Set([
@@ -17,9 +17,14 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
   return proto === Object.prototype || proto === null;
 }
 
-/** A task id is a string; anything else names no task, and gets the answer an unknown id gets. */
+/**
+ * A task id is a string; anything else is invalid params (the same answer on the wire and from
+ * TasksService). Any string is an id: one that names no task of the caller's is not found.
+ */
 export function validateTaskId(taskId: unknown): string {
-  if (typeof taskId !== 'string') throw new TaskNotFoundError();
+  if (typeof taskId !== 'string') {
+    throw new InvalidTaskParamsError('Invalid params: taskId must be a string');
+  }
   return taskId;
 }
 
@@ -79,7 +84,7 @@ export function validateInputResponses(
   responses: unknown,
 ): Readonly<Record<string, InputResponse>> {
   if (!isPlainObject(responses)) {
-    throw new InvalidTaskParamsError('inputResponses must be an object');
+    throw new InvalidTaskParamsError('Invalid params: inputResponses must be an object');
   }
   return responses as Record<string, InputResponse>;
 }
