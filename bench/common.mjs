@@ -156,19 +156,11 @@ const PUBLIC_ENTRIES = ['../dist/index.js', '../dist/redis/index.js'];
 const INTERNALS = {
   '../dist/task.js': ['newTask'],
   '../dist/task-id.js': ['newTaskId'],
-  '../dist/tasks.constants.js': ['LISTEN_FEED'],
-  '../dist/tasks.options.js': ['resolveTasksConfig'],
-  '../dist/notify/task-events.js': ['TaskEvents'],
+  '../dist/tasks.config.js': ['resolveTasksConfig'],
+  '../dist/notify/listen-feed.js': ['ListenFeed'],
+  '../dist/notify/waiter-feed.js': ['WaiterFeed'],
+  '../dist/mcp/listen.handler.js': ['ListenHandler'],
 };
-
-/**
- * The provider that holds the open listen streams (its `size` and `watchedTasks` are read), as
- * `lib.ListenHandler`: the first of these that the build has.
- */
-const LISTEN_HANDLER = [
-  ['../dist/mcp/listen.handler.js', 'ListenHandler'],
-  ['../dist/listen/listen.router.js', 'ListenRouter'],
-];
 
 /**
  * The built package (`npm run build`): its public entries and the internals above, in one object.
@@ -190,20 +182,9 @@ export async function loadBuiltPackage() {
     console.error(error);
     process.exit(1);
   }
-  for (const [path, name] of LISTEN_HANDLER) {
-    lib.ListenHandler ??= await import(path).then(
-      (module) => module[name],
-      () => undefined,
-    );
-  }
-  const missing = [
-    ...Object.entries(INTERNALS).flatMap(([path, names]) =>
-      names.filter((name) => lib[name] === undefined).map((name) => `${name} (${path})`),
-    ),
-    ...(lib.ListenHandler === undefined
-      ? [`the listen streams' provider (${LISTEN_HANDLER.map(([path]) => path).join(' or ')})`]
-      : []),
-  ];
+  const missing = Object.entries(INTERNALS).flatMap(([path, names]) =>
+    names.filter((name) => lib[name] === undefined).map((name) => `${name} (${path})`),
+  );
   if (missing.length > 0) {
     console.error(`dist/ lacks ${missing.join(', ')}; bench/common.mjs must follow where it went.`);
     process.exit(1);

@@ -5,7 +5,7 @@
 //
 // This process is the server: a Nest app (Express adapter) on loopback with
 // `TasksModule.forRoot({ maxRows: null, listen: { maxStreams: 20_000 }, janitor: false })` from
-// dist/. It calls TasksService itself and reads ListenRouter and LISTEN_FEED from the app. A child
+// dist/. It calls TasksService itself and reads ListenHandler and ListenFeed from the app. A child
 // process (this file with `--client <port>`) holds the client ends of the streams on plain TCP
 // sockets, so the two ends share neither an event loop nor a file-descriptor limit.
 //
@@ -19,8 +19,8 @@
 //       with 10,000 open streams watching 10,000 other tasks, against the same change with no
 //       stream open. Phases: none, open, none, open, none (the streams are opened twice), so a
 //       drift of the machine hits both sides. Target: median ratio ≤ 1.5.
-//   (c) Heap (after a full GC) and listener counts (ListenRouter.size, ListenRouter.watchedTasks,
-//       LISTEN_FEED.watchedTasks) after 10,000 listen open/close cycles, against the same figures
+//   (c) Heap (after a full GC) and listener counts (ListenHandler.size, ListenHandler.watchedTasks,
+//       ListenFeed.watchedTasks) after 10,000 listen open/close cycles, against the same figures
 //       before them (after a warm-up). Target: the counts equal, the heap within 1 MiB.
 //
 // It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
@@ -472,7 +472,7 @@ async function startServer() {
     port,
     tasks: app.get(lib.TasksService),
     router: app.get(lib.ListenHandler),
-    feed: app.get(lib.LISTEN_FEED),
+    feed: app.get(lib.ListenFeed),
     connections,
   };
 }
@@ -749,8 +749,8 @@ async function openCloseCycles(ctx) {
   await settle();
   const after = await snapshot();
   const row = (label, s) =>
-    `  ${label.padEnd(22)} heap ${fmtMiB(s.heap)}, ListenRouter.size ${s.size}, ` +
-    `ListenRouter.watchedTasks ${s.watched}, LISTEN_FEED.watchedTasks ${s.feed}, ` +
+    `  ${label.padEnd(22)} heap ${fmtMiB(s.heap)}, ListenHandler.size ${s.size}, ` +
+    `ListenHandler.watchedTasks ${s.watched}, ListenFeed.watchedTasks ${s.feed}, ` +
     `connections ${s.connections}`;
   console.log(row('before:', before));
   console.log(row(`after ${fmt(half)}:`, middle));

@@ -78,7 +78,8 @@ const {
   TasksService,
   RedisTaskStore,
   RedisTaskNotifier,
-  TaskEvents,
+  ListenFeed,
+  WaiterFeed,
   resolveTasksConfig,
   newTaskId,
 } = lib;
@@ -358,8 +359,8 @@ async function monitorPerOperation(url, service, store) {
 async function countNotifier(url, store) {
   const notifier = new RedisTaskNotifier(
     { connection: url, prefix: PREFIX },
-    new TaskEvents(),
-    new TaskEvents(),
+    new ListenFeed(),
+    new WaiterFeed(),
   );
   await notifier.ready;
   const publisher = countCommands(notifier.publisher);

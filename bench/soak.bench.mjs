@@ -19,8 +19,8 @@
 // and takes the measures again halfway through each and after each (compared with the start). The measures: the heap after a full GC; the active
 // resources keeping the process alive (`process.getActiveResourcesInfo()`, by type); every live
 // timer, unref'd ones included (counted with an async hook: unref'd timers are no active
-// resource); the server's open connections; ListenRouter `size` and `watchedTasks`; the
-// `watchedTasks` of LISTEN_FEED and of TaskEvents; the store's `size`; and three internals read
+// resource); the server's open connections; ListenHandler `size` and `watchedTasks`; the
+// `watchedTasks` of ListenFeed and of WaiterFeed; the store's `size`; and three internals read
 // for this check only: the store's two expiry indexes and TasksService's per-task change queues.
 // Target: every count back to its start value, the heap within 2 MiB of it.
 //
@@ -143,8 +143,8 @@ async function startServer() {
     tasks: app.get(lib.TasksService),
     store: app.get(lib.TaskStore),
     router: app.get(lib.ListenHandler),
-    feed: app.get(lib.LISTEN_FEED),
-    events: app.get(lib.TaskEvents),
+    feed: app.get(lib.ListenFeed),
+    events: app.get(lib.WaiterFeed),
     connections,
   };
 }
@@ -186,10 +186,10 @@ async function measure(ctx) {
       ...Object.fromEntries(Object.entries(resources).map(([type, n]) => [`active: ${type}`, n])),
       'timers, unref’d included': liveTimers.size,
       'server connections': await ctx.connections(),
-      'ListenRouter.size': router.size,
-      'ListenRouter.watchedTasks': router.watchedTasks,
-      'LISTEN_FEED.watchedTasks': feed.watchedTasks,
-      'TaskEvents.watchedTasks': events.watchedTasks,
+      'ListenHandler.size': router.size,
+      'ListenHandler.watchedTasks': router.watchedTasks,
+      'ListenFeed.watchedTasks': feed.watchedTasks,
+      'WaiterFeed.watchedTasks': events.watchedTasks,
       'store.size': store.size,
       // Internals, read for this check only.
       'store expiry index (TTL)': store.byExpiry?.size ?? NaN,

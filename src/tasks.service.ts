@@ -67,12 +67,8 @@ export class TasksService {
     @Inject(TaskStore) private readonly store: TaskStore,
     @Optional() @Inject(TaskNotifier) private readonly notifier: TaskNotifier | null,
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
-    /**
-     * Where each write is published for this process's waiters. Public only because waitForTask
-     * (tools/task-watch.ts) still reaches the feed through this service, until its callers inject
-     * WaiterFeed and pass it in.
-     */
-    @Optional() readonly events: WaiterFeed = new WaiterFeed(),
+    /** Where each write is published for this process's waiters (see tools/task-watch.ts). */
+    @Optional() private readonly waiters: WaiterFeed = new WaiterFeed(),
   ) {}
 
   // ----- caller side ----------------------------------------------------------------------------
@@ -90,7 +86,7 @@ export class TasksService {
     } catch (error) {
       throw this.storeFault(error);
     }
-    this.events.publish(record);
+    this.waiters.publish(record);
     this.announce(record);
     return record;
   }
@@ -242,7 +238,7 @@ export class TasksService {
           throw this.storeFault(error);
         }
         if (written) {
-          this.events.publish(next);
+          this.waiters.publish(next);
           if (announce) this.announce(next);
           return next;
         }

@@ -7,7 +7,7 @@ import { join, posix, relative, resolve } from 'node:path';
  * `export ... from` counts, type-only ones included: a cycle of types is still a cycle to read.
  *
  * The top-level files are, today, both the shared kernel every folder imports (task.ts, errors.ts,
- * tasks.constants.ts, tasks.options.ts, tasks.service.ts) and the composition root that imports
+ * tasks.constants.ts, tasks.config.ts, tasks.service.ts) and the composition root that imports
  * every folder (index.ts, tasks.module-definition.ts), so the folder `src` meets every other folder
  * in a cycle by construction. The folder rule is therefore asserted between the folders under
  * src/; the file rule holds everywhere.

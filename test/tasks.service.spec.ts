@@ -8,6 +8,7 @@ import {
   TaskTerminalError,
 } from '../src/errors.js';
 import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
+import { WaiterFeed } from '../src/notify/waiter-feed.js';
 import type { TaskStore } from '../src/store/task-store.js';
 import type { TaskOwner } from '../src/task.js';
 import { resolveTasksConfig } from '../src/tasks.config.js';
@@ -256,6 +257,7 @@ describe('TasksService: worker lifecycle', () => {
     const task = await service.create(alice);
     const context = new RunningTaskContext(
       service,
+      new WaiterFeed(),
       task.taskId,
       { principal: 'alice', tenant: null },
       new AbortController().signal,

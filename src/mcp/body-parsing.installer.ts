@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Inject, Injectable, type OnModuleInit, Optional } from '@nestjs/common';
 import { ApplicationConfig, HttpAdapterHost } from '@nestjs/core';
 import { MCP_PATH, TASKS_CONFIG } from '../tasks.constants.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { installBodyParsing, installExpressParser } from './body-parsing.js';
 import { METHOD_NOT_ALLOWED, sendJson } from './json-rpc.js';
 import { requestTarget } from './request-target.js';

@@ -15,7 +15,7 @@ import {
 import type { IncomingMessage } from 'node:http';
 import { httpStatusOf, SERVER_ERROR } from '../errors.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { McpEndpoint } from './mcp-endpoint.js';
 import { requestTarget } from './request-target.js';
 

@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { isPlainObject, type TaskOwner } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { formatIssue, type ValidationIssue } from '../tools/input-schema.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';

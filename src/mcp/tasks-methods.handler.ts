@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { type TaskOwner, toWire, validateInputResponses, validateTaskId } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
 import {
   completeResult,

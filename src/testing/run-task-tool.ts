@@ -22,7 +22,8 @@ import {
   type TaskStatus,
 } from '../task.js';
 import { TASK_TOOL_METADATA, WATCH_POLL_MS } from '../tasks.constants.js';
-import { resolveTasksConfig } from '../tasks.options.js';
+import { WaiterFeed } from '../notify/waiter-feed.js';
+import { resolveTasksConfig } from '../tasks.config.js';
 import { TasksService } from '../tasks.service.js';
 import { formatIssue, toToolInputSchema, type ValidationIssue } from '../tools/input-schema.js';
 import type { TaskContext } from '../tools/task-context.js';
@@ -333,8 +334,9 @@ async function start(
   });
   const recorder = new Recorder();
   const store = options.store ?? new InMemoryTaskStore();
-  const tasks = new TasksService(store, recorder, config);
-  const runner = new TaskToolRunner(tasks, config);
+  const waiters = new WaiterFeed();
+  const tasks = new TasksService(store, recorder, config, waiters);
+  const runner = new TaskToolRunner(tasks, waiters, config);
   const owner = options.owner ?? DEFAULT_OWNER;
   const timeoutMs = options.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : options.timeoutMs;
   const pollMs = Math.min(tool.options.pollIntervalMs ?? WATCH_POLL_MS, WATCH_POLL_MS);
@@ -414,7 +416,7 @@ async function start(
     const onDispose = (): void => own.abort(stops.signal.reason);
     if (stops.signal.aborted) onDispose();
     else stops.signal.addEventListener('abort', onDispose, { once: true });
-    const waiting = waitForTask(tasks, taskId, until, { pollMs, signal: own.signal });
+    const waiting = waitForTask(tasks, waiters, taskId, until, { pollMs, signal: own.signal });
     waiting.catch(() => undefined);
     const racers: Promise<TaskRecord>[] = [waiting, answersFailed];
     let timer: ReturnType<typeof setTimeout> | undefined;

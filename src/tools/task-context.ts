@@ -7,6 +7,7 @@ import {
   type TaskOwner,
 } from '../task.js';
 import type { TasksService } from '../tasks.service.js';
+import type { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
 
 /** What a `@TaskTool` method receives beside its input. */
@@ -44,6 +45,7 @@ export class RunningTaskContext implements TaskContext {
 
   constructor(
     private readonly tasks: TasksService,
+    private readonly waiters: WaiterFeed,
     readonly taskId: string,
     readonly owner: Required<TaskOwner>,
     readonly signal: AbortSignal,
@@ -76,6 +78,7 @@ export class RunningTaskContext implements TaskContext {
     await this.tasks.requireInput(this.taskId, requests, options);
     const answered = await waitForTask(
       this.tasks,
+      this.waiters,
       this.taskId,
       (record) => isTerminal(record.status) || isAnswered(record, keys),
       { pollMs: this.pollMs, signal: this.signal },

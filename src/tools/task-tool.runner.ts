@@ -11,10 +11,11 @@ import {
   toCallToolResult,
 } from '../task.js';
 import { TASKS_CONFIG, WATCH_POLL_MS } from '../tasks.constants.js';
-import type { TasksConfig } from '../tasks.options.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
 import { RunningTaskContext } from './task-context.js';
 import type { TaskToolDefinition } from './task-tool.registry.js';
+import { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
 
 class TaskCancelled extends Error {
@@ -44,6 +45,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
 
   constructor(
     private readonly tasks: TasksService,
+    private readonly waiters: WaiterFeed,
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
   ) {}
 
@@ -67,9 +69,15 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
   ): Promise<CallToolResult> {
     const record = await this.create(tool, owner);
     this.run(tool, input, record, true);
-    const end = await waitForTask(this.tasks, record.taskId, (task) => isTerminal(task.status), {
-      pollMs: this.pollMs(tool),
-    });
+    const end = await waitForTask(
+      this.tasks,
+      this.waiters,
+      record.taskId,
+      (task) => isTerminal(task.status),
+      {
+        pollMs: this.pollMs(tool),
+      },
+    );
     if (end.status === 'completed' && end.result) {
       const { resultType, ...result } = end.result;
       return result as CallToolResult;
@@ -123,6 +131,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     const controller = new AbortController();
     const context = new RunningTaskContext(
       this.tasks,
+      this.waiters,
       taskId,
       record.owner,
       controller.signal,
@@ -193,6 +202,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     const stop = new AbortController();
     waitForTask(
       this.tasks,
+      this.waiters,
       taskId,
       (task) => isCancellationRequested(task) || isTerminal(task.status),
       { pollMs, signal: stop.signal },

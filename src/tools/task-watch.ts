@@ -1,5 +1,6 @@
 import { TaskNotFoundError } from '../errors.js';
 import type { TaskRecord } from '../task.js';
+import type { WaiterFeed } from '../notify/waiter-feed.js';
 import type { TasksService } from '../tasks.service.js';
 
 export interface WaitOptions {
@@ -9,14 +10,15 @@ export interface WaitOptions {
 }
 
 /**
- * Resolves with the first state of the task that satisfies `until`: from the WaiterFeed at once
- * (`tasks.events`, where TasksService publishes each write), or from a periodic re-read (changes
- * written by another process sharing the store).
+ * Resolves with the first state of the task that satisfies `until`: from `waiters` at once (the
+ * feed TasksService publishes each write to), or from a periodic re-read (changes written by
+ * another process sharing the store).
  * Rejects when the task is gone, or with the signal's reason when it aborts; store faults are
  * retried at the next poll.
  */
 export function waitForTask(
   tasks: TasksService,
+  waiters: WaiterFeed,
   taskId: string,
   until: (record: TaskRecord) => boolean,
   options: WaitOptions,
@@ -43,7 +45,7 @@ export function waitForTask(
     };
     const onAbort = (): void => finish(() => reject(options.signal?.reason));
 
-    const unsubscribe = tasks.events.subscribe(taskId, check);
+    const unsubscribe = waiters.subscribe(taskId, check);
     const timer = setInterval(poll, options.pollMs);
     timer.unref();
     if (options.signal?.aborted) return onAbort();

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { TaskTool, type InputRequest, type TaskContext } from '../../src/index.js';
 import { runTaskTool, TaskToolInputError, type TaskToolRun } from '../../src/testing/index.js';
 import { accept, elicit } from '../helpers.js';
+import type { WaiterFeed } from '../../src/notify/waiter-feed.js';
 
 const askName = (message = 'What is your name?'): InputRequest => elicit(message);
 const text = (run: { result?: { content: unknown[] } }): unknown =>
@@ -81,11 +82,14 @@ class GreetTools {
   }
 }
 
+/** The run's waiter feed (a peek at the service's private field). */
+const waitersOf = (run: TaskToolRun): WaiterFeed =>
+  (run.tasks as unknown as { waiters: WaiterFeed }).waiters;
+
 /** How many in-process waiters listen to the run's task (a peek at the change feed). */
 const listeners = (run: TaskToolRun): number =>
-  (run.tasks.events as unknown as { listeners: Map<string, Set<unknown>> }).listeners.get(
-    run.taskId,
-  )?.size ?? 0;
+  (waitersOf(run) as unknown as { listeners: Map<string, Set<unknown>> }).listeners.get(run.taskId)
+    ?.size ?? 0;
 
 /** Each run is disposed after its test, so nothing keeps running. */
 const runs: TaskToolRun[] = [];
@@ -385,11 +389,11 @@ describe('runTaskTool', () => {
     const run = await runTaskTool(new GreetTools(), 'greet');
     await run.waitFor('input_required');
     // Waiting for the answer (requireInput) and for a cancel (the runner) watch the task now.
-    expect(run.tasks.events.watchedTasks).toBe(1);
+    expect(waitersOf(run).watchedTasks).toBe(1);
     await run.answer({ name: accept('Ada') });
     await run.finished;
     await run.returned;
     await new Promise((resolve) => setImmediate(resolve));
-    expect(run.tasks.events.watchedTasks).toBe(0);
+    expect(waitersOf(run).watchedTasks).toBe(0);
   });
 });
