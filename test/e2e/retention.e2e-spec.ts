@@ -6,7 +6,7 @@ import type { McpServer } from '@modelcontextprotocol/server';
 import * as z from 'zod/v4';
 import { TasksModule } from '../../src/index.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { PROTOCOL_VERSION, TASKS_EXTENSION } from './wire.js';
+import { declaredCapabilities, envelope, PROTOCOL_VERSION } from './wire.js';
 
 /**
  * A leak guard, not a memory threshold: after a few hundred malformed requests (bodies over
@@ -41,11 +41,7 @@ const requests: WeakRef<IncomingMessage>[] = [];
 })
 class RetentionModule {}
 
-const meta = {
-  'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-  'io.modelcontextprotocol/clientInfo': { name: 'retention', version: '1.0.0' },
-  'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS_EXTENSION]: {} } },
-};
+const meta = envelope(declaredCapabilities(true), 'retention');
 const rpc = (method: string, params: Record<string, unknown>): Record<string, unknown> => ({
   jsonrpc: '2.0',
   id: 1,

@@ -1,13 +1,8 @@
 import { DemoModule } from '../../examples/demo.module.js';
 import { ADAPTERS, startApp } from './app.js';
+import { declaredCapabilities, envelope, PROTOCOL_VERSION } from './wire.js';
 
-const META = {
-  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientInfo': { name: 'smoke', version: '1' },
-  'io.modelcontextprotocol/clientCapabilities': {
-    extensions: { 'io.modelcontextprotocol/tasks': {} },
-  },
-};
+const META = envelope(declaredCapabilities(true), 'smoke');
 
 describe.each(ADAPTERS)('smoke (%s)', (adapter) => {
   it('tools/call answers a task that tasks/get follows to completed', async () => {
@@ -18,7 +13,7 @@ describe.each(ADAPTERS)('smoke (%s)', (adapter) => {
           method: 'POST',
           headers: {
             'content-type': 'application/json',
-            'mcp-protocol-version': '2026-07-28',
+            'mcp-protocol-version': PROTOCOL_VERSION,
             'mcp-method': method,
             ...(name && { 'mcp-name': name }),
           },

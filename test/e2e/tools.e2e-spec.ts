@@ -11,21 +11,11 @@ import { Test } from '@nestjs/testing';
 import { IsString } from 'class-validator';
 import * as z from 'zod/v4';
 import { TasksConfigError } from '../../src/errors.js';
-import {
-  TaskTool,
-  type TaskContext,
-  TasksModule,
-  TasksService,
-} from '../../src/index.js';
+import { TaskTool, type TaskContext, TasksModule, TasksService } from '../../src/index.js';
 import { ADAPTERS, startApp, type RunningApp } from './app.js';
+import { declaredCapabilities, envelope, PROTOCOL_VERSION } from './wire.js';
 
-const META = (tasks: boolean) => ({
-  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientInfo': { name: 'tools-spec', version: '1' },
-  'io.modelcontextprotocol/clientCapabilities': tasks
-    ? { extensions: { 'io.modelcontextprotocol/tasks': {} } }
-    : {},
-});
+const META = (tasks: boolean) => envelope(declaredCapabilities(tasks), 'tools-spec');
 
 interface RpcAnswer {
   status: number;
@@ -47,7 +37,7 @@ async function rpc(
     method: 'POST',
     headers: {
       'content-type': 'application/json',
-      'mcp-protocol-version': '2026-07-28',
+      'mcp-protocol-version': PROTOCOL_VERSION,
       'mcp-method': method,
       ...(name !== undefined && { 'mcp-name': name }),
       ...options.headers,
