@@ -1,10 +1,16 @@
 /**
- * `nestjs-mcp-tasks`: what a NestJS app uses. The Redis store and notifier live in
- * `nestjs-mcp-tasks/redis`, the Node client in `nestjs-mcp-tasks/client`, the test helpers in
- * `nestjs-mcp-tasks/testing`.
+ * `nestjs-mcp-tasks`: the public surface of the module, complete. Everything a NestJS app uses is
+ * named here and nothing else is: other files of the package are internal and may change.
+ *
+ * Other entries: `nestjs-mcp-tasks/redis` (the Redis store and notifier), `nestjs-mcp-tasks/client`
+ * (a Node client for task tools), `nestjs-mcp-tasks/testing` (runTaskTool and the store contract).
  */
+
+// ----- The module and its service -----------------------------------------------------------------
+// TasksModule.forRoot / forRootAsync register the endpoint, the service, the store and the janitor;
+// the registration exports TasksService, TaskStore and TaskNotifier (also through a bare
+// `imports: [TasksModule]`).
 export { TasksModule } from './tasks.module.js';
-export { TasksService, type CreateTaskParams, type StatusMessageOption } from './tasks.service.js';
 export type {
   PartProvider,
   TasksJanitorOptions,
@@ -12,7 +18,26 @@ export type {
   TasksModuleExtras,
   TasksModuleOptions,
 } from './interfaces/tasks-module-options.interface.js';
+export { TasksService, type CreateTaskParams, type StatusMessageOption } from './tasks.service.js';
 export { TASKS_EXTENSION_ID } from './tasks.constants.js';
+
+// ----- Task tools -----------------------------------------------------------------------------------
+// @TaskTool() turns a provider method into an MCP tool that answers with a task; the method gets
+// its validated input and a TaskContext (progress, requireInput, signal, handOff).
+export {
+  TaskTool,
+  type TaskToolAnnotations,
+  type TaskToolOptions,
+  type WhenClientLacksTasks,
+} from './tools/task-tool.decorator.js';
+export type { TaskContext } from './tools/task-context.js';
+export type { TaskToolInput } from './tools/input-schema.js';
+
+// ----- Who asks -----------------------------------------------------------------------------------
+// The principal (and tenant) a request acts for: every task belongs to one, and only it sees it.
+export { defaultPrincipal, type PrincipalResolver } from './principal.js';
+
+// ----- Errors, on the wire and on REST routes -------------------------------------------------------
 export {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
@@ -33,6 +58,9 @@ export {
   taskErrorStatus,
   type TaskErrorBody,
 } from './http/task-error.filter.js';
+
+// ----- Task records and their wire form ---------------------------------------------------------------
+// What TasksService answers and a TaskStore keeps, and the readings a custom store needs.
 export {
   isExpired,
   isOwnedBy,
@@ -52,6 +80,9 @@ export {
   type TaskStatus,
   type TerminalTaskStatus,
 } from './task.js';
+
+// ----- Ports: where tasks are kept, who hears of changes ------------------------------------------------
+// Both are injection tokens and abstract classes: bind your own through the module's options.
 export {
   InjectTaskStore,
   TaskStore,
@@ -61,12 +92,3 @@ export {
 export { InMemoryTaskStore } from './store/in-memory.task-store.js';
 export { InjectTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 export { ListenNotifier } from './notify/listen.notifier.js';
-export {
-  TaskTool,
-  type TaskToolAnnotations,
-  type TaskToolOptions,
-  type WhenClientLacksTasks,
-} from './tools/task-tool.decorator.js';
-export type { TaskContext } from './tools/task-context.js';
-export type { TaskToolInput } from './tools/input-schema.js';
-export { defaultPrincipal, type PrincipalResolver } from './principal.js';

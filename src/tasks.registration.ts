@@ -2,11 +2,8 @@ import { Inject, Injectable, type OnModuleInit, Optional, type Provider } from '
 import { ModulesContainer } from '@nestjs/core';
 import { TasksConfigError } from './errors.js';
 import { TaskNotifier } from './notify/task-notifier.js';
-import { WaiterFeed } from './notify/waiter-feed.js';
 import { TaskStore } from './store/task-store.js';
-import { TASKS_CONFIG } from './tasks.constants.js';
 import { neverRegistered, notGlobal, registeredTwice } from './tasks.messages.js';
-import type { TasksConfig } from './interfaces/tasks-module-options.interface.js';
 import { TasksService } from './tasks.service.js';
 
 /**
@@ -20,8 +17,6 @@ export class TasksRegistration implements OnModuleInit {
     readonly service: TasksService,
     @Inject(TaskStore) readonly store: TaskStore,
     @Optional() @Inject(TaskNotifier) readonly notifier: TaskNotifier | null,
-    readonly waiters: WaiterFeed,
-    @Inject(TASKS_CONFIG) readonly config: TasksConfig,
     private readonly modules: ModulesContainer,
   ) {}
 
@@ -47,15 +42,16 @@ function registrations(modules: ModulesContainer): number {
   return count;
 }
 
-/** The tokens a registration exports, and so what a bare `imports: [TasksModule]` offers. */
-export const EXPORTED_TOKENS = [TasksService, TaskStore, TaskNotifier, WaiterFeed, TASKS_CONFIG];
+/**
+ * The tokens a registration exports, and so what a bare `imports: [TasksModule]` offers: the
+ * public injectables of src/index.ts, nothing internal.
+ */
+export const EXPORTED_TOKENS = [TasksService, TaskStore, TaskNotifier];
 
 const PARTS = new Map<unknown, (registration: TasksRegistration) => unknown>([
   [TasksService, (registration) => registration.service],
   [TaskStore, (registration) => registration.store],
   [TaskNotifier, (registration) => registration.notifier],
-  [WaiterFeed, (registration) => registration.waiters],
-  [TASKS_CONFIG, (registration) => registration.config],
 ]);
 
 /**

@@ -1,5 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative, resolve } from 'node:path';
+import * as publicApi from '../src/index.js';
+import { EXPORTED_TOKENS } from '../src/tasks.registration.js';
 
 /**
  * The shape of src/: no import cycle between its files, and none between its folders (a folder is
@@ -180,5 +182,16 @@ describe('architecture of src/', () => {
     ).toEqual([]);
     expect(folderOf('errors.ts')).toBe('src');
     expect(folderOf('mcp/json-rpc.ts')).toBe('mcp');
+  });
+
+  it('exports from the module only what index.ts names', () => {
+    const named = new Set<unknown>(Object.values(publicApi));
+    for (const token of EXPORTED_TOKENS) {
+      expect([String((token as { name?: string }).name ?? token), named.has(token)]).toEqual([
+        String((token as { name?: string }).name ?? token),
+        true,
+      ]);
+    }
+    expect(EXPORTED_TOKENS.length).toBeGreaterThan(0);
   });
 });
