@@ -73,7 +73,7 @@ export class BodyParsingInstaller implements OnModuleInit {
       });
       installExpressParser(
         adapter.getInstance(),
-        (pathname) => pathname === this.fullPath,
+        (pathname) => this.isEndpointPath(pathname),
         config.maxBodyBytes,
       );
     });

@@ -213,10 +213,9 @@ function restoreType(request: TaggedRequest): void {
  * sends: a body whose Content-Length is over the limit is read and dropped without keeping any of
  * it, and a body that goes over the limit while it streams (chunked) drops what it kept at once;
  * the rest is read and dropped too, so the client still gets its answer. The chunks are decoded
- * and scanned for nesting one by one, with no second copy of the body outside the JS heap (a
- * concatenated Buffer per large body left the process's RSS higher after a full GC). Broken JSON is a parse error even
- * when it is also deep (-32700 before -32600); the depth is read from the raw bytes, without
- * walking the parsed value.
+ * and scanned for nesting one by one, with no concatenated copy of the body. Broken JSON is a
+ * parse error even when it is also deep (-32700 before -32600); the depth is read from the raw
+ * bytes, without walking the parsed value.
  */
 async function readJson(
   payload: Readable,

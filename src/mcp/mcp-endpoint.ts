@@ -27,7 +27,7 @@ import {
 } from './body-parsing.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
-import { BodyParsingInstaller, methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
+import { methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
 import { declaresTasks, idOf, missingTasksCapability, sendError, sendFault } from './json-rpc.js';
 import { ListenHandler } from './listen.handler.js';
 import {
@@ -84,7 +84,6 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     private readonly methods: TasksMethodsHandler,
     private readonly listen: ListenHandler,
     private readonly toolCalls: TaskToolCallHandler,
-    private readonly bodyParsing: BodyParsingInstaller,
   ) {}
 
   onModuleInit(): void {
@@ -93,11 +92,6 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     this.handler = createMcpHandler(this.factory.create, { onerror, maxRequestBodySize });
     // What the server advertises decides which core listen filters are honoured.
     this.listen.attach(this.handler.bus, this.factory.create().server.getCapabilities());
-  }
-
-  /** Whether `pathname` (as sent, undecoded) is the endpoint's path: one exact spelling. */
-  isEndpointPath(pathname: string): boolean {
-    return this.bodyParsing.isEndpointPath(pathname);
   }
 
   async onApplicationShutdown(): Promise<void> {

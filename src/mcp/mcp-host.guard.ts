@@ -16,7 +16,7 @@ import type { IncomingMessage } from 'node:http';
 import { httpStatusOf, SERVER_ERROR } from '../errors.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
-import { McpEndpoint } from './mcp-endpoint.js';
+import { BodyParsingInstaller } from './body-parsing.installer.js';
 import { requestTarget } from './request-target.js';
 
 const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/;
@@ -39,7 +39,7 @@ const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/;
 export class McpHostGuard implements CanActivate {
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
-    private readonly endpoint: McpEndpoint,
+    private readonly bodyParsing: BodyParsingInstaller,
   ) {}
 
   canActivate(context: ExecutionContext): boolean {
@@ -48,7 +48,7 @@ export class McpHostGuard implements CanActivate {
       .getRequest<{ raw?: IncomingMessage } & IncomingMessage>();
     const raw = request.raw ?? request;
     const target = requestTarget(raw.url ?? '');
-    if (target === undefined || !this.endpoint.isEndpointPath(target.pathname)) {
+    if (target === undefined || !this.bodyParsing.isEndpointPath(target.pathname)) {
       throw new HttpException(
         { jsonrpc: '2.0', id: null, error: { code: SERVER_ERROR, message: 'Not Found' } },
         404,

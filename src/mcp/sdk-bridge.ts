@@ -25,11 +25,9 @@ export async function serveWithSdk(
   parsedBody: unknown,
   onerror: (error: Error) => void,
 ): Promise<void> {
+  // Listened to until the answer is written: a close before then is the client going away.
   const abort = new AbortController();
-  let finished = false;
-  const onClose = (): void => {
-    if (!finished) abort.abort();
-  };
+  const onClose = (): void => abort.abort();
   if (res.destroyed) abort.abort();
   res.once('close', onClose);
   try {
@@ -46,7 +44,6 @@ export async function serveWithSdk(
     }
     await writeResponse(response, res, abort.signal);
   } finally {
-    finished = true;
     res.off('close', onClose);
   }
 }
