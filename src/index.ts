@@ -60,25 +60,26 @@ export {
 } from './http/task-error.filter.js';
 
 // ----- Task records and their wire form ---------------------------------------------------------------
-// What TasksService answers and a TaskStore keeps, and the readings a custom store needs.
+// What TasksService answers and a TaskStore keeps, and the readings a custom store needs. The MCP
+// types a task carries (CallToolResult, InputRequest, InputResponse) are the SDK's own, re-exported.
 export {
   isExpired,
   isOwnedBy,
   isTerminal,
-  toTask,
   toWire,
+  toWireTask,
   type CallToolResult,
   type CancellationMode,
   type DetailedTask,
   type InputRequest,
   type InputResponse,
   type StoredCallToolResult,
-  type Task,
   type TaskFailure,
   type TaskOwner,
   type TaskRecord,
-  type TaskStatus,
-  type TerminalTaskStatus,
+  type TaskState,
+  type TerminalTaskState,
+  type WireTask,
 } from './task.js';
 
 // ----- Ports: where tasks are kept, who hears of changes ------------------------------------------------

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative, resolve } from 'node:path';
+import ts from 'typescript';
 import * as publicApi from '../src/index.js';
 import { EXPORTED_TOKENS } from '../src/tasks.registration.js';
 
@@ -193,5 +194,73 @@ describe('architecture of src/', () => {
       ]);
     }
     expect(EXPORTED_TOKENS.length).toBeGreaterThan(0);
+  });
+});
+
+/**
+ * The names a user imports from this package next to the SDK's. A name both export must be the
+ * SDK's own declaration passed through (CallToolResult, InputRequest…), never a type of ours that
+ * shadows it: an app importing both would otherwise meet two different `Task`s.
+ */
+describe('public names beside the SDK', () => {
+  const ENTRIES = ['index.ts', 'redis/index.ts', 'client/index.ts', 'testing/index.ts'];
+  const SDK = ['@modelcontextprotocol/server', '@modelcontextprotocol/client'];
+
+  function exportsOf(
+    program: ts.Program,
+    file: ts.SourceFile,
+  ): Map<string, { fromSdk: boolean; where: string }> {
+    const checker = program.getTypeChecker();
+    const symbol = checker.getSymbolAtLocation(file);
+    const out = new Map<string, { fromSdk: boolean; where: string }>();
+    for (const exported of symbol ? checker.getExportsOfModule(symbol) : []) {
+      const target =
+        exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
+      const where = target.declarations?.[0]?.getSourceFile().fileName ?? '';
+      out.set(exported.name, { fromSdk: where.includes('/@modelcontextprotocol/'), where });
+    }
+    return out;
+  }
+
+  it('shares a name with the SDK only for the SDK’s own types', () => {
+    const probe = join(ROOT, '..', 'test', '.sdk-names.probe.ts');
+    const host = ts.createCompilerHost({});
+    const options: ts.CompilerOptions = {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      experimentalDecorators: true,
+      skipLibCheck: true,
+      noEmit: true,
+      types: [],
+    };
+    const probeText = SDK.map((name, i) => `export * as sdk${i} from '${name}';`).join('\n');
+    const readFile = host.readFile.bind(host);
+    host.readFile = (name) => (resolve(name) === probe ? probeText : readFile(name));
+    const fileExists = host.fileExists.bind(host);
+    host.fileExists = (name) => resolve(name) === probe || fileExists(name);
+    const roots = [...ENTRIES.map((entry) => join(ROOT, entry)), probe];
+    const program = ts.createProgram(roots, options, host);
+    const checker = program.getTypeChecker();
+
+    const sdkNames = new Set<string>();
+    const probeFile = program.getSourceFile(probe)!;
+    for (const ns of checker.getExportsOfModule(checker.getSymbolAtLocation(probeFile)!)) {
+      const target = checker.getAliasedSymbol(ns);
+      for (const name of checker.getExportsOfModule(target)) sdkNames.add(name.name);
+    }
+    expect(sdkNames.has('CallToolResult')).toBe(true);
+    expect(sdkNames.has('Task')).toBe(true);
+
+    const shadows: string[] = [];
+    for (const entry of ENTRIES) {
+      const file = program.getSourceFile(join(ROOT, entry))!;
+      const names = exportsOf(program, file);
+      expect(names.size).toBeGreaterThan(0);
+      for (const [name, { fromSdk, where }] of names) {
+        if (sdkNames.has(name) && !fromSdk) shadows.push(`${entry}: ${name} (${id(where)})`);
+      }
+    }
+    expect(shadows).toEqual([]);
   });
 });

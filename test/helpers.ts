@@ -1,7 +1,7 @@
 import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
 import type { TaskNotifier } from '../src/notify/task-notifier.js';
 import type { TaskStore } from '../src/store/task-store.js';
-import type { TaskRecord } from '../src/task.js';
+import type { CallToolResult, InputRequest, InputResponse, TaskRecord } from '../src/task.js';
 import type { TasksModuleOptions } from '../src/interfaces/tasks-module-options.interface.js';
 import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
@@ -36,7 +36,7 @@ export function serviceWith(
 export const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, ms));
 
-export const elicit = (message: string) => ({
+export const elicit = (message: string): InputRequest => ({
   method: 'elicitation/create' as const,
   params: {
     message,
@@ -48,7 +48,10 @@ export const elicit = (message: string) => ({
   },
 });
 
-export const accept = (name: string) => ({ action: 'accept', content: { name } });
+export const accept = (name: string): InputResponse => ({ action: 'accept', content: { name } });
+
+/** A tool result of one text block. */
+export const textResult = (text: string): CallToolResult => ({ content: [{ type: 'text', text }] });
 
 /** A small seeded generator (mulberry32): randomized tests that repeat exactly. */
 export function seededRandom(seed: number): () => number {

@@ -4,10 +4,10 @@ import { isTerminal, type TaskOwner } from '../src/task.js';
 import type { TasksModuleOptions } from '../src/interfaces/tasks-module-options.interface.js';
 import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
-import { accept, elicit, RecordingNotifier } from './helpers.js';
+import { accept, elicit, RecordingNotifier, textResult } from './helpers.js';
 
 const alice: TaskOwner = { principal: 'alice' };
-const text = (value: string) => ({ content: [{ type: 'text', text: value }] });
+const text = textResult;
 
 /**
  * Two services over one store stand for two processes sharing a store: within a service, changes

@@ -14,6 +14,7 @@ import {
   completeTask,
   failTask,
   type InputRequest,
+  type InputResponse,
   isCancellationRequested,
   markCancelledTask,
   newTask,
@@ -27,7 +28,7 @@ import {
   toCallToolResult,
   toJsonRpcError,
   toStoredResult,
-  toTask,
+  toWireTask,
   toWire,
   inputResponseProblem,
   isAnswered,
@@ -49,7 +50,7 @@ const ok = (result: TransitionResult): TaskRecord => {
 };
 const fresh = (): TaskRecord => newTask('task-1', { principal: 'alice' }, { ttlMs: 60_000 }, T0);
 const ask = (message: string): InputRequest => elicit(message);
-const answer = (name: string) => ({ action: 'accept', content: { name } });
+const answer = (name: string): InputResponse => ({ action: 'accept', content: { name } });
 const result = toStoredResult({
   content: [{ type: 'text', text: '3' }],
   structuredContent: { sum: 3 },
@@ -249,7 +250,8 @@ describe('task model: input requests and answers', () => {
     expect(inputResponseProblem({ method: 'roots/list' }, { roots: [{}] })).toBe(
       'needs roots, each with a uri',
     );
-    const sampling = { method: 'sampling/createMessage' as const, params: {} };
+    // Params are checked at the wire, so this test hands the rule an incomplete request on purpose.
+    const sampling = { method: 'sampling/createMessage', params: {} } as unknown as InputRequest;
     expect(
       inputResponseProblem(sampling, {
         model: 'm',
@@ -594,9 +596,9 @@ describe('task model: wire mapping (checked with the official ext-tasks schemas)
     return [fresh(), asked, ...terminals(), ok(progressTask(fresh(), 'Half way', T0 + 1))];
   };
 
-  it('toTask gives the bare Task with ISO 8601 timestamps, valid as a CreateTaskResult', () => {
+  it('toWireTask gives the bare Task with ISO 8601 timestamps, valid as a CreateTaskResult', () => {
     const polled = newTask('t', { principal: null }, { ttlMs: 5000, pollIntervalMs: 250 }, T0);
-    expect(toTask(polled)).toEqual({
+    expect(toWireTask(polled)).toEqual({
       taskId: 't',
       status: 'working',
       createdAt: '2026-07-28T12:00:00.000Z',
@@ -605,16 +607,16 @@ describe('task model: wire mapping (checked with the official ext-tasks schemas)
       pollIntervalMs: 250,
     });
     for (const task of every()) {
-      const parsed = CreateTaskResultV2Schema.safeParse({ ...toTask(task), resultType: 'task' });
+      const parsed = CreateTaskResultV2Schema.safeParse({ ...toWireTask(task), resultType: 'task' });
       expect(parsed.success).toBe(true);
-      expect(toTask(task)).not.toHaveProperty('inputRequests');
-      expect(toTask(task)).not.toHaveProperty('result');
+      expect(toWireTask(task)).not.toHaveProperty('inputRequests');
+      expect(toWireTask(task)).not.toHaveProperty('result');
     }
   });
 
   it('ttlMs null (unlimited) stays null on the wire', () => {
     const unlimited = newTask('t', { principal: null }, { ttlMs: null }, T0);
-    expect(toTask(unlimited).ttlMs).toBeNull();
+    expect(toWireTask(unlimited).ttlMs).toBeNull();
     expect(
       GetTaskResultV2Schema.safeParse({ ...toWire(unlimited), resultType: 'complete' }).success,
     ).toBe(true);

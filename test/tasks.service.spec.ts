@@ -14,11 +14,11 @@ import type { TaskOwner } from '../src/task.js';
 import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
 import { RunningTaskContext } from '../src/tools/task-context.js';
-import { accept, elicit, serviceWith, sleep } from './helpers.js';
+import { accept, elicit, serviceWith, sleep, textResult } from './helpers.js';
 
 const alice: TaskOwner = { principal: 'alice' };
 const bob: TaskOwner = { principal: 'bob' };
-const text = (value: string) => ({ content: [{ type: 'text', text: value }] });
+const text = textResult;
 
 async function rejection(promise: Promise<unknown>): Promise<TaskError> {
   const error = await promise.then(

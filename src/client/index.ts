@@ -14,7 +14,7 @@ export {
   TaskCall,
   type TaskCallOutcome,
   type TaskSnapshot,
-  type TaskStatus,
+  type TaskState,
 } from './tool-call.js';
 export {
   type InputContext,

@@ -7,14 +7,14 @@ import {
   type TaskView,
   type ToolExecution,
 } from '@modelcontextprotocol/ext-tasks/client';
+import type { TaskState } from '../task/record.js';
 
-/** A task's status as the server reports it. */
-export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+export type { TaskState };
 
 /** One observed state of a task (what `tasks/get` or a `notifications/tasks` said). */
 export interface TaskSnapshot {
   readonly taskId: string;
-  readonly status: TaskStatus;
+  readonly status: TaskState;
   readonly statusMessage?: string;
   readonly createdAt?: string;
   readonly lastUpdatedAt?: string;
@@ -50,7 +50,7 @@ export function toSnapshot(view: TaskView): TaskSnapshot {
   };
 }
 
-const isTerminal = (status: TaskStatus): boolean =>
+const isTerminal = (status: TaskState): boolean =>
   status === 'completed' || status === 'failed' || status === 'cancelled';
 
 /** What a call handle needs from the client that made it. */

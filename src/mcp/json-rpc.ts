@@ -12,7 +12,7 @@ import {
   SERVER_ERROR,
   TaskError,
 } from '../errors.js';
-import { type TaskRecord, toTask } from '../task.js';
+import { type TaskRecord, toWireTask } from '../task.js';
 import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
 
 /**
@@ -133,7 +133,11 @@ export function createTaskResult(
   record: TaskRecord,
   meta?: Record<string, unknown>,
 ): Record<string, unknown> {
-  const result: Record<string, unknown> = { ...toTask(record), resultType: 'task', content: [] };
+  const result: Record<string, unknown> = {
+    ...toWireTask(record),
+    resultType: 'task',
+    content: [],
+  };
   if (meta !== undefined) result._meta = meta;
   return result;
 }

@@ -2,10 +2,17 @@
  * The stored task record and the wire types, with what can be read off a record: terminal or not,
  * whose, when it expires, how long it is kept once finished, what it still waits for.
  */
+import type { CallToolResult, InputRequest, InputResponse } from '@modelcontextprotocol/server';
 import type { JsonRpcErrorObject } from '../errors.js';
 
-export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
-export type TerminalTaskStatus = 'completed' | 'failed' | 'cancelled';
+export type { CallToolResult, InputRequest, InputResponse };
+
+/**
+ * The value of a task's `status`. Named apart from the SDK's `TaskStatus` (the deprecated
+ * 2025-11-25 vocabulary it keeps for interoperability), so an app can import both.
+ */
+export type TaskState = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+export type TerminalTaskState = 'completed' | 'failed' | 'cancelled';
 
 /** How `cancel` behaves: at once, or as a request the worker honours. */
 export type CancellationMode = 'immediate' | 'cooperative';
@@ -16,24 +23,6 @@ export interface TaskOwner {
   readonly tenant?: string | null;
 }
 
-/** A request the server sends the client through `inputRequests` (elicitation, sampling, roots). */
-export type InputRequest =
-  | { method: 'elicitation/create'; params: Record<string, unknown> }
-  | { method: 'sampling/createMessage'; params: Record<string, unknown> }
-  | { method: 'roots/list'; params?: Record<string, unknown> };
-
-/** The client's answer to one input request, as delivered by `tasks/update`. */
-export type InputResponse = Record<string, unknown>;
-
-/** What `tools/call` would have returned; stored on a completed task. */
-export interface CallToolResult {
-  content: unknown[];
-  structuredContent?: unknown;
-  isError?: boolean;
-  _meta?: Record<string, unknown>;
-  [key: string]: unknown;
-}
-
 /** The stored result always carries `resultType: "complete"` (clients settle on it). */
 export type StoredCallToolResult = CallToolResult & { resultType: 'complete' };
 
@@ -41,7 +30,7 @@ export type StoredCallToolResult = CallToolResult & { resultType: 'complete' };
 export interface TaskRecord {
   readonly taskId: string;
   readonly owner: Required<TaskOwner>;
-  readonly status: TaskStatus;
+  readonly status: TaskState;
   readonly statusMessage?: string;
   readonly createdAt: number;
   readonly lastUpdatedAt: number;
@@ -62,9 +51,9 @@ export interface TaskRecord {
 }
 
 /** The bare Task fields of the wire (CreateTaskResult without `resultType`). */
-export interface Task {
+export interface WireTask {
   taskId: string;
-  status: TaskStatus;
+  status: TaskState;
   statusMessage?: string;
   createdAt: string;
   lastUpdatedAt: string;
@@ -74,10 +63,10 @@ export interface Task {
 
 /** What `tasks/get` returns (without `resultType`) and what `notifications/tasks` carries. */
 export type DetailedTask =
-  | (Task & { status: 'working' | 'cancelled' })
-  | (Task & { status: 'input_required'; inputRequests: Record<string, InputRequest> })
-  | (Task & { status: 'completed'; result: StoredCallToolResult })
-  | (Task & { status: 'failed'; error: JsonRpcErrorObject });
+  | (WireTask & { status: 'working' | 'cancelled' })
+  | (WireTask & { status: 'input_required'; inputRequests: Record<string, InputRequest> })
+  | (WireTask & { status: 'completed'; result: StoredCallToolResult })
+  | (WireTask & { status: 'failed'; error: JsonRpcErrorObject });
 
 export interface NewTaskParams {
   ttlMs: number | null;
@@ -91,9 +80,9 @@ export interface TtlLimits {
   readonly maxTtlMs: number | null;
 }
 
-const TERMINAL: ReadonlySet<TaskStatus> = new Set(['completed', 'failed', 'cancelled']);
+const TERMINAL: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'cancelled']);
 
-export function isTerminal(status: TaskStatus): status is TerminalTaskStatus {
+export function isTerminal(status: TaskState): status is TerminalTaskState {
   return TERMINAL.has(status);
 }
 

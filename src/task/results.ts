@@ -19,7 +19,7 @@ export function toStoredResult(result: unknown): StoredCallToolResult {
     throw new InvalidTaskParamsError('A task result isError must be a boolean');
   }
   const stored = Object.assign({}, result) as StoredCallToolResult;
-  stored.content = (result.content as unknown[] | undefined) ?? [];
+  stored.content = result.content ?? [];
   stored.resultType = 'complete';
   return stored;
 }

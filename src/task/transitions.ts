@@ -19,7 +19,7 @@ import {
   type StoredCallToolResult,
   type TaskOwner,
   type TaskRecord,
-  type TerminalTaskStatus,
+  type TerminalTaskState,
 } from './record.js';
 import { inputResponseProblem } from './rules.js';
 
@@ -62,7 +62,7 @@ function next(task: TaskRecord, changes: Partial<TaskRecord>, now: number): Task
 /** A terminal record keeps no pending input or cancellation request. */
 function settle(
   task: TaskRecord,
-  changes: Partial<TaskRecord> & { status: TerminalTaskStatus },
+  changes: Partial<TaskRecord> & { status: TerminalTaskState },
   now: number,
 ): TaskRecord {
   const { inputRequests, inputResponses, cancelRequested, ...kept } = task;

@@ -1,10 +1,10 @@
 /** Wire mapping: a stored record as the Task and DetailedTask of the protocol. */
 import type { JsonRpcErrorObject } from '../errors.js';
-import type { DetailedTask, StoredCallToolResult, Task, TaskRecord } from './record.js';
+import type { DetailedTask, StoredCallToolResult, TaskRecord, WireTask } from './record.js';
 
 /** The bare Task fields: what a CreateTaskResult carries beside `resultType: "task"`. */
-export function toTask(record: TaskRecord): Task {
-  const task: Task = {
+export function toWireTask(record: TaskRecord): WireTask {
+  const task: WireTask = {
     taskId: record.taskId,
     status: record.status,
     createdAt: new Date(record.createdAt).toISOString(),
@@ -18,7 +18,7 @@ export function toTask(record: TaskRecord): Task {
 
 /** The DetailedTask: what `tasks/get` returns (beside `resultType`) and notifications carry. */
 export function toWire(record: TaskRecord): DetailedTask {
-  const task = toTask(record);
+  const task = toWireTask(record);
   switch (record.status) {
     case 'input_required':
       return { ...task, status: 'input_required', inputRequests: { ...record.inputRequests } };

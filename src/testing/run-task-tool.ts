@@ -19,7 +19,7 @@ import {
   isTerminal,
   type TaskOwner,
   type TaskRecord,
-  type TaskStatus,
+  type TaskState,
 } from '../task.js';
 import { TASK_TOOL_METADATA, WATCH_POLL_MS } from '../tasks.constants.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
@@ -81,7 +81,7 @@ export interface RunTaskFunctionOptions extends RunTaskToolOptions {
 
 /** One visible change of the task, in the order they happened. */
 export interface TaskToolStatus {
-  readonly status: TaskStatus;
+  readonly status: TaskState;
   readonly statusMessage?: string;
 }
 
@@ -114,7 +114,7 @@ export interface TaskToolRun {
   /** The task now. */
   current(): Promise<TaskRecord>;
   /** The first state (now or later) that matches: a status, or a predicate. Same timeout. */
-  waitFor(until: TaskStatus | ((task: TaskRecord) => boolean)): Promise<TaskRecord>;
+  waitFor(until: TaskState | ((task: TaskRecord) => boolean)): Promise<TaskRecord>;
   /** Answers input requests as `tasks/update` from the owner would. */
   answer(responses: Record<string, InputResponse>): Promise<TaskRecord>;
   /** Cancels the task as `tasks/cancel` from the owner would. */

@@ -349,7 +349,10 @@ const RULES: readonly Rule[] = [
         status: 'input_required',
         statusMessage: 'Need a name',
         inputRequests: {
-          name: { method: 'elicitation/create', params: { message: 'Name?', requestedSchema: {} } },
+          name: {
+            method: 'elicitation/create',
+            params: { message: 'Name?', requestedSchema: { type: 'object', properties: {} } },
+          },
         },
         usedInputKeys: ['name'],
         inputResponses: { earlier: { action: 'accept' } },
@@ -645,7 +648,10 @@ const RULES: readonly Rule[] = [
         statusMessage: 'Need a name',
         pollIntervalMs: 250,
         inputRequests: {
-          name: { method: 'elicitation/create', params: { message: 'Name?', requestedSchema: {} } },
+          name: {
+            method: 'elicitation/create',
+            params: { message: 'Name?', requestedSchema: { type: 'object', properties: {} } },
+          },
         },
         usedInputKeys: ['name', 'earlier'],
         inputResponses: { earlier: { action: 'accept', content: { x: 1 } } },

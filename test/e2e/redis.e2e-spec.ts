@@ -14,6 +14,7 @@ import {
   TasksService,
 } from '../../src/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
+import type { CallToolResult } from '../../src/task.js';
 import { seededRandom } from '../helpers.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type AdapterName, type RunningApp, startApp } from './app.js';
@@ -480,7 +481,7 @@ describe('two instances sharing one Redis', () => {
     });
     expect((await getTask(a.url, owner, created[0]!.taskId)).statusMessage).toBe('moved on');
     // The new A carries on with them, and B sees it.
-    const later = { content: [{ type: 'text', text: 'finished later' }] };
+    const later: CallToolResult = { content: [{ type: 'text', text: 'finished later' }] };
     expect((await a.service.complete(created[1]!.taskId, later)).status).toBe('completed');
     expect((await getTask(b.url, owner, created[1]!.taskId)).status).toBe('completed');
   });

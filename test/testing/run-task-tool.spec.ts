@@ -4,7 +4,7 @@
  */
 import { IsBoolean, IsOptional } from 'class-validator';
 import { z } from 'zod';
-import { TaskTool, type InputRequest, type TaskContext } from '../../src/index.js';
+import { TaskTool, type InputRequest, type InputResponse, type TaskContext } from '../../src/index.js';
 import { runTaskTool, TaskToolInputError, type TaskToolRun } from '../../src/testing/index.js';
 import { accept, elicit } from '../helpers.js';
 import type { WaiterFeed } from '../../src/notify/waiter-feed.js';
@@ -377,7 +377,7 @@ describe('runTaskTool', () => {
         'greet',
         {},
         {
-          answers: { name: { action: 'maybe' } },
+          answers: { name: { action: 'maybe' } as unknown as InputResponse },
         },
       ),
     );
