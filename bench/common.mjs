@@ -1,8 +1,10 @@
 // Helpers every benchmark shares: reading knobs from the environment, medians, time, formatting,
-// verdicts, the built package, child processes, and the MCP request envelope.
+// verdicts, the built package (its public entries only) and apps made of it, task ids and records,
+// child processes, and the MCP request envelope.
 
 import { Buffer } from 'node:buffer';
 import { fork } from 'node:child_process';
+import { randomFillSync } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 import { fileURLToPath } from 'node:url';
@@ -144,37 +146,35 @@ export function heapUsed() {
 // The built package
 // ---------------------------------------------------------------------------------------------
 
-/** The package's public entries the benchmarks use. */
+/**
+ * The package's public entries the benchmarks use. They import nothing else from dist/: what they
+ * need beyond these entries they get from Nest (`tasksContext`, `providerNamed` below) or build
+ * themselves (`newTaskId`, `taskRecord`).
+ */
 const PUBLIC_ENTRIES = ['../dist/index.js', '../dist/redis/index.js'];
 
-/**
- * What the benchmarks drive that no public entry exports, by the dist/ module that holds it: the
- * config resolver and the record factory (to build TasksService and fill stores without Nest), the
- * service's id generator (the baselines use the same one), and the listen internals whose sizes
- * the listen and soak benchmarks read. The benchmarks import dist/ internals through here only.
- */
-const INTERNALS = {
-  '../dist/task.js': ['newTask'],
-  '../dist/task-id.js': ['newTaskId'],
-  '../dist/tasks.config.js': ['resolveTasksConfig'],
-  '../dist/notify/listen-feed.js': ['ListenFeed'],
-  '../dist/notify/waiter-feed.js': ['WaiterFeed'],
-  '../dist/mcp/listen.handler.js': ['ListenHandler'],
-};
+/** The names of those entries the benchmarks use; a missing one stops the bench with a hint. */
+const USED_NAMES = [
+  'TasksModule',
+  'TasksService',
+  'TaskStore',
+  'TaskNotifier',
+  'InMemoryTaskStore',
+  'toWire',
+  'RedisTaskStore',
+  'RedisTaskNotifier',
+  'redisNotifier',
+];
 
 /**
- * The built package (`npm run build`): its public entries and the internals above, in one object.
- * Stops the bench with a hint when dist/ is missing or an internal is no longer where it was.
+ * The built package (`npm run build`): its public entries, in one object. Stops the bench with a
+ * hint when dist/ is missing or no longer exports a name the benchmarks use.
  */
 export async function loadBuiltPackage() {
   const lib = {};
   try {
     const parts = await Promise.all(PUBLIC_ENTRIES.map((path) => import(path)));
     Object.assign(lib, ...parts);
-    for (const [path, names] of Object.entries(INTERNALS)) {
-      const module = await import(path);
-      for (const name of names) lib[name] = module[name];
-    }
   } catch (error) {
     console.error(
       'Cannot import ../dist/index.js; run `npm run build` first (or `npm run bench`).',
@@ -182,14 +182,73 @@ export async function loadBuiltPackage() {
     console.error(error);
     process.exit(1);
   }
-  const missing = Object.entries(INTERNALS).flatMap(([path, names]) =>
-    names.filter((name) => lib[name] === undefined).map((name) => `${name} (${path})`),
-  );
+  const missing = USED_NAMES.filter((name) => lib[name] === undefined);
   if (missing.length > 0) {
-    console.error(`dist/ lacks ${missing.join(', ')}; bench/common.mjs must follow where it went.`);
+    console.error(
+      `The public entries (${PUBLIC_ENTRIES.join(', ')}) lack ${missing.join(', ')}; ` +
+        'the benchmarks must follow the public API.',
+    );
     process.exit(1);
   }
   return lib;
+}
+
+/**
+ * TasksService as an app gets it: a Nest application context (no HTTP) importing
+ * `TasksModule.forRoot({ path: false, janitor: false, ...options })`. `options` are the module's
+ * own: `store` / `notifier` as an instance, a class or a recipe (`notifier: null` turns
+ * notifications off), `maxRows`, `defaultTtlMs`, ... Returns the app, the service, the store and
+ * the notifier it injected (`null` when off), and `close()` (idempotent), which the caller owes.
+ */
+export async function tasksContext(lib, options = {}) {
+  const { NestFactory } = await import('@nestjs/core');
+  const app = await NestFactory.createApplicationContext(
+    lib.TasksModule.forRoot({ path: false, janitor: false, ...options }),
+    // abortOnError false: a failed start throws (and is printed) instead of a silent exit(1).
+    { logger: false, abortOnError: false },
+  );
+  let closing;
+  return {
+    app,
+    service: app.get(lib.TasksService),
+    store: app.get(lib.TaskStore),
+    notifier: app.get(lib.TaskNotifier),
+    close: () => (closing ??= app.close()),
+  };
+}
+
+/**
+ * The one provider instance of class `className` in `app`, found through Nest's public
+ * DiscoveryService, for the diagnostic counters some benchmarks read (e.g. `ListenHandler.size`)
+ * without importing a class no public entry exports. Stops the bench when there is none (or
+ * several): the class was renamed or is provided another way, and the bench must follow.
+ */
+export async function providerNamed(app, className) {
+  const { DiscoveryService } = await import('@nestjs/core');
+  let discovery;
+  try {
+    discovery = app.get(DiscoveryService, { strict: false });
+  } catch {
+    console.error(
+      `Cannot look up ${className}: the app has no DiscoveryService (import DiscoveryModule ` +
+        'from @nestjs/core in the bench app).',
+    );
+    process.exit(1);
+  }
+  const instances = new Set(
+    discovery
+      .getProviders()
+      .filter((wrapper) => wrapper.metatype?.name === className && wrapper.instance)
+      .map((wrapper) => wrapper.instance),
+  );
+  if (instances.size !== 1) {
+    console.error(
+      `Expected one provider of class ${className} in the app, found ${instances.size}; was it ` +
+        'renamed or provided another way? The bench reads its counters and must follow.',
+    );
+    process.exit(1);
+  }
+  return [...instances][0];
 }
 
 /**
@@ -200,10 +259,14 @@ export async function loadBuiltPackage() {
  */
 export async function startTasksApp(lib, options, beforeListen = () => undefined) {
   const { Module } = await import('@nestjs/common');
-  const { NestFactory } = await import('@nestjs/core');
+  const { DiscoveryModule, NestFactory } = await import('@nestjs/core');
   const { ExpressAdapter } = await import('@nestjs/platform-express');
   class BenchModule {}
-  Reflect.decorate([Module({ imports: [lib.TasksModule.forRoot(options)] })], BenchModule);
+  // DiscoveryModule: for providerNamed, whatever the package itself imports.
+  Reflect.decorate(
+    [Module({ imports: [DiscoveryModule, lib.TasksModule.forRoot(options)] })],
+    BenchModule,
+  );
   const app = await NestFactory.create(BenchModule, new ExpressAdapter(), {
     logger: false,
     forceCloseConnections: true,
@@ -219,6 +282,55 @@ export async function startTasksApp(lib, options, beforeListen = () => undefined
         server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
       ),
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Task ids and records, as the service makes them
+// ---------------------------------------------------------------------------------------------
+
+const ID_BYTES = 32;
+const IDS_PER_FILL = 128;
+const idPool = Buffer.alloc(ID_BYTES * IDS_PER_FILL);
+let idOffset = idPool.length;
+
+/**
+ * A task id made the way the service makes its own (the same algorithm as src/task-id.ts, copied
+ * so the baselines pay the same id cost without importing a dist/ internal): 32 random bytes from
+ * the CSPRNG, drawn in batches of 128 ids with randomFillSync, base64url without padding (43
+ * characters); each slice is wiped once encoded.
+ */
+export function newTaskId() {
+  if (idOffset === idPool.length) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  const end = idOffset + ID_BYTES;
+  const id = idPool.toString('base64url', idOffset, end);
+  idPool.fill(0, idOffset, end);
+  idOffset = end;
+  return id;
+}
+
+/**
+ * A new `working` task record, to fill a TaskStore directly. The record's shape is the TaskStore
+ * port's public contract (the `TaskRecord` type of the public entry, src/task/record.ts); this
+ * mirrors `newTask` in src/task/transitions.ts field for field and in the same order (so records
+ * share V8's hidden class with the service's). A bench using it checks once, against a record the
+ * service made, that the keys still agree.
+ */
+export function taskRecord(taskId, owner, params, now) {
+  const record = {
+    taskId,
+    owner: { principal: owner.principal, tenant: owner.tenant ?? null },
+    status: 'working',
+    createdAt: now,
+    lastUpdatedAt: now,
+    ttlMs: params.ttlMs,
+    version: 1,
+  };
+  if (params.pollIntervalMs !== undefined) record.pollIntervalMs = params.pollIntervalMs;
+  if (params.statusMessage !== undefined) record.statusMessage = params.statusMessage;
+  return record;
 }
 
 // ---------------------------------------------------------------------------------------------

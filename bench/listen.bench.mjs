@@ -5,9 +5,11 @@
 //
 // This process is the server: a Nest app (Express adapter) on loopback with
 // `TasksModule.forRoot({ maxRows: null, listen: { maxStreams: 20_000 }, janitor: false })` from
-// dist/. It calls TasksService itself and reads ListenHandler and ListenFeed from the app. A child
-// process (this file with `--client <port>`) holds the client ends of the streams on plain TCP
-// sockets, so the two ends share neither an event loop nor a file-descriptor limit.
+// dist/. It calls TasksService itself and reads the counters of ListenHandler and ListenFeed,
+// which no public entry exports: it finds them by class name through Nest's DiscoveryService
+// (`providerNamed` in common.mjs). A child process (this file with `--client <port>`) holds the
+// client ends of the streams on plain TCP sockets, so the two ends share neither an event loop nor
+// a file-descriptor limit.
 //
 //   (a) Delivery latency: 1,000 streams watch one task; `TasksService.complete()` is called with
 //       the time (process.hrtime, CLOCK_MONOTONIC, shared by every process on the machine) in the
@@ -55,6 +57,7 @@ import {
   nowNs,
   pool,
   positiveEnv,
+  providerNamed,
   requireGc,
   sleep,
   startChild,
@@ -471,8 +474,9 @@ async function startServer() {
     bare,
     port,
     tasks: app.get(lib.TasksService),
-    router: app.get(lib.ListenHandler),
-    feed: app.get(lib.ListenFeed),
+    // Read for their counters only: found by class name (no public entry exports them).
+    router: await providerNamed(app, 'ListenHandler'),
+    feed: await providerNamed(app, 'ListenFeed'),
     connections,
   };
 }

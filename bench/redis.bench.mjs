@@ -17,6 +17,10 @@
 //       commands (ZADD, HSET, HGET, HGET, HSET) and payloads of the same size, JSON included.
 //       Target: subject / baseline ≥ 0.7.
 //
+// TasksService, the store and the notifier come from the public entries as an app gets them:
+// `TasksModule.forRoot({ store: new RedisTaskStore(...), notifier: null | redisNotifier(...) })` in
+// a Nest application context (no HTTP; `tasksContext` in common.mjs), closed at the end.
+//
 // It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
 // it cannot run (dist/ missing, no redis-server, a broken invariant, the hard deadline).
 //
@@ -37,11 +41,13 @@ import {
   loadBuiltPackage,
   median,
   msSince,
+  newTaskId,
   nowNs,
   platformLine,
   positiveEnv,
   printTargetTable,
   sleep,
+  tasksContext,
   verdict,
 } from './common.mjs';
 
@@ -74,18 +80,31 @@ const PREFIX = `bench-redis-${process.pid}:`;
 // ---------------------------------------------------------------------------------------------
 
 const lib = await loadBuiltPackage();
-const {
-  TasksService,
-  RedisTaskStore,
-  RedisTaskNotifier,
-  ListenFeed,
-  WaiterFeed,
-  resolveTasksConfig,
-  newTaskId,
-} = lib;
+const { RedisTaskStore, RedisTaskNotifier, redisNotifier } = lib;
 
-/** No row limit (the bench controls the size), the default 1 h TTL. */
-const CONFIG = resolveTasksConfig({ maxRows: null, defaultTtlMs: HOUR });
+/**
+ * TasksService over a RedisTaskStore of its own under the bench prefix, from the module: no row
+ * limit (the bench controls the size), the default 1 h TTL, and `notifier` (`null`: none). The
+ * context closes the store (and the notifier) when it closes.
+ */
+async function redisContext(url, notifier) {
+  const connection = { connection: url, prefix: PREFIX };
+  const store = new RedisTaskStore(connection);
+  let ctx;
+  try {
+    ctx = await tasksContext(lib, {
+      maxRows: null,
+      defaultTtlMs: HOUR,
+      store,
+      notifier: notifier ? redisNotifier(connection) : null,
+    });
+  } catch (error) {
+    await store.onApplicationShutdown(); // the context never started, so it will not close it
+    throw error;
+  }
+  assert(ctx.store === store, 'the service does not use the store given to the module');
+  return ctx;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -355,22 +374,25 @@ async function monitorPerOperation(url, service, store) {
   return results;
 }
 
-/** What the Redis notifier adds: PUBLISH on its own connection per change, not awaited. */
-async function countNotifier(url, store) {
-  const notifier = new RedisTaskNotifier(
-    { connection: url, prefix: PREFIX },
-    new ListenFeed(),
-    new WaiterFeed(),
-  );
-  await notifier.ready;
-  const publisher = countCommands(notifier.publisher);
-  const service = new TasksService(store, notifier, CONFIG);
-  const tasks = await createMany(service, COUNT_OPS);
-  const before = snapshot(publisher);
-  for (const [i, task] of tasks.entries()) await service.progress(task.taskId, `step ${i}`);
-  const perChange = (publisher.commands - before.commands) / COUNT_OPS;
-  await notifier.onApplicationShutdown();
-  return perChange;
+/**
+ * What the Redis notifier adds: PUBLISH on its own connection per change, not awaited. Measured
+ * on a second context with `notifier: redisNotifier(...)` (and a store of its own, same prefix).
+ */
+async function countNotifier(url) {
+  const ctx = await redisContext(url, true);
+  try {
+    const { service, notifier } = ctx;
+    assert(notifier instanceof RedisTaskNotifier, 'the notifier is not the Redis notifier');
+    await notifier.ready;
+    // Its publishing connection, read for this count only.
+    const publisher = countCommands(notifier.publisher);
+    const tasks = await createMany(service, COUNT_OPS);
+    const before = snapshot(publisher);
+    for (const [i, task] of tasks.entries()) await service.progress(task.taskId, `step ${i}`);
+    return (publisher.commands - before.commands) / COUNT_OPS;
+  } finally {
+    await ctx.close();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -518,11 +540,11 @@ console.log(
   `redis-server ${redisVersion} at ${shown(redis.url)} (${redis.own ? 'private, no persistence' : 'REDIS_URL'}), key prefix ${PREFIX}`,
 );
 
-let store;
+let ctx;
 let baselineClient;
 try {
-  store = new RedisTaskStore({ connection: redis.url, prefix: PREFIX });
-  const service = new TasksService(store, null, CONFIG);
+  ctx = await redisContext(redis.url, false);
+  const { service, store } = ctx;
   // One checked cycle before anything is counted (this also loads the scripts).
   const created = await service.create(OWNER);
   assert((await service.get(created.taskId, OWNER)).version === 1, 'get after create');
@@ -551,7 +573,7 @@ try {
         ` (MONITOR: ${fmt2(server.commands)}, ${fmt2(server.scripted)} more run inside scripts)`,
     );
   }
-  const publishes = await countNotifier(redis.url, store);
+  const publishes = await countNotifier(redis.url);
   console.log(
     `    context: with the Redis notifier, each change also sends ${fmt2(publishes)} PUBLISH on the notifier's own connection (not awaited)`,
   );
@@ -603,7 +625,7 @@ try {
   printTargetTable(rows);
 } finally {
   await removeKeys(admin).catch(() => undefined);
-  await store?.onApplicationShutdown();
+  await ctx?.close();
   baselineClient?.disconnect();
   admin.disconnect();
   await redis.stop();

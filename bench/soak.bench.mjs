@@ -20,9 +20,10 @@
 // resources keeping the process alive (`process.getActiveResourcesInfo()`, by type); every live
 // timer, unref'd ones included (counted with an async hook: unref'd timers are no active
 // resource); the server's open connections; ListenHandler `size` and `watchedTasks`; the
-// `watchedTasks` of ListenFeed and of WaiterFeed; the store's `size`; and three internals read
-// for this check only: the store's two expiry indexes and TasksService's per-task change queues.
-// Target: every count back to its start value, the heap within 2 MiB of it.
+// `watchedTasks` of ListenFeed and of WaiterFeed (providers no public entry exports, found by class
+// name through Nest's DiscoveryService: `providerNamed` in common.mjs); the store's `size`; and
+// three internals read for this check only: the store's two expiry indexes and TasksService's
+// per-task change queues. Target: every count back to its start value, the heap within 2 MiB of it.
 //
 // It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
 // it cannot run (nothing built, no --expose-gc, a broken invariant: a stream not acknowledged, a
@@ -51,6 +52,7 @@ import {
   nowNs,
   pool,
   positiveEnv,
+  providerNamed,
   requireGc,
   sleep,
   startTasksApp,
@@ -142,9 +144,10 @@ async function startServer() {
     port,
     tasks: app.get(lib.TasksService),
     store: app.get(lib.TaskStore),
-    router: app.get(lib.ListenHandler),
-    feed: app.get(lib.ListenFeed),
-    events: app.get(lib.WaiterFeed),
+    // Read for their counters only: found by class name (no public entry exports them).
+    router: await providerNamed(app, 'ListenHandler'),
+    feed: await providerNamed(app, 'ListenFeed'),
+    events: await providerNamed(app, 'WaiterFeed'),
     connections,
   };
 }

@@ -15,11 +15,15 @@
 //   (c) Heap bytes per stored `working` task at 100,000 tasks, minus the payload (the 43-char
 //       task id string). Target: < 1,000 bytes beyond the payload.
 //
+// TasksService comes from the public entry as an app gets it: `TasksModule.forRoot(...)` in a Nest
+// application context (no HTTP; `tasksContext` in common.mjs). The 1,000,000 records of (b) are
+// built by the bench (`taskRecord` in common.mjs, the TaskRecord shape of the TaskStore port),
+// checked once at start-up against a record the service made.
+//
 // It is a report, not a test: the process exits 0 whether a target is met or missed. It exits
 // non-zero only when it cannot run at all (dist/ missing, no --expose-gc, a broken invariant).
 
 import { randomBytes } from 'node:crypto';
-import { Buffer } from 'node:buffer';
 import {
   assert,
   fmtInt,
@@ -28,16 +32,19 @@ import {
   loadBuiltPackage,
   median,
   msSince,
+  newTaskId,
   nowNs,
   platformLine,
   printTargetTable,
   requireGc,
+  taskRecord,
+  tasksContext,
   verdict,
 } from './common.mjs';
 
 // The built package. `npm run bench` builds it first; `bench:store` assumes it is there.
 const lib = await loadBuiltPackage();
-const { TasksService, InMemoryTaskStore, resolveTasksConfig, newTask } = lib;
+const { InMemoryTaskStore } = lib;
 
 requireGc();
 
@@ -69,19 +76,30 @@ const CLEANUP_TARGET_MS = 5;
 const HEAP_TASKS = 100_000;
 const HEAP_TARGET_BYTES = 1_000;
 
-/** The service configuration: no row limit (the bench controls the size), the default 1 h TTL. */
-const CONFIG = resolveTasksConfig({ maxRows: null, defaultTtlMs: HOUR });
+/**
+ * The module's options: no row limit (the bench controls the size), the default 1 h TTL, the
+ * in-memory store (the default), no notifier (nothing listens here).
+ */
+const MODULE_OPTIONS = Object.freeze({ maxRows: null, defaultTtlMs: HOUR, notifier: null });
+
+/** TasksService over a fresh InMemoryTaskStore, from the module (close the context after use). */
+async function serviceContext() {
+  const ctx = await tasksContext(lib, MODULE_OPTIONS);
+  assert(ctx.store instanceof InMemoryTaskStore, 'the store is not the in-memory store');
+  return ctx;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The same id the service makes, from the same generator: 32 random bytes (drawn from the CSPRNG
- * in batches), base64url, 43 characters. The baselines use it too, so the id costs both sides the
- * same and the ratio measures what the library adds.
+ * The same id the service makes, by the same algorithm (common.mjs copies src/task-id.ts): 32
+ * random bytes (drawn from the CSPRNG in batches of 128 ids), base64url, 43 characters. The
+ * baselines use it too, so the id costs both sides the same and the ratio measures what the
+ * library adds.
  */
-const newId = lib.newTaskId;
+const newId = newTaskId;
 /** For context only: one CSPRNG call per id, what a naive implementation pays. */
 const newIdUnpooled = () => randomBytes(32).toString('base64url');
 
@@ -196,12 +214,15 @@ const asyncBaseline = {
   },
 };
 
-/** The subject: the real service over the real in-memory store, exactly as an app calls it. */
-const subject = {
+/**
+ * The subject: the real service over the real in-memory store, from the module, exactly as an app
+ * calls it. One context serves every round; each round starts on an emptied store.
+ */
+const subjectContender = (ctx) => ({
   name: 'TasksService + InMemoryTaskStore',
   setup() {
-    const store = new InMemoryTaskStore();
-    return { store, service: new TasksService(store, null, CONFIG) };
+    ctx.store.clear();
+    return { store: ctx.store, service: ctx.service };
   },
   reset: (state) => state.store.clear(),
   async batch(state, n) {
@@ -212,7 +233,7 @@ const subject = {
       await service.complete(taskId, { content: [{ type: 'text', text: 'ok' }] });
     }
   },
-};
+});
 
 /**
  * Context only (no target): the 32-byte random id alone, the one cost every contender shares.
@@ -255,7 +276,7 @@ async function cyclesPerSecond(contender, ms) {
 }
 
 /** One cycle through each contender, checked, before anything is timed. */
-async function checkCycles() {
+async function checkCycles(subject) {
   const state = subject.setup();
   const created = await state.service.create(OWNER);
   await state.service.get(created.taskId, OWNER);
@@ -277,7 +298,16 @@ async function benchCycles() {
   console.log(
     `    contenders alternating (order rotated each round); store/Map emptied every ${fmtInt(RESET_EVERY)} cycles`,
   );
-  await checkCycles();
+  const ctx = await serviceContext();
+  try {
+    return await runCycles(subjectContender(ctx));
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function runCycles(subject) {
+  await checkCycles(subject);
   const contenders = [syncBaseline, asyncBaseline, subject, idOnly, idOnlyUnpooled];
   for (const contender of contenders) await cyclesPerSecond(contender, WARMUP_MS);
 
@@ -344,29 +374,16 @@ async function benchCycles() {
 // (b) cleanup with 1,000,000 stored tasks, 1,000 of them expired
 // ---------------------------------------------------------------------------------------------
 
-/**
- * Ids for the 1,000,000-task fill: the same 43-char base64url strings, cut from one 32 KiB
- * randomBytes call per 1,024 ids (one call per id would spend seconds on the fill alone).
- */
-let idPool = Buffer.alloc(0);
-let idPoolOffset = 0;
-function pooledId() {
-  if (idPoolOffset === idPool.length) {
-    idPool = randomBytes(32 * 1024);
-    idPoolOffset = 0;
-  }
-  const id = idPool.toString('base64url', idPoolOffset, idPoolOffset + 32);
-  idPoolOffset += 32;
-  return id;
-}
+// The records of the fill are built here (taskRecord, common.mjs), the shape checked at start-up
+// by checkRecordShape; ids as the service makes them (pooled: one CSPRNG call per 128 ids).
 
 /** A live task: created within the last hour, 24 h TTL (distinct deadlines, like real traffic). */
 const liveRecord = (now) =>
-  newTask(pooledId(), OWNER, { ttlMs: 24 * HOUR }, now - Math.floor(Math.random() * HOUR));
+  taskRecord(newId(), OWNER, { ttlMs: 24 * HOUR }, now - Math.floor(Math.random() * HOUR));
 
 /** An expired task: created 2–3 h ago with a 1 h TTL. */
 const expiredRecord = (now) =>
-  newTask(pooledId(), OWNER, { ttlMs: HOUR }, now - 2 * HOUR - Math.floor(Math.random() * HOUR));
+  taskRecord(newId(), OWNER, { ttlMs: HOUR }, now - 2 * HOUR - Math.floor(Math.random() * HOUR));
 
 /**
  * A task of "late batch" `batch`, for the second phase: live at the fill (it counts among the
@@ -374,8 +391,8 @@ const expiredRecord = (now) =>
  * cleanup at `lateBatchCleanupAt(now, batch)` removes exactly that batch.
  */
 const lateBatchRecord = (now, batch) =>
-  newTask(
-    pooledId(),
+  taskRecord(
+    newId(),
     OWNER,
     { ttlMs: (batch + 2) * HOUR + Math.floor(Math.random() * (HOUR - 1)) },
     now,
@@ -518,9 +535,9 @@ async function benchHeap() {
   assert(ids[HEAP_TASKS - 1].length === 43, 'unexpected id length');
 
   // Subject: 100,000 working tasks (no statusMessage) stored through the service. The store
-  // keeps them alive; nothing else holds them.
-  const store = new InMemoryTaskStore();
-  const service = new TasksService(store, null, CONFIG);
+  // keeps them alive; nothing else holds them. The context is made before the first reading.
+  const ctx = await serviceContext();
+  const { store, service } = ctx;
   const before = heapUsed();
   for (let i = 0; i < HEAP_TASKS; i++) await service.create(OWNER);
   const after = heapUsed();
@@ -536,6 +553,7 @@ async function benchHeap() {
   );
   // Used after the readings, so neither the ids nor the service/store can be collected early.
   assert(ids.length === HEAP_TASKS && store.size === HEAP_TASKS && service !== null, 'alive');
+  await ctx.close();
   return { perTask, payloadBytes, beyond };
 }
 
@@ -543,10 +561,38 @@ async function benchHeap() {
 // Main
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * The records the bench builds for (b) must be the ones the service makes: the same keys, each
+ * with a value of the same type, as a record `TasksService.create` stored. Checked once, before
+ * anything is measured, so the builder cannot drift from the library unnoticed.
+ */
+async function checkRecordShape() {
+  const ctx = await serviceContext();
+  try {
+    const { taskId } = await ctx.service.create(OWNER);
+    const stored = await ctx.store.get(taskId);
+    assert(stored !== null, 'the created task is not in the store');
+    const built = taskRecord(newId(), OWNER, { ttlMs: HOUR }, Date.now());
+    const shape = (record) =>
+      Object.keys(record)
+        .map((key) => `${key}: ${record[key] === null ? 'null' : typeof record[key]}`)
+        .sort()
+        .join(', ');
+    assert(
+      shape(stored) === shape(built),
+      `the bench's taskRecord (common.mjs) no longer matches the service's records: ` +
+        `service { ${shape(stored)} }, bench { ${shape(built)} }`,
+    );
+  } finally {
+    await ctx.close();
+  }
+}
+
 const totalStart = nowNs();
 console.log('nestjs-mcp-tasks store benchmark');
 console.log(platformLine());
 
+await checkRecordShape();
 const a = await benchCycles();
 const b = await benchCleanup(); // its 1,000,000 tasks are garbage once it returns
 const c = await benchHeap();
