@@ -1,8 +1,14 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { TaskConflictError, TaskError, TaskInternalError, TaskNotFoundError } from './errors.js';
+import {
+  InvalidTaskParamsError,
+  TaskConflictError,
+  TaskError,
+  TaskInternalError,
+  TaskNotFoundError,
+} from './errors.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { WaiterFeed } from './notify/waiter-feed.js';
-import { TaskStore } from './store/task-store.js';
+import { type TaskListPage, TaskStore } from './store/task-store.js';
 import {
   type CallToolResult,
   cancelTask,
@@ -41,6 +47,17 @@ export interface CreateTaskParams {
   pollIntervalMs?: number;
   statusMessage?: string;
 }
+
+export interface ListTasksOptions {
+  /** The `nextCursor` of the previous page. */
+  cursor?: string;
+  /** Page size, 1–100. Default 50. */
+  limit?: number;
+}
+
+/** Page size of `list` when none is asked for, and the most one page holds. */
+export const DEFAULT_LIST_LIMIT = 50;
+export const MAX_LIST_LIMIT = 100;
 
 export interface StatusMessageOption {
   statusMessage?: string;
@@ -94,6 +111,33 @@ export class TasksService {
   /** The task as its owner sees it. */
   get(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
     return this.read(taskId, owner);
+  }
+
+  /** Whether the store can list tasks (`list`); the 2025-11-25 `tasks/list` depends on it. */
+  get canList(): boolean {
+    return typeof this.store.list === 'function';
+  }
+
+  /**
+   * One page of the owner's tasks, newest first; expired and other owners' tasks never appear.
+   * A cursor that is not a `nextCursor` of this store is InvalidTaskParamsError (-32602).
+   */
+  async list(owner: TaskOwner, options: ListTasksOptions = {}): Promise<TaskListPage> {
+    const { cursor, limit = DEFAULT_LIST_LIMIT } = options;
+    if (cursor !== undefined && typeof cursor !== 'string') {
+      throw new InvalidTaskParamsError('Invalid params: cursor must be a string');
+    }
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+      throw new InvalidTaskParamsError(
+        `Invalid params: limit must be an integer from 1 to ${MAX_LIST_LIMIT}`,
+      );
+    }
+    if (!this.store.list) throw new TaskInternalError('The task store cannot list tasks');
+    try {
+      return await this.store.list(owner, { limit, ...(cursor !== undefined && { cursor }) });
+    } catch (error) {
+      throw this.storeFault(error);
+    }
   }
 
   /**

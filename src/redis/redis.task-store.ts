@@ -1,12 +1,22 @@
 import type { OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { TaskInternalError, TaskStoreFullError } from '../errors.js';
+import { cursorAfter, keyOfCursor, listingKey, ownerKey } from '../store/task-listing.js';
 import type {
+  TaskListPage,
   TaskStore,
   TaskStoreCleanupOptions,
   TaskStoreCreateOptions,
+  TaskStoreListOptions,
 } from '../store/task-store.js';
-import { expiresAt, isOwnedBy, type TaskOwner, type TaskRecord, terminalSince } from '../task.js';
+import {
+  expiresAt,
+  isExpired,
+  isOwnedBy,
+  type TaskOwner,
+  type TaskRecord,
+  terminalSince,
+} from '../task.js';
 import {
   connect,
   DEFAULT_PREFIX,
@@ -45,16 +55,37 @@ if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'j', ARGV[3])
 return 1`;
 
+/**
+ * Adds a task to its owner's listing index (a sorted set of listing keys, all scored 0, read by
+ * lex order). The index lives as long as its longest-lived task: a new index takes the task's
+ * expiry, a later task pushes it out, a task without TTL makes it persistent. KEYS: index.
+ * ARGV: listing key, expire-at ms or ''.
+ */
+const INDEX = `
+local created = redis.call('EXISTS', KEYS[1]) == 0
+redis.call('ZADD', KEYS[1], 0, ARGV[1])
+if ARGV[2] == '' then
+  redis.call('PERSIST', KEYS[1])
+elseif created then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+else
+  local current = redis.call('PEXPIRETIME', KEYS[1])
+  if current >= 0 and current < tonumber(ARGV[2]) then redis.call('PEXPIREAT', KEYS[1], ARGV[2]) end
+end
+return 1`;
+
 const COMMANDS = {
   nestjsMcpTasksReserve: { numberOfKeys: 1, lua: RESERVE },
   nestjsMcpTasksCreate: { numberOfKeys: 1, lua: CREATE },
   nestjsMcpTasksCompareAndSet: { numberOfKeys: 1, lua: COMPARE_AND_SET },
+  nestjsMcpTasksIndex: { numberOfKeys: 1, lua: INDEX },
 } as const;
 
 type ScriptClient = Redis & {
   nestjsMcpTasksReserve(key: string, ...args: (string | number)[]): Promise<number>;
   nestjsMcpTasksCreate(key: string, ...args: (string | number)[]): Promise<number>;
   nestjsMcpTasksCompareAndSet(key: string, ...args: (string | number)[]): Promise<number>;
+  nestjsMcpTasksIndex(key: string, ...args: (string | number)[]): Promise<number>;
 };
 
 /**
@@ -68,6 +99,9 @@ type ScriptClient = Redis & {
  * - `maxRows` is enforced atomically on a sorted set of rows scored by expiry (`{prefix}rows`),
  *   which also lets cleanup find expired rows in O(expired); finished tasks without a TTL are
  *   found in `{prefix}terminal` by the instant they finished.
+ * - Listing reads one sorted set per owner (`{prefix}owner:<owner>`), written in the same round
+ *   trip as the task; entries of tasks that are gone are dropped when a listing meets them, and
+ *   the set expires with its longest-lived task.
  * - Every call is bounded by `timeoutMs` (default 5 s): with Redis away a request fails in bounded
  *   time, and ioredis reconnects by itself when Redis is back.
  */
@@ -114,13 +148,22 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
     if (reserved === -1) throw new TaskInternalError('Task id already exists');
     let written: number;
     try {
-      written = await this.call(
-        this.scripts.nestjsMcpTasksCreate(
-          this.keyOf(record.taskId),
-          record.version,
-          JSON.stringify(record),
-          at ?? '',
-        ),
+      // The owner's listing entry goes in the same round trip (another slot): should the write
+      // fail, a listing drops the entry when it finds no task behind it.
+      [written] = await this.call(
+        Promise.all([
+          this.scripts.nestjsMcpTasksCreate(
+            this.keyOf(record.taskId),
+            record.version,
+            JSON.stringify(record),
+            at ?? '',
+          ),
+          this.scripts.nestjsMcpTasksIndex(
+            this.ownerIndexKey(record.owner),
+            listingKey(record),
+            at ?? '',
+          ),
+        ]),
       );
     } catch (error) {
       // The row was reserved but the task not written: give the row back (best effort; an
@@ -129,6 +172,48 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
       throw error;
     }
     if (written === 0) throw new TaskInternalError('Task id already exists');
+  }
+
+  /** The listing index of an owner. */
+  ownerIndexKey(owner: TaskOwner): string {
+    return `${this.prefix}owner:${Buffer.from(ownerKey(owner)).toString('base64url')}`;
+  }
+
+  /** Two round trips: the page of listing keys, then the page's records. */
+  async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
+    const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
+    const index = this.ownerIndexKey(owner);
+    const keys = await this.call(
+      this.client.zrange(
+        index,
+        after === undefined ? '+' : `(${after}`,
+        '-',
+        'BYLEX',
+        'REV',
+        'LIMIT',
+        0,
+        options.limit,
+      ),
+    );
+    if (keys.length === 0) return { tasks: [] };
+    const ids = keys.map((key) => key.slice(key.indexOf(':') + 1));
+    const pipeline = this.client.pipeline();
+    for (const taskId of ids) pipeline.hget(this.keyOf(taskId), 'j');
+    const replies = (await this.call(pipeline.exec())) ?? [];
+    const now = Date.now();
+    const tasks: TaskRecord[] = [];
+    const gone: string[] = [];
+    replies.forEach(([error, json], i) => {
+      if (error) throw error;
+      const record = json === null ? null : (JSON.parse(json as string) as TaskRecord);
+      if (record === null || isExpired(record, now)) gone.push(keys[i]!);
+      else if (isOwnedBy(record, owner)) tasks.push(record);
+    });
+    if (gone.length > 0) this.client.zrem(index, ...gone).catch(() => undefined);
+    return {
+      tasks,
+      ...(keys.length === options.limit && { nextCursor: cursorAfter(keys[keys.length - 1]!) }),
+    };
   }
 
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {

@@ -10,13 +10,20 @@ import {
   terminalSince,
 } from '../task.js';
 import { ExpiryIndex } from './expiry-index.js';
-import type { TaskStore, TaskStoreCleanupOptions, TaskStoreCreateOptions } from './task-store.js';
+import { cursorAfter, keyOfCursor, listingKey, ownerKey } from './task-listing.js';
+import type {
+  TaskListPage,
+  TaskStore,
+  TaskStoreCleanupOptions,
+  TaskStoreCreateOptions,
+  TaskStoreListOptions,
+} from './task-store.js';
 
 /**
  * The default store: one process, one Map. Two expiry indexes make cleanup cost O(expired): one
  * by `createdAt + ttlMs` (a lane per TTL), one by the moment a task without a TTL became
- * terminal. Records are frozen on write, so a record handed out cannot change the store behind
- * its back.
+ * terminal. A set of task ids per owner serves listing. Records are frozen on write, so a record
+ * handed out cannot change the store behind its back.
  */
 @Injectable()
 export class InMemoryTaskStore implements TaskStore {
@@ -25,6 +32,8 @@ export class InMemoryTaskStore implements TaskStore {
   private readonly byExpiry = new ExpiryIndex();
   /** Terminal tasks without a TTL, by the instant they became terminal (one lane). */
   private readonly byTerminal = new ExpiryIndex();
+  /** Each owner's task ids, for listing. */
+  private readonly byOwner = new Map<string, Set<string>>();
   /** Heap entries whose task was deleted directly: compacted away when they pile up. */
   private stale = 0;
 
@@ -41,6 +50,10 @@ export class InMemoryTaskStore implements TaskStore {
     }
     this.tasks.set(record.taskId, Object.freeze(record));
     this.index(record, undefined);
+    const key = ownerKey(record.owner);
+    const owned = this.byOwner.get(key);
+    if (owned === undefined) this.byOwner.set(key, new Set([record.taskId]));
+    else owned.add(record.taskId);
   }
 
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
@@ -62,7 +75,7 @@ export class InMemoryTaskStore implements TaskStore {
   async delete(taskId: string): Promise<boolean> {
     const record = this.tasks.get(taskId);
     if (record === undefined) return false;
-    this.tasks.delete(taskId);
+    this.remove(record);
     if (expiresAt(record) !== null || terminalSince(record) !== null) this.noteStale();
     return true;
   }
@@ -72,7 +85,7 @@ export class InMemoryTaskStore implements TaskStore {
     this.byTerminal.popDue(now - options.terminalTtlMs, (terminalAt, taskId) => {
       const record = this.tasks.get(taskId);
       if (record !== undefined && terminalSince(record) === terminalAt) {
-        this.tasks.delete(taskId);
+        this.remove(record);
         removed++;
       } else if (this.stale > 0) {
         this.stale--;
@@ -86,7 +99,39 @@ export class InMemoryTaskStore implements TaskStore {
     this.tasks.clear();
     this.byExpiry.clear();
     this.byTerminal.clear();
+    this.byOwner.clear();
     this.stale = 0;
+  }
+
+  async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
+    const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
+    const owned = this.byOwner.get(ownerKey(owner));
+    if (owned === undefined) return { tasks: [] };
+    const now = Date.now();
+    const page: { key: string; record: TaskRecord }[] = [];
+    for (const taskId of owned) {
+      const record = this.tasks.get(taskId);
+      if (record === undefined || isExpired(record, now)) continue;
+      const key = listingKey(record);
+      if (after === undefined || key < after) page.push({ key, record });
+    }
+    page.sort((a, b) => (a.key < b.key ? 1 : -1));
+    const more = page.length > options.limit;
+    if (more) page.length = options.limit;
+    return {
+      tasks: page.map((entry) => entry.record),
+      ...(more && { nextCursor: cursorAfter(page[page.length - 1]!.key) }),
+    };
+  }
+
+  /** Drops a stored record and its owner entry (the expiry entries go by themselves). */
+  private remove(record: TaskRecord): void {
+    this.tasks.delete(record.taskId);
+    const key = ownerKey(record.owner);
+    const owned = this.byOwner.get(key);
+    if (owned !== undefined && owned.delete(record.taskId) && owned.size === 0) {
+      this.byOwner.delete(key);
+    }
   }
 
   private removeExpired(now: number): number {
@@ -94,7 +139,7 @@ export class InMemoryTaskStore implements TaskStore {
     this.byExpiry.popDue(now, (deadline, taskId) => {
       const record = this.tasks.get(taskId);
       if (record !== undefined && expiresAt(record) === deadline) {
-        this.tasks.delete(taskId);
+        this.remove(record);
         removed++;
       } else if (this.stale > 0) {
         this.stale--;

@@ -6,6 +6,20 @@ export interface TaskStoreCreateOptions {
   maxRows: number | null;
 }
 
+export interface TaskStoreListOptions {
+  /** Where the previous page ended (its `nextCursor`); absent for the first page. */
+  cursor?: string;
+  /** At most this many tasks in the page. */
+  limit: number;
+}
+
+/** One page of an owner's tasks, newest first. */
+export interface TaskListPage {
+  tasks: TaskRecord[];
+  /** Present when more tasks may follow: pass it back as `cursor`. Opaque. */
+  nextCursor?: string;
+}
+
 export interface TaskStoreCleanupOptions {
   /** Terminal tasks without a TTL are removed once their last update is this old. */
   terminalTtlMs: number;
@@ -44,6 +58,13 @@ export interface TaskStore {
    * update is `terminalTtlMs` old. Idempotent. Returns how many tasks it removed.
    */
   cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number>;
+
+  /**
+   * One page of the owner's live tasks, newest first (by `createdAt`, then id); expired tasks and
+   * other owners' never appear. A cursor this store did not hand out is refused with
+   * `InvalidTaskParamsError`. Optional: without it the server does not offer listing.
+   */
+  list?(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage>;
 }
 
 /** Injection token of the active TaskStore (same name as the interface, one import for both). */

@@ -31,6 +31,9 @@ export interface TaskStoreContractCase {
 
 const HOUR = 3_600_000;
 const alice: TaskOwner = { principal: 'alice', tenant: null };
+const aliceOfTenant: TaskOwner = { principal: 'alice', tenant: 't1' };
+const bob: TaskOwner = { principal: 'bob', tenant: null };
+const carol: TaskOwner = { principal: 'carol', tenant: null };
 const unlimited = { maxRows: null };
 
 /**
@@ -686,4 +689,92 @@ const RULES: readonly Rule[] = [
       sameRecord(await store.get(task.taskId), done, 'get(a completed record with its result)');
     },
   ],
+  [
+    'list (when the store has it): the owner’s tasks newest first, page by page, each once',
+    async (store) => {
+      if (!store.list) return;
+      const t0 = Date.now() - 60_000;
+      const mine: TaskRecord[] = [];
+      for (let i = 0; i < 7; i++) mine.push(record(alice, HOUR, t0 + (i < 2 ? 0 : i) * 1000));
+      const others = [record(bob), record(aliceOfTenant), record(bob)];
+      for (const task of [...mine, ...others]) await store.create(task, unlimited);
+      const expected = mine
+        .slice()
+        .sort((a, b) => b.createdAt - a.createdAt || (a.taskId < b.taskId ? 1 : -1))
+        .map((task) => task.taskId);
+      const seen = await listAll(store, alice, 3);
+      assert.deepStrictEqual(seen, expected, 'list(alice, limit 3): the pages, in order');
+      const page = await store.list(alice, { limit: 100 });
+      sameRecord(page.tasks[0], mine[6]!, 'list(alice): the newest record');
+      is(page.nextCursor, undefined, 'list(alice, limit 100): nextCursor of the only page');
+      assert.deepStrictEqual(
+        await listAll(store, aliceOfTenant, 10),
+        [others[1]!.taskId],
+        'list(alice of tenant t1): only her tasks in that tenant',
+      );
+      is((await listAll(store, carol, 10)).length, 0, 'list(an owner without tasks)');
+    },
+  ],
+  [
+    'list (when the store has it): expired and deleted tasks never appear',
+    async (store) => {
+      if (!store.list) return;
+      const live = record();
+      const expired = record(alice, HOUR, Date.now() - 2 * HOUR);
+      const deleted = record();
+      for (const task of [live, expired, deleted]) await store.create(task, unlimited);
+      await store.delete(deleted.taskId);
+      assert.deepStrictEqual(await listAll(store, alice, 1), [live.taskId], 'list(alice)');
+    },
+  ],
+  [
+    'list (when the store has it): a cursor keeps its place while tasks are created',
+    async (store) => {
+      if (!store.list) return;
+      const t0 = Date.now() - 60_000;
+      const first = [0, 1, 2, 3, 4].map((i) => record(alice, HOUR, t0 + i));
+      for (const task of first) await store.create(task, unlimited);
+      const page1 = await store.list(alice, { limit: 2 });
+      for (let i = 0; i < 3; i++) await store.create(record(), unlimited);
+      const rest: string[] = page1.tasks.map((task) => task.taskId);
+      let cursor = page1.nextCursor;
+      while (cursor !== undefined) {
+        const page = await store.list(alice, { cursor, limit: 2 });
+        rest.push(...page.tasks.map((task) => task.taskId));
+        cursor = page.nextCursor;
+      }
+      assert.deepStrictEqual(
+        rest,
+        first.map((task) => task.taskId).reverse(),
+        'the pages after the first: the older tasks, none twice, none missing',
+      );
+    },
+  ],
+  [
+    'list (when the store has it): a cursor it did not make is refused with a TaskError',
+    async (store) => {
+      if (!store.list) return;
+      await store.create(record(), unlimited);
+      for (const cursor of ['nonsense', '', 'AAAA', Buffer.from('1:x').toString('base64url')]) {
+        const error = await refusal(store.list(alice, { cursor, limit: 5 }), `list(${cursor})`);
+        if (!(error instanceof TaskError)) {
+          assert.fail(`list(cursor ${JSON.stringify(cursor)}): refused with ${errorName(error)}`);
+        }
+      }
+    },
+  ],
 ];
+
+/** Every task id of `owner`, page after page. */
+async function listAll(store: TaskStore, owner: TaskOwner, limit: number): Promise<string[]> {
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  for (let pages = 0; pages < 1000; pages++) {
+    const page = await store.list!(owner, { limit, ...(cursor !== undefined && { cursor }) });
+    if (page.tasks.length > limit) assert.fail(`list(limit ${limit}): ${page.tasks.length} tasks`);
+    ids.push(...page.tasks.map((task) => task.taskId));
+    cursor = page.nextCursor;
+    if (cursor === undefined) return ids;
+  }
+  return assert.fail('list: still a nextCursor after 1,000 pages');
+}
