@@ -11,6 +11,7 @@ import { MCP_GUARDS } from './mcp/mcp-app.guard.js';
 import { McpEndpoint } from './mcp/mcp-endpoint.js';
 import { McpHostGuard } from './mcp/mcp-host.guard.js';
 import { McpServerFactory } from './mcp/mcp-server.factory.js';
+import { LegacyTasksHandler } from './mcp/legacy-tasks.handler.js';
 import { TaskToolCallHandler } from './mcp/task-tool-call.handler.js';
 import { TasksMethodsHandler } from './mcp/tasks-methods.handler.js';
 import { ListenNotifier } from './notify/listen.notifier.js';
@@ -88,6 +89,7 @@ function coreProviders(optionsToken: InjectionToken): Provider[] {
     McpServerFactory,
     TasksMethodsHandler,
     TaskToolCallHandler,
+    LegacyTasksHandler,
     McpEndpoint,
     McpHostGuard,
     BodyParsingInstaller,

@@ -11,6 +11,7 @@ import {
   classifyInboundRequest,
   createMcpHandler,
   type McpHttpHandler,
+  ProtocolErrorCode,
   UnsupportedProtocolVersionError,
 } from '@modelcontextprotocol/server';
 import { ownerOf } from '../principal.js';
@@ -38,6 +39,12 @@ import {
 import { requestTarget } from './request-target.js';
 import { serveWithSdk } from './sdk-bridge.js';
 import { checkStandardHeaders, type StandardHeaders } from './standard-headers.js';
+import {
+  isJsonRpcResponse,
+  LEGACY_TASK_METHODS,
+  LegacyTasksHandler,
+  parseInputRequestId,
+} from './legacy-tasks.handler.js';
 import { TaskToolCallHandler } from './task-tool-call.handler.js';
 import { TASK_METHODS, TasksMethodsHandler } from './tasks-methods.handler.js';
 
@@ -68,6 +75,10 @@ const MODERN_REVISIONS: readonly string[] = ['2026-07-28'];
  * - `tools/call` of a task tool: from a client with the tasks extension → TaskToolCallHandler
  *   (the task is created and answered in front of the SDK); without it → -32021 (HTTP 400),
  *   unless the tool runs inline (then the SDK serves it);
+ * - 2025-11-25 (legacy era): `tasks/get|result|list|cancel` and a client's answer to an input
+ *   request → LegacyTasksHandler; `tools/call` of a task tool with `params.task` →
+ *   TaskToolCallHandler; without it, a task-only tool is -32601 on HTTP 200 (that revision's
+ *   rule, read by its clients as the call's error) and an inline one goes to the SDK;
  * - everything else → the official SDK handler with a per-request McpServer.
  * No error leaves with a stack: faults are logged and answered -32603. The body parsing and the 405
  * answers in front of the routes are BodyParsingInstaller's.
@@ -84,6 +95,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     private readonly methods: TasksMethodsHandler,
     private readonly listen: ListenHandler,
     private readonly toolCalls: TaskToolCallHandler,
+    private readonly legacy: LegacyTasksHandler,
   ) {}
 
   onModuleInit(): void {
@@ -191,12 +203,32 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       }
     }
 
+    if (outcome.kind === 'legacy') {
+      if (isJsonRpcResponse(body) && parseInputRequestId(body.id) !== undefined) {
+        return this.legacy.answer(res, body, owner);
+      }
+      if (isRequest && LEGACY_TASK_METHODS.has(method)) {
+        return this.legacy.handle(req, res, idOf(message), method, message.params, owner);
+      }
+    }
+
     const tasks = declaresTasks(message?.params);
     const info: EndpointRequestInfo = { owner, tasks, ...(method !== undefined && { method }) };
     if (isRequest && method === 'tools/call') {
       const name = (message.params as { name?: unknown } | null)?.name;
       const tool = typeof name === 'string' ? this.registry.get(name) : undefined;
-      if (tool && !tasks && tool.options.whenClientLacksTasks === 'reject') {
+      if (tool && outcome.kind === 'legacy') {
+        const params = message.params as Record<string, unknown>;
+        if (params.task !== undefined) {
+          return this.toolCalls.handle(res, idOf(message), tool, params, owner, 'legacy');
+        }
+        if (tool.options.whenClientLacksTasks === 'reject') {
+          return sendError(res, idOf(message), {
+            code: ProtocolErrorCode.MethodNotFound,
+            message: `Tool ${name} must be called as a task (execution.taskSupport "required")`,
+          });
+        }
+      } else if (tool && !tasks && tool.options.whenClientLacksTasks === 'reject') {
         return sendError(res, idOf(message), missingTasksCapability(`tool ${name}`));
       }
       if (tool && tasks && outcome.kind === 'modern') {

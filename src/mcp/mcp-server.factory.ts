@@ -10,6 +10,7 @@ import { TASKS_CONFIG, TASKS_EXTENSION_ID } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
+import { TasksService } from '../tasks.service.js';
 import { createTaskResult } from './json-rpc.js';
 
 /** What the endpoint learned about a request before handing it to the SDK. */
@@ -59,11 +60,23 @@ export class McpServerFactory {
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     private readonly registry: TaskToolRegistry,
     private readonly runner: TaskToolRunner,
+    private readonly tasks: TasksService,
   ) {}
 
   readonly create = (context?: McpRequestContext): McpServer => {
+    const legacy = context?.era === 'legacy';
     const server = new McpServer(this.config.serverInfo, {
-      capabilities: { tools: {}, extensions: { [TASKS_EXTENSION_ID]: {} } },
+      capabilities: legacy
+        ? // 2025-11-25 (SEP-1686): the `tasks` capability; `list` only when the store can list.
+          {
+            tools: {},
+            tasks: {
+              ...(this.tasks.canList && { list: {} }),
+              cancel: {},
+              requests: { tools: { call: {} } },
+            },
+          }
+        : { tools: {}, extensions: { [TASKS_EXTENSION_ID]: {} } },
     });
     this.config.configure?.(server);
     const info = requestInfoOf(context);
@@ -77,11 +90,16 @@ export class McpServerFactory {
   };
 
   private register(server: McpServer, tool: TaskToolDefinition): void {
-    server.registerTool(
+    const registered = server.registerTool(
       tool.name,
       { ...tool.config, inputSchema: tool.config.inputSchema ?? EMPTY_INPUT },
       (input: unknown, context: unknown) => this.call(tool, input, context),
     );
+    // 2025-11-25 `tools/list` shows it (the SDK strips it from 2026-07-28 answers): a task-only
+    // tool must be called as a task, an inline one may be.
+    registered.execution = {
+      taskSupport: tool.options.whenClientLacksTasks === 'reject' ? 'required' : 'optional',
+    };
   }
 
   private async call(

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { ProtocolErrorCode } from '@modelcontextprotocol/server';
-import { isPlainObject, type TaskOwner } from '../task.js';
+import { ProtocolErrorCode, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
+import { isPlainObject, type TaskOwner, type TaskRecord, toTask2025 } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
@@ -18,11 +18,16 @@ import {
 } from './json-rpc.js';
 import { EMPTY_INPUT } from './mcp-server.factory.js';
 
+/** The protocol era a task tool's call came in: 2026-07-28, or 2025-11-25 (the SDK's legacy). */
+export type TaskToolCallEra = 'modern' | 'legacy';
+
 /**
- * `tools/call` of a task tool from a client that declared the extension, answered in front of the
- * SDK: the arguments are validated with the tool's schema (a failure is the same tool error
- * result the SDK gives), the task is created and stored, the method starts, and the
- * CreateTaskResult answers. A store fault or a full store is a JSON-RPC error (-32603), which the
+ * `tools/call` of a task tool that is to answer with a task, answered in front of the SDK: from a
+ * 2026-07-28 client that declared the extension, or a 2025-11-25 client that sent `params.task`.
+ * The arguments are validated with the tool's schema (a failure is the same tool error result the
+ * SDK gives), the task is created and stored, the method starts, and the era's CreateTaskResult
+ * answers (2026: the task fields flat with `resultType: "task"`; 2025: `{ task }` with `ttl`
+ * and `pollInterval`). A store fault or a full store is a JSON-RPC error (-32603), which the
  * SDK's tool handler could only have turned into a tool error result.
  */
 @Injectable()
@@ -43,7 +48,20 @@ export class TaskToolCallHandler {
     tool: TaskToolDefinition,
     params: Record<string, unknown>,
     owner: TaskOwner,
+    era: TaskToolCallEra = 'modern',
   ): Promise<void> {
+    let requestedTtlMs: number | undefined;
+    if (era === 'legacy') {
+      const task = params.task;
+      const ttl = isPlainObject(task) ? task.ttl : undefined;
+      if (!isPlainObject(task) || (ttl !== undefined && !isPositiveInteger(ttl))) {
+        return sendError(res, id, {
+          code: ProtocolErrorCode.InvalidParams,
+          message: 'Invalid params: task must be an object whose ttl is a positive integer (ms)',
+        });
+      }
+      requestedTtlMs = ttl as number | undefined;
+    }
     const args = params.arguments === undefined ? {} : params.arguments;
     if (!isPlainObject(args)) {
       return sendError(res, id, {
@@ -69,10 +87,27 @@ export class TaskToolCallHandler {
       return sendResult(res, id, invalidArgumentsResult(tool.name, detail, this.meta));
     }
     try {
-      const record = await this.runner.start(tool, (checked as { value: unknown }).value, owner);
-      sendResult(res, id, createTaskResult(record, this.meta));
+      const input = (checked as { value: unknown }).value;
+      const record = await this.runner.start(tool, input, owner, requestedTtlMs);
+      sendResult(
+        res,
+        id,
+        era === 'modern' ? createTaskResult(record, this.meta) : this.legacy(record),
+      );
     } catch (error) {
       sendFailure(res, id, error, this.logger, `tools/call ${tool.name}`);
     }
   }
+
+  /** The 2025-11-25 CreateTaskResult: `{ task }`, related to the task it made. */
+  private legacy(record: TaskRecord): Record<string, unknown> {
+    return {
+      task: toTask2025(record),
+      _meta: { ...this.meta, [RELATED_TASK_META_KEY]: { taskId: record.taskId } },
+    };
+  }
+}
+
+function isPositiveInteger(value: unknown): boolean {
+  return Number.isSafeInteger(value) && (value as number) > 0;
 }

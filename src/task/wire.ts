@@ -1,6 +1,15 @@
-/** Wire mapping: a stored record as the Task and DetailedTask of the protocol. */
+/**
+ * Wire mapping: a stored record as the Task and DetailedTask of the protocol (2026-07-28), and as
+ * the Task of the 2025-11-25 revision.
+ */
 import type { JsonRpcErrorObject } from '../errors.js';
-import type { DetailedTask, StoredCallToolResult, TaskRecord, WireTask } from './record.js';
+import type {
+  DetailedTask,
+  StoredCallToolResult,
+  TaskRecord,
+  TaskState,
+  WireTask,
+} from './record.js';
 
 /** The bare Task fields: what a CreateTaskResult carries beside `resultType: "task"`. */
 export function toWireTask(record: TaskRecord): WireTask {
@@ -29,4 +38,39 @@ export function toWire(record: TaskRecord): DetailedTask {
     default:
       return task as DetailedTask;
   }
+}
+
+// ----- The 2025-11-25 wire ------------------------------------------------------------------------
+
+/** The Task of the 2025-11-25 revision (SEP-1686): `ttl` and `pollInterval`, in milliseconds. */
+export interface Task2025 {
+  taskId: string;
+  status: TaskState;
+  statusMessage?: string;
+  createdAt: string;
+  lastUpdatedAt: string;
+  ttl: number | null;
+  pollInterval?: number;
+}
+
+/**
+ * A record on the 2025-11-25 wire. Same task, same status, with one rule of that revision: a tool
+ * call whose result has `isError: true` is a `failed` task there (its result is still what
+ * `tasks/result` answers). A failed task without a status message shows its error's message.
+ */
+export function toTask2025(record: TaskRecord): Task2025 {
+  const failedTool = record.status === 'completed' && record.result?.isError === true;
+  const status: TaskState = failedTool ? 'failed' : record.status;
+  const task: Task2025 = {
+    taskId: record.taskId,
+    status,
+    createdAt: new Date(record.createdAt).toISOString(),
+    lastUpdatedAt: new Date(record.lastUpdatedAt).toISOString(),
+    ttl: record.ttlMs,
+  };
+  const message =
+    record.statusMessage ?? (record.status === 'failed' ? record.error?.message : undefined);
+  if (message !== undefined) task.statusMessage = message;
+  if (record.pollIntervalMs !== undefined) task.pollInterval = record.pollIntervalMs;
+  return task;
 }

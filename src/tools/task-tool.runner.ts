@@ -54,9 +54,18 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     return this.running.size;
   }
 
-  /** Creates the task (readable before this resolves) and starts the method. */
-  async start(tool: TaskToolDefinition, input: unknown, owner: TaskOwner): Promise<TaskRecord> {
-    const record = await this.create(tool, owner);
+  /**
+   * Creates the task (readable before this resolves) and starts the method. `requestedTtlMs` is
+   * the TTL the client asked for (2025-11-25 `task.ttl`), in place of the tool's; the module's
+   * `maxTtlMs` caps both.
+   */
+  async start(
+    tool: TaskToolDefinition,
+    input: unknown,
+    owner: TaskOwner,
+    requestedTtlMs?: number,
+  ): Promise<TaskRecord> {
+    const record = await this.create(tool, owner, requestedTtlMs);
     this.run(tool, input, record, false);
     return record;
   }
@@ -113,8 +122,13 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     );
   }
 
-  private create(tool: TaskToolDefinition, owner: TaskOwner): Promise<TaskRecord> {
-    const { ttlMs, pollIntervalMs, statusMessage } = tool.options;
+  private create(
+    tool: TaskToolDefinition,
+    owner: TaskOwner,
+    requestedTtlMs?: number,
+  ): Promise<TaskRecord> {
+    const { pollIntervalMs, statusMessage } = tool.options;
+    const ttlMs = requestedTtlMs ?? tool.options.ttlMs;
     return this.tasks.create(owner, {
       ...(ttlMs !== undefined && { ttlMs }),
       ...(pollIntervalMs !== undefined && { pollIntervalMs }),

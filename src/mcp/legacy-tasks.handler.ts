@@ -1,0 +1,285 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { ProtocolErrorCode, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
+import { InvalidTaskParamsError, type JsonRpcErrorObject, TaskError } from '../errors.js';
+import {
+  isPlainObject,
+  type InputResponse,
+  isTerminal,
+  type TaskOwner,
+  type TaskRecord,
+  toTask2025,
+  validateTaskId,
+} from '../task.js';
+import { TASKS_CONFIG, WATCH_POLL_MS } from '../tasks.constants.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
+import { TasksService } from '../tasks.service.js';
+import { WaiterFeed } from '../notify/waiter-feed.js';
+import { waitForTask } from '../tools/task-watch.js';
+import { type RequestId, resultMeta, sendError, sendFailure, sendResult } from './json-rpc.js';
+
+/** The task methods of 2025-11-25 (SEP-1686), served in front of the SDK. */
+export const LEGACY_TASK_METHODS: ReadonlySet<string> = new Set([
+  'tasks/get',
+  'tasks/result',
+  'tasks/list',
+  'tasks/cancel',
+]);
+
+/**
+ * The id of a server-to-client input request sent on a `tasks/result` stream: it names the task
+ * and the input key, so the client's answer (a JSON-RPC response POSTed to the endpoint, to any
+ * instance) finds its task through the store alone, without a session.
+ */
+const INPUT_ID_PREFIX = 'nestjs-mcp-tasks/input:';
+
+/** The id of the request that asks input `key` of a task. */
+export function inputRequestId(taskId: string, key: string): string {
+  return `${INPUT_ID_PREFIX}${taskId}:${key}`;
+}
+
+/** The task id and key an input request id names, or `undefined` when it is not one of ours. */
+export function parseInputRequestId(id: unknown): { taskId: string; key: string } | undefined {
+  if (typeof id !== 'string' || !id.startsWith(INPUT_ID_PREFIX)) return undefined;
+  const rest = id.slice(INPUT_ID_PREFIX.length);
+  const colon = rest.indexOf(':');
+  if (colon <= 0 || colon === rest.length - 1) return undefined;
+  return { taskId: rest.slice(0, colon), key: rest.slice(colon + 1) };
+}
+
+/** Whether a body is a JSON-RPC response (a result or an error, no method). */
+export function isJsonRpcResponse(body: unknown): body is {
+  id: unknown;
+  result?: unknown;
+  error?: unknown;
+} {
+  return isPlainObject(body) && body.method === undefined && ('result' in body || 'error' in body);
+}
+
+const NOT_FOUND_OR_TERMINAL = 'Invalid params: cannot cancel a task in terminal status';
+
+/**
+ * The 2025-11-25 task methods on the same TasksService and store as the 2026 ones, with the same
+ * owner rules (an unknown, expired or foreign id is one error, -32602 "Task not found"):
+ * - `tasks/get`: the task, 2025 fields (`ttl`, `pollInterval`);
+ * - `tasks/result`: once the task is terminal, what the tool call would have answered (its result
+ *   or its JSON-RPC error). Until then the request waits; on an SSE stream (the client accepts
+ *   `text/event-stream`, as the v1 SDK does) each input the task needs goes to the client as an
+ *   `elicitation/create`, `sampling/createMessage` or `roots/list` request related to the task;
+ * - `tasks/list`: the caller's own tasks, newest first, with `nextCursor`;
+ * - `tasks/cancel`: cancels and answers the task; a finished task is -32602, as that revision says.
+ * A client's answer to an input request is a JSON-RPC response POSTed to the endpoint: it becomes
+ * `TasksService.update` (any instance can take it: the store holds what it needs).
+ */
+@Injectable()
+export class LegacyTasksHandler {
+  private readonly logger = new Logger('LegacyTasksHandler');
+  private readonly meta: Record<string, unknown>;
+
+  constructor(
+    private readonly tasks: TasksService,
+    private readonly waiters: WaiterFeed,
+    @Inject(TASKS_CONFIG) config: TasksConfig,
+  ) {
+    this.meta = resultMeta(config.serverInfo);
+  }
+
+  async handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    id: RequestId,
+    method: string,
+    params: unknown,
+    owner: TaskOwner,
+  ): Promise<void> {
+    const fields = isPlainObject(params) ? params : {};
+    if (method === 'tasks/list' && !this.tasks.canList) {
+      // Not offered: the store cannot list (the capability leaves `list` out too).
+      return sendError(res, id, {
+        code: ProtocolErrorCode.MethodNotFound,
+        message: 'Method not found',
+      });
+    }
+    try {
+      switch (method) {
+        case 'tasks/get': {
+          const record = await this.tasks.get(validateTaskId(fields.taskId), owner);
+          return sendResult(res, id, { ...toTask2025(record), _meta: this.meta });
+        }
+        case 'tasks/list':
+          return sendResult(res, id, await this.list(fields, owner));
+        case 'tasks/cancel':
+          return sendResult(res, id, await this.cancel(validateTaskId(fields.taskId), owner));
+        default:
+          return await this.result(req, res, id, validateTaskId(fields.taskId), owner);
+      }
+    } catch (error) {
+      if (res.headersSent) return void res.end();
+      sendFailure(res, id, error, this.logger, method);
+    }
+  }
+
+  /**
+   * A client's answer to an input request of ours: the answer is delivered to its task (the
+   * caller must own it), an error answer fails the task. Answered 202 with no body either way,
+   * as a response POSTed to a Streamable HTTP endpoint is; a task that is gone is not reported.
+   */
+  async answer(
+    res: ServerResponse,
+    body: { id: unknown; result?: unknown; error?: unknown },
+    owner: TaskOwner,
+  ): Promise<void> {
+    const target = parseInputRequestId(body.id);
+    try {
+      if (target !== undefined) await this.deliver(target.taskId, target.key, body, owner);
+    } catch (error) {
+      if (!(error instanceof TaskError)) {
+        this.logger.error(`input answer failed: ${(error as Error)?.stack ?? String(error)}`);
+      }
+    }
+    res.writeHead(202).end();
+  }
+
+  private async deliver(
+    taskId: string,
+    key: string,
+    body: { result?: unknown; error?: unknown },
+    owner: TaskOwner,
+  ): Promise<void> {
+    if ('error' in body && body.error !== undefined) {
+      const record = await this.tasks.get(taskId, owner);
+      if (!record.inputRequests?.[key]) return;
+      const reason = isPlainObject(body.error) ? String(body.error.message ?? '') : '';
+      await this.tasks.fail(taskId, {
+        code: ProtocolErrorCode.InternalError,
+        message: `The client could not answer input request "${key}"${reason ? `: ${reason.slice(0, 200)}` : ''}`,
+      });
+      return;
+    }
+    if (!isPlainObject(body.result)) {
+      throw new InvalidTaskParamsError('Invalid params: an input answer must be an object');
+    }
+    await this.tasks.update(taskId, owner, { [key]: body.result as InputResponse });
+  }
+
+  private async list(params: Record<string, unknown>, owner: TaskOwner): Promise<unknown> {
+    const cursor = params.cursor;
+    if (cursor !== undefined && typeof cursor !== 'string') {
+      throw new InvalidTaskParamsError('Invalid params: cursor must be a string');
+    }
+    const page = await this.tasks.list(owner, cursor === undefined ? {} : { cursor });
+    return {
+      tasks: page.tasks.map(toTask2025),
+      ...(page.nextCursor !== undefined && { nextCursor: page.nextCursor }),
+      _meta: this.meta,
+    };
+  }
+
+  private async cancel(taskId: string, owner: TaskOwner): Promise<unknown> {
+    const before = await this.tasks.get(taskId, owner);
+    if (isTerminal(before.status)) throw new InvalidTaskParamsError(NOT_FOUND_OR_TERMINAL);
+    const record = await this.tasks.cancel(taskId, owner);
+    return { ...toTask2025(record), _meta: this.meta };
+  }
+
+  /** `tasks/result`: waits for the end, asking the client for input on the way when it can. */
+  private async result(
+    req: IncomingMessage,
+    res: ServerResponse,
+    id: RequestId,
+    taskId: string,
+    owner: TaskOwner,
+  ): Promise<void> {
+    let record = await this.tasks.get(taskId, owner);
+    if (isTerminal(record.status)) return this.sendOutcome(res, id, record, false);
+    const stream = /\btext\/event-stream\b/.test(String(req.headers.accept ?? ''));
+    const gone = new AbortController();
+    const onClose = (): void => gone.abort();
+    res.once('close', onClose);
+    if (stream) {
+      res.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+      });
+    }
+    const asked = new Set<string>();
+    const unasked = (task: TaskRecord): string[] =>
+      task.status === 'input_required'
+        ? Object.keys(task.inputRequests ?? {}).filter((key) => !asked.has(key))
+        : [];
+    try {
+      for (;;) {
+        if (stream) {
+          for (const key of unasked(record)) {
+            asked.add(key);
+            const request = record.inputRequests![key]!;
+            const params: Record<string, unknown> = { ...request.params };
+            params._meta = { ...(params._meta as object), [RELATED_TASK_META_KEY]: { taskId } };
+            writeEvent(res, {
+              jsonrpc: '2.0',
+              id: inputRequestId(taskId, key),
+              method: request.method,
+              params,
+            });
+          }
+        }
+        if (isTerminal(record.status)) return this.sendOutcome(res, id, record, stream);
+        record = await waitForTask(
+          this.tasks,
+          this.waiters,
+          taskId,
+          (task) => isTerminal(task.status) || (stream && unasked(task).length > 0),
+          {
+            pollMs: Math.min(record.pollIntervalMs ?? WATCH_POLL_MS, WATCH_POLL_MS),
+            signal: gone.signal,
+          },
+        );
+      }
+    } catch (error) {
+      if (gone.signal.aborted) return;
+      if (!stream) throw error;
+      const answer =
+        error instanceof TaskError
+          ? error.toJsonRpcError()
+          : { code: ProtocolErrorCode.InternalError, message: 'Internal error' };
+      writeEvent(res, { jsonrpc: '2.0', id, error: answer });
+      res.end();
+    } finally {
+      res.off('close', onClose);
+    }
+  }
+
+  /** What the tool call would have answered, related to its task. */
+  private sendOutcome(
+    res: ServerResponse,
+    id: RequestId,
+    record: TaskRecord,
+    stream: boolean,
+  ): void {
+    const related = { [RELATED_TASK_META_KEY]: { taskId: record.taskId } };
+    let message: Record<string, unknown>;
+    if (record.status === 'completed' && record.result) {
+      const { resultType: _complete, ...result } = record.result;
+      const meta = { ...(result._meta as object | undefined), ...this.meta, ...related };
+      message = { jsonrpc: '2.0', id, result: { ...result, _meta: meta } };
+    } else {
+      const error: JsonRpcErrorObject =
+        record.status === 'failed' && record.error
+          ? record.error
+          : { code: ProtocolErrorCode.InternalError, message: 'Task cancelled' };
+      // A JSON-RPC error has no `_meta`: the error goes as the call would have answered it.
+      message = { jsonrpc: '2.0', id, error };
+    }
+    if (!stream) {
+      if ('result' in message) return sendResult(res, id, message.result);
+      return sendError(res, id, message.error as JsonRpcErrorObject, 200);
+    }
+    writeEvent(res, message);
+    res.end();
+  }
+}
+
+function writeEvent(res: ServerResponse, message: unknown): void {
+  res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+}

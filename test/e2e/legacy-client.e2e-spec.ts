@@ -1,0 +1,196 @@
+/**
+ * 2025-11-25 clients (SEP-1686 tasks), as their users call a task tool: the v1 TypeScript SDK
+ * (`@modelcontextprotocol/sdk` 1.32) and its experimental tasks API, over real HTTP, against the
+ * demo app on both adapters.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  ElicitRequestSchema,
+  ListToolsResultSchema,
+  McpError,
+  RELATED_TASK_META_KEY,
+} from '@modelcontextprotocol/sdk/types.js';
+import { DemoModule } from '../../examples/demo.module.js';
+import { ADAPTERS, type RunningApp, startApp } from './app.js';
+
+type V1Message = { type: string; [key: string]: unknown };
+
+interface V1 {
+  client: Client;
+  close(): Promise<void>;
+}
+
+/** A v1 client as its README shows it, acting for `principal` (the demo's bearer stand-in). */
+async function connectV1(
+  url: string,
+  principal: string,
+  answerName?: (message: string) => string | undefined,
+): Promise<V1> {
+  const client = new Client(
+    { name: 'v1-client', version: '1.0.0' },
+    { capabilities: { elicitation: { form: {} } } },
+  );
+  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    const name = answerName?.(String(request.params.message));
+    return name === undefined
+      ? { action: 'decline' as const }
+      : { action: 'accept' as const, content: { name } };
+  });
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${principal}` } },
+  });
+  await client.connect(transport);
+  return { client, close: () => client.close() };
+}
+
+async function collect(stream: AsyncGenerator<unknown>): Promise<V1Message[]> {
+  const seen: V1Message[] = [];
+  for await (const message of stream) seen.push(message as V1Message);
+  return seen;
+}
+
+describe.each(ADAPTERS)('2025-11-25 tasks with the v1 SDK client (%s)', (adapter) => {
+  let app: RunningApp;
+  const opened: V1[] = [];
+  const connect = async (principal = 'alice', answer?: (m: string) => string | undefined) => {
+    const v1 = await connectV1(app.url, principal, answer);
+    opened.push(v1);
+    return v1.client;
+  };
+
+  beforeEach(async () => {
+    app = await startApp(DemoModule, adapter);
+  });
+  afterEach(async () => {
+    for (const v1 of opened.splice(0)) await v1.close();
+    await app.close();
+  });
+
+  it('initialize advertises the tasks capability; tools/list carries execution.taskSupport', async () => {
+    const client = await connect();
+    expect(client.getServerCapabilities()?.tasks).toEqual({
+      list: {},
+      cancel: {},
+      requests: { tools: { call: {} } },
+    });
+    expect(client.getServerCapabilities()?.extensions).toBeUndefined();
+    const { tools } = await client.request({ method: 'tools/list' }, ListToolsResultSchema);
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    expect(byName.get('add_slowly')?.execution).toEqual({ taskSupport: 'required' });
+    expect(byName.get('greet')?.execution).toEqual({ taskSupport: 'required' });
+  });
+
+  it('add_slowly as a task settles to {sum}', async () => {
+    const client = await connect();
+    const seen = await collect(
+      client.experimental.tasks.callToolStream(
+        { name: 'add_slowly', arguments: { a: 2, b: 3, delayMs: 100 } },
+        CallToolResultSchema,
+        { task: { ttl: 60_000 } },
+      ),
+    );
+    expect(seen[0]).toMatchObject({
+      type: 'taskCreated',
+      task: { status: 'working', ttl: 60_000 },
+    });
+    const last = seen.at(-1) as {
+      type: string;
+      result: { structuredContent?: unknown; _meta?: Record<string, unknown> };
+    };
+    expect(last.type).toBe('result');
+    expect(last.result.structuredContent).toEqual({ sum: 5 });
+    const taskId = (seen[0] as { task: { taskId: string } }).task.taskId;
+    expect(last.result._meta?.[RELATED_TASK_META_KEY]).toEqual({ taskId });
+  });
+
+  it('greet asks through the client’s elicitation handler and settles to "Hello, <name>!"', async () => {
+    const asked: string[] = [];
+    const client = await connect('alice', (message) => {
+      asked.push(message);
+      return 'Ada';
+    });
+    const seen = await collect(
+      client.experimental.tasks.callToolStream(
+        { name: 'greet', arguments: {} },
+        CallToolResultSchema,
+        {
+          task: {},
+        },
+      ),
+    );
+    expect(asked).toEqual(['What is your name?']);
+    const last = seen.at(-1) as { type: string; result: { content: unknown[] } };
+    expect(last).toMatchObject({ type: 'result' });
+    expect(last.result.content).toEqual([{ type: 'text', text: 'Hello, Ada!' }]);
+  });
+
+  it('wait_for_cancel is cancelled: tasks/cancel answers the cancelled task; a second cancel is -32602', async () => {
+    const client = await connect();
+    const created = await client.request(
+      { method: 'tools/call', params: { name: 'wait_for_cancel', arguments: {}, task: {} } },
+      CreateTaskResultSchema,
+    );
+    const { taskId } = created.task;
+    const cancelled = await client.experimental.tasks.cancelTask(taskId);
+    expect(cancelled).toMatchObject({ taskId, status: 'cancelled' });
+    expect((await client.experimental.tasks.getTask(taskId)).status).toBe('cancelled');
+    const again = await client.experimental.tasks
+      .cancelTask(taskId)
+      .catch((error: unknown) => error);
+    expect(again).toBeInstanceOf(McpError);
+    expect((again as McpError).code).toBe(-32602);
+  });
+
+  it('fail_with ends failed; tasks/result answers its JSON-RPC error', async () => {
+    const client = await connect();
+    const seen = await collect(
+      client.experimental.tasks.callToolStream(
+        { name: 'fail_with', arguments: { code: -32042, message: 'No such report' } },
+        CallToolResultSchema,
+        { task: {} },
+      ),
+    );
+    const taskId = (seen[0] as { task: { taskId: string } }).task.taskId;
+    const task = await client.experimental.tasks.getTask(taskId);
+    expect(task).toMatchObject({ status: 'failed', statusMessage: 'No such report' });
+    const error = await client.experimental.tasks
+      .getTaskResult(taskId, CallToolResultSchema)
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(McpError);
+    expect((error as McpError).code).toBe(-32042);
+  });
+
+  it('tasks/list shows only the caller’s tasks; a foreign id answers like a missing one', async () => {
+    const alice = await connect('alice');
+    const bob = await connect('bob');
+    const call = (client: Client) =>
+      client.request(
+        { method: 'tools/call', params: { name: 'wait_for_cancel', arguments: {}, task: {} } },
+        CreateTaskResultSchema,
+      );
+    const mine = [await call(alice), await call(alice)].map((result) => result.task.taskId);
+    const theirs = (await call(bob)).task.taskId;
+    const listed = await alice.experimental.tasks.listTasks();
+    expect(listed.tasks.map((task) => task.taskId)).toEqual([...mine].reverse());
+    const foreign = await alice.experimental.tasks.getTask(theirs).catch((error: unknown) => error);
+    const missing = await alice.experimental.tasks
+      .getTask('no-such-task')
+      .catch((error: unknown) => error);
+    expect((foreign as McpError).code).toBe(-32602);
+    expect((foreign as McpError).message).toBe((missing as McpError).message);
+    for (const taskId of mine) await alice.experimental.tasks.cancelTask(taskId);
+    await bob.experimental.tasks.cancelTask(theirs);
+  });
+
+  it('a task-only tool called without a task is a JSON-RPC error the client reads as the call’s (-32601)', async () => {
+    const client = await connect();
+    const error = await client
+      .callTool({ name: 'add_slowly', arguments: { a: 1, b: 2 } })
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(McpError);
+    expect((error as McpError).code).toBe(-32601);
+  });
+});
