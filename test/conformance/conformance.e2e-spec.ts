@@ -38,6 +38,15 @@ const KNOWN_FAILURES: Record<string, string> = {
   // before minting the task.
   'tasks-mrtr-composition/sep-2663-mrtr-synchronous-before-task-creation':
     'a @TaskTool cannot yet answer a synchronous input_required before minting its task',
+  // The suite retries test_input_required_result_tampered_state with `requestState + '-TAMPERED'`
+  // and accepts only a JSON-RPC error. The SDK's way is its `requestState.verify` hook
+  // (ServerOptions, e.g. createRequestStateCodec), which answers -32602 for state that fails
+  // verification; but the endpoint builds its McpServer without ServerOptions and
+  // TasksModule's options pass none through, and a plain tool cannot answer a JSON-RPC error
+  // itself (McpServer 2.4 turns whatever a tool handler throws into an `isError` result). The
+  // fixture's tool detects the tampering and throws -32602, which arrives as `isError: true`.
+  'input-required-result-tampered-state/sep-2322-reject-tampered-state':
+    'TasksModule offers no way to set the SDK requestState.verify hook (ServerOptions)',
 };
 
 /**
@@ -52,7 +61,7 @@ describe(`official MCP conformance suite ${SUITE_VERSION}`, () => {
   let app: RunningApp | undefined;
   let output: ReturnType<typeof tempDir> | undefined;
   let results: ScenarioResult[] = [];
-  let runs: RunOutput[] = [];
+  const runs: RunOutput[] = [];
   let taskScenarios: string[] = [];
   let scored: string[] = [];
   let notScored: string[] = [];

@@ -9,6 +9,7 @@
  * - The scored `--requirements 2026-07-28` set calls the suite's "everything server" fixtures
  *   (examples/servers/typescript/everything-server.ts in the suite): see `everything.ts`.
  */
+import { inputRequired } from '@modelcontextprotocol/server';
 import { Injectable, Module } from '@nestjs/common';
 import * as z from 'zod/v4';
 import { TaskTool, TasksModule, type TaskContext } from '../../src/index.js';
@@ -32,18 +33,17 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 
 /** A form elicitation asking for one field. */
-const elicit = (message: string, field: string, type: 'string' | 'boolean') => ({
-  method: 'elicitation/create' as const,
-  params: {
-    mode: 'form' as const,
+const elicit = (message: string, field: string, type: 'string' | 'boolean') =>
+  inputRequired.elicit({
     message,
     requestedSchema: {
-      type: 'object' as const,
-      properties: { [field]: { type, title: field } },
+      type: 'object',
+      properties: {
+        [field]: type === 'string' ? { type, title: field } : { type, title: field },
+      },
       required: [field],
     },
-  },
-});
+  });
 
 const SlowComputeInput = z.object({
   seconds: z.number().min(0).max(600),
