@@ -1,13 +1,13 @@
 /**
  * The official MCP conformance suite (`@modelcontextprotocol/conformance`, pinned in package.json)
- * against a fixture app built with this library (./fixture.ts): every `tasks-*` server scenario
- * and the scored `--requirements 2026-07-28` set (whose run also includes the not-scored
- * extension and pending scenarios). Every failing check must be listed below, with its reason:
+ * against a fixture app built with this library (./fixture.ts), under Express and Fastify: every
+ * `tasks-*` server scenario and the scored `--requirements 2026-07-28` set (whose run also
+ * includes the not-scored extension and pending scenarios). Every failing check must be listed below, with its reason:
  * in KNOWN_FAILURES when the behaviour is ours to fix, in SUITE_FAILURES when the suite itself is
  * at fault. A listed check that passes fails the spec too, so the lists stay honest.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startApp, type RunningApp } from '../e2e/app.js';
+import { ADAPTERS, startApp, type RunningApp } from '../e2e/app.js';
 import { ConformanceFixtureModule } from './fixture.js';
 import {
   type Check,
@@ -57,7 +57,7 @@ const SUITE_FAILURES: Record<string, string> = {};
 
 const key = (scenario: string, check: Check) => `${scenario}/${check.id}`;
 
-describe(`official MCP conformance suite ${SUITE_VERSION}`, () => {
+describe.each(ADAPTERS)(`official MCP conformance suite ${SUITE_VERSION} (%s)`, (adapter) => {
   let app: RunningApp | undefined;
   let output: ReturnType<typeof tempDir> | undefined;
   let results: ScenarioResult[] = [];
@@ -67,7 +67,7 @@ describe(`official MCP conformance suite ${SUITE_VERSION}`, () => {
   let notScored: string[] = [];
 
   beforeAll(async () => {
-    app = await startApp(ConformanceFixtureModule, 'express');
+    app = await startApp(ConformanceFixtureModule, adapter);
     output = tempDir();
 
     const list = await runCli(['list', '--server'], 30_000);
@@ -114,7 +114,7 @@ describe(`official MCP conformance suite ${SUITE_VERSION}`, () => {
       );
     }
     results = readResults(output.path);
-    printSummary(results);
+    printSummary(adapter, results);
   }, 150_000);
 
   afterAll(async () => {
@@ -172,7 +172,7 @@ describe(`official MCP conformance suite ${SUITE_VERSION}`, () => {
 });
 
 /** One line per scenario (counts by status), then every check that is not a success. */
-function printSummary(results: ScenarioResult[]): void {
+function printSummary(adapter: string, results: ScenarioResult[]): void {
   const lines = results.map((result) => {
     const count = (status: Check['status']) =>
       result.checks.filter((check) => check.status === status).length;
@@ -190,6 +190,6 @@ function printSummary(results: ScenarioResult[]): void {
       ),
   );
   console.log(
-    `conformance ${SUITE_VERSION} against the fixture app:\n${lines.join('\n')}\n${notes.join('\n')}`,
+    `conformance ${SUITE_VERSION} against the fixture app (${adapter}):\n${lines.join('\n')}\n${notes.join('\n')}`,
   );
 }
