@@ -55,6 +55,37 @@ const KNOWN_FAILURES: Record<string, string> = {
  */
 const SUITE_FAILURES: Record<string, string> = {};
 
+/**
+ * Checks that neither pass nor fail, expected as they are: `<scenario>/<check id>` → the status
+ * the suite reports and why. A new warning or skip (a fixture gap shows up as one: "not
+ * testable") fails the spec, as does a listed one whose status changes.
+ */
+const KNOWN_NOT_PASSING: Record<string, { status: 'WARNING' | 'SKIPPED'; reason: string }> = {
+  // SHOULD-level (a WARNING). The suite opens a subscriptions/listen stream asking for list
+  // changes, then calls test_trigger_{prompt,tool}_change. In the SDK a list change reaches the
+  // listen streams through the handler's notifier (`createMcpHandler(...).notify.toolsChanged()`);
+  // the library keeps its handler to itself and exposes no such notifier, so an app cannot
+  // announce a list change (the per-request McpServer's sendToolListChanged does not reach the
+  // streams). Ours, to fix later.
+  'server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription': {
+    status: 'WARNING',
+    reason: 'no API announces a prompt list change to listen streams',
+  },
+  'server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription': {
+    status: 'WARNING',
+    reason: 'no API announces a tool list change to listen streams',
+  },
+  // The suite's own skip, whatever the server does: the scenario's harness still observes the
+  // tools/call POST stream, where SEP-2663 no longer sends notifications/tasks (they go on
+  // subscriptions/listen), and awaits a rewrite (src/scenarios/server/tasks/notifications.ts in
+  // the suite returns this skip unconditionally). Our listen streams are covered by
+  // test/e2e/listen.e2e-spec.ts.
+  'tasks-status-notifications/tasks-status-notifications': {
+    status: 'SKIPPED',
+    reason: 'suite: scenario disabled pending its subscriptions/listen rewrite',
+  },
+};
+
 const key = (scenario: string, check: Check) => `${scenario}/${check.id}`;
 
 describe.each(ADAPTERS)(`official MCP conformance suite ${SUITE_VERSION} (%s)`, (adapter) => {
@@ -158,7 +189,19 @@ describe.each(ADAPTERS)(`official MCP conformance suite ${SUITE_VERSION} (%s)`, 
     expect(unexpected).toEqual([]);
   });
 
-  it('still fails every listed check (a fixed one must leave the list)', () => {
+  it('warns or skips no check but the listed ones', () => {
+    const unexpected = results.flatMap((result) =>
+      result.checks
+        .filter((check) => check.status === 'WARNING' || check.status === 'SKIPPED')
+        .filter((check) => !(key(result.scenario, check) in KNOWN_NOT_PASSING))
+        .map(
+          (check) => `${key(result.scenario, check)}: ${check.status} ${check.errorMessage ?? ''}`,
+        ),
+    );
+    expect(unexpected).toEqual([]);
+  });
+
+  it('still fails, warns or skips every listed check (a fixed one must leave its list)', () => {
     const statusOf = new Map(
       results.flatMap((result) =>
         result.checks.map((check) => [key(result.scenario, check), check.status] as const),
@@ -167,7 +210,12 @@ describe.each(ADAPTERS)(`official MCP conformance suite ${SUITE_VERSION} (%s)`, 
     const stale = [...Object.keys(KNOWN_FAILURES), ...Object.keys(SUITE_FAILURES)]
       .filter((listed) => statusOf.get(listed) !== 'FAILURE')
       .map((listed) => `${listed}: ${statusOf.get(listed) ?? 'not run'}`);
-    expect(stale).toEqual([]);
+    const changed = Object.entries(KNOWN_NOT_PASSING)
+      .filter(([listed, { status }]) => statusOf.get(listed) !== status)
+      .map(
+        ([listed, { status }]) => `${listed}: ${statusOf.get(listed) ?? 'not run'}, not ${status}`,
+      );
+    expect([...stale, ...changed]).toEqual([]);
   });
 });
 

@@ -201,6 +201,26 @@ function registerContentTools(server: McpServer): void {
     },
     (args: unknown) => text(`Region: ${(args as { region?: unknown }).region}`),
   );
+  // Diagnostic hooks of the server-stateless scenario: "mutate" a list, so open listen streams
+  // that asked for its changes hear about them. They do not today: list changes reach listen
+  // streams through the SDK handler's notifier, which the library does not expose (see the
+  // spec's KNOWN_NOT_PASSING); the per-request McpServer's announcement goes nowhere.
+  server.registerTool(
+    'test_trigger_tool_change',
+    { description: 'Diagnostic: announces a tool list change' },
+    () => {
+      server.sendToolListChanged();
+      return text('Mutation triggered');
+    },
+  );
+  server.registerTool(
+    'test_trigger_prompt_change',
+    { description: 'Diagnostic: announces a prompt list change' },
+    () => {
+      server.sendPromptListChanged();
+      return text('Mutation triggered');
+    },
+  );
   // Diagnostic tools of the server-stateless scenario.
   // Needs sampling: without the capability it asks for a sampling input anyway, which the SDK
   // answers with -32021 (MissingRequiredClientCapability, HTTP 400) naming `sampling`.
