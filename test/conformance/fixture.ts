@@ -39,7 +39,9 @@ const elicit = (message: string, field: string, type: 'string' | 'boolean') =>
     requestedSchema: {
       type: 'object',
       properties: {
-        [field]: type === 'string' ? { type, title: field } : { type, title: field },
+        // (narrowed per type: the SDK's schema type is a union of one shape per primitive)
+        [field]:
+          type === 'string' ? { type: 'string', title: field } : { type: 'boolean', title: field },
       },
       required: [field],
     },
