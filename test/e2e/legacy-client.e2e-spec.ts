@@ -15,8 +15,10 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { DemoModule } from '../../examples/demo.module.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
+import { mcpRequest, post } from './raw.js';
+import { parseMessage } from './wire.js';
 
-type V1Message = { type: string; [key: string]: unknown };
+type V1Message = { type: string; task?: { taskId: string }; [key: string]: unknown };
 
 interface V1 {
   client: Client;
@@ -192,5 +194,51 @@ describe.each(ADAPTERS)('2025-11-25 tasks with the v1 SDK client (%s)', (adapter
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(McpError);
     expect((error as McpError).code).toBe(-32601);
+  });
+
+  it('one task, two eras: each sees it with the same status (isError aside, see README)', async () => {
+    const client = await connect('alice');
+    const modernGet = async (taskId: string) =>
+      parseMessage(
+        (await post(app.url, mcpRequest('tasks/get', { taskId }, { principal: 'alice' }))).text,
+      )?.result;
+
+    // Created over 2025-11-25, read over 2026-07-28.
+    const legacyTask = (
+      await client.request(
+        { method: 'tools/call', params: { name: 'wait_for_cancel', arguments: {}, task: {} } },
+        CreateTaskResultSchema,
+      )
+    ).task;
+    expect(await modernGet(legacyTask.taskId)).toMatchObject({
+      taskId: legacyTask.taskId,
+      status: 'working',
+      ttlMs: legacyTask.ttl,
+    });
+
+    // Created over 2026-07-28, read (and listed, and cancelled) over 2025-11-25.
+    const created = parseMessage(
+      (
+        await post(
+          app.url,
+          mcpRequest(
+            'tools/call',
+            { name: 'wait_for_cancel', arguments: {} },
+            { principal: 'alice' },
+          ),
+        )
+      ).text,
+    )?.result as { taskId: string; status: string; createdAt: string };
+    const seen = await client.experimental.tasks.getTask(created.taskId);
+    expect(seen).toMatchObject({
+      taskId: created.taskId,
+      status: created.status,
+      createdAt: created.createdAt,
+    });
+    const listed = await client.experimental.tasks.listTasks();
+    expect(listed.tasks.map((task) => task.taskId)).toEqual([created.taskId, legacyTask.taskId]);
+    await client.experimental.tasks.cancelTask(created.taskId);
+    expect(await modernGet(created.taskId)).toMatchObject({ status: 'cancelled' });
+    await client.experimental.tasks.cancelTask(legacyTask.taskId);
   });
 });
