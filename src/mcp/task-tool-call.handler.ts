@@ -1,7 +1,16 @@
 import type { ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ProtocolErrorCode, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
-import { isPlainObject, type TaskOwner, type TaskRecord, toTask2025 } from '../task.js';
+import { InvalidTaskParamsError } from '../errors.js';
+import {
+  type InputRequest,
+  inputResponseProblem,
+  type InputResponse,
+  isPlainObject,
+  type TaskOwner,
+  type TaskRecord,
+  toTask2025,
+} from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
@@ -88,7 +97,22 @@ export class TaskToolCallHandler {
     }
     try {
       const input = (checked as { value: unknown }).value;
-      const record = await this.runner.start(tool, input, owner, requestedTtlMs);
+      let firstInput: Readonly<Record<string, InputResponse>> | undefined;
+      if (era === 'modern') {
+        const requests = await this.runner.firstInputRequests(tool, input);
+        if (requests !== undefined) {
+          const round = gatherFirstInput(requests, params);
+          if (round.missing !== undefined) {
+            return sendResult(
+              res,
+              id,
+              inputRequiredResult(round.missing, round.answers, this.meta),
+            );
+          }
+          firstInput = round.answers;
+        }
+      }
+      const record = await this.runner.start(tool, input, owner, requestedTtlMs, firstInput);
       sendResult(
         res,
         id,
@@ -106,6 +130,69 @@ export class TaskToolCallHandler {
       _meta: { ...this.meta, [RELATED_TASK_META_KEY]: { taskId: record.taskId } },
     };
   }
+}
+
+/**
+ * One round of a multi round-trip `tools/call` (2026-07-28) for the tool's `requireInputFirst`:
+ * the answers so far are those carried in `requestState` (from earlier rounds) and the
+ * `inputResponses` of this one, each checked against its request; what is still missing is asked
+ * again. `requestState` holds the answers only: they are the client's own input either way.
+ */
+function gatherFirstInput(
+  requests: Record<string, InputRequest>,
+  params: Record<string, unknown>,
+): { answers: Record<string, InputResponse>; missing?: Record<string, InputRequest> } {
+  const answers: Record<string, InputResponse> = {};
+  const earlier = params.requestState === undefined ? {} : readRequestState(params.requestState);
+  const given = params.inputResponses === undefined ? {} : params.inputResponses;
+  if (!isPlainObject(given)) {
+    throw new InvalidTaskParamsError('Invalid params: inputResponses must be an object');
+  }
+  for (const source of [earlier, given]) {
+    for (const [key, response] of Object.entries(source)) {
+      const request = requests[key];
+      if (request === undefined) continue;
+      const problem = inputResponseProblem(request, response);
+      if (problem !== undefined) {
+        throw new InvalidTaskParamsError(`Invalid params: input response "${key}" ${problem}`);
+      }
+      answers[key] = response as InputResponse;
+    }
+  }
+  const missingKeys = Object.keys(requests).filter((key) => !(key in answers));
+  if (missingKeys.length === 0) return { answers };
+  return {
+    answers,
+    missing: Object.fromEntries(missingKeys.map((key) => [key, requests[key]!])),
+  };
+}
+
+/** The synchronous `input_required` result of a round that still lacks answers. */
+function inputRequiredResult(
+  missing: Record<string, InputRequest>,
+  answers: Record<string, InputResponse>,
+  meta: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    resultType: 'input_required',
+    inputRequests: missing,
+    ...(Object.keys(answers).length > 0 && {
+      requestState: Buffer.from(JSON.stringify(answers)).toString('base64url'),
+    }),
+    _meta: meta,
+  };
+}
+
+function readRequestState(state: unknown): Record<string, unknown> {
+  if (typeof state === 'string') {
+    try {
+      const answers: unknown = JSON.parse(Buffer.from(state, 'base64url').toString('utf8'));
+      if (isPlainObject(answers)) return answers;
+    } catch {
+      // Not ours: refused below.
+    }
+  }
+  throw new InvalidTaskParamsError('Invalid params: requestState was not issued by this server');
 }
 
 function isPositiveInteger(value: unknown): boolean {

@@ -20,6 +20,8 @@ export interface TaskContext {
   readonly signal: AbortSignal;
   /** True when the call runs inline (the client did not declare the tasks extension). */
   readonly inline: boolean;
+  /** The answers to the tool's `requireInputFirst` (empty when it asks none). */
+  readonly firstInput: Readonly<Record<string, InputResponse>>;
   /** Sets the task's status message; `null` clears it. */
   progress(message: string | null): Promise<void>;
   /**
@@ -40,6 +42,7 @@ export interface TaskContext {
 /** The TaskContext of one running tool call. */
 export class RunningTaskContext implements TaskContext {
   private handedOff = false;
+  firstInput: Readonly<Record<string, InputResponse>> = {};
   /** Answers taken from the task but not yet handed to the requireInput call that asked. */
   private readonly received = new Map<string, InputResponse>();
 

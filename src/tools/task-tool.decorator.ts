@@ -1,5 +1,6 @@
 import { applyDecorators, SetMetadata } from '@nestjs/common';
 import { TASK_TOOL_METADATA } from '../tasks.constants.js';
+import type { InputRequest } from '../task.js';
 import type { TaskToolInput } from './input-schema.js';
 
 /** What a task tool does for a client that did not declare the tasks extension. */
@@ -36,6 +37,22 @@ export interface TaskToolOptions {
    * `'inline'`: the method runs to the end and its result is the answer (for 2025-era clients too).
    */
   whenClientLacksTasks?: WhenClientLacksTasks;
+  /**
+   * Input the tool needs before its task exists: the requests (or a function of the validated
+   * input that returns them, or nothing when this call needs none). A 2026-07-28 client gets them
+   * in a synchronous `input_required` result and calls again with the answers (a multi round-trip
+   * request); the task is created only then. Elsewhere (2025-11-25 clients) the task is created
+   * at once and asks them first, as `requireInput` would. Either way the method starts with the
+   * answers in `task.firstInput`.
+   */
+  requireInputFirst?:
+    | Record<string, InputRequest>
+    | ((
+        input: any, // eslint-disable-line @typescript-eslint/no-explicit-any
+      ) =>
+        | Record<string, InputRequest>
+        | undefined
+        | Promise<Record<string, InputRequest> | undefined>);
 }
 
 /**

@@ -3,12 +3,15 @@ import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { INTERNAL_ERROR_MESSAGE, TaskTerminalError } from '../errors.js';
 import {
   type CallToolResult,
+  type InputRequest,
+  type InputResponse,
   isCancellationRequested,
   isTerminal,
   type TaskOwner,
   type TaskRecord,
   thrownJsonRpcError,
   toCallToolResult,
+  validateInputRequests,
 } from '../task.js';
 import { TASKS_CONFIG, WATCH_POLL_MS } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
@@ -57,17 +60,30 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
   /**
    * Creates the task (readable before this resolves) and starts the method. `requestedTtlMs` is
    * the TTL the client asked for (2025-11-25 `task.ttl`), in place of the tool's; the module's
-   * `maxTtlMs` caps both.
+   * `maxTtlMs` caps both. `firstInput`: the answers to the tool's `requireInputFirst` gathered
+   * before the task (2026-07-28 multi round-trip); without them the task asks them first.
    */
   async start(
     tool: TaskToolDefinition,
     input: unknown,
     owner: TaskOwner,
     requestedTtlMs?: number,
+    firstInput?: Readonly<Record<string, InputResponse>>,
   ): Promise<TaskRecord> {
     const record = await this.create(tool, owner, requestedTtlMs);
-    this.run(tool, input, record, false);
+    this.run(tool, input, record, false, firstInput);
     return record;
+  }
+
+  /** The requests of the tool's `requireInputFirst` for this input, or none. */
+  async firstInputRequests(
+    tool: TaskToolDefinition,
+    input: unknown,
+  ): Promise<Record<string, InputRequest> | undefined> {
+    const ask = tool.options.requireInputFirst;
+    const requests = typeof ask === 'function' ? await ask(input) : ask;
+    if (requests === undefined || Object.keys(requests).length === 0) return undefined;
+    return validateInputRequests(requests);
   }
 
   /** For a client without the tasks extension: runs the method to the end, answers its result. */
@@ -140,7 +156,13 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     return Math.min(tool.options.pollIntervalMs ?? WATCH_POLL_MS, WATCH_POLL_MS);
   }
 
-  private run(tool: TaskToolDefinition, input: unknown, record: TaskRecord, inline: boolean): void {
+  private run(
+    tool: TaskToolDefinition,
+    input: unknown,
+    record: TaskRecord,
+    inline: boolean,
+    firstInput?: Readonly<Record<string, InputResponse>>,
+  ): void {
     const { taskId } = record;
     const controller = new AbortController();
     const context = new RunningTaskContext(
@@ -155,6 +177,12 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     const stopWatching = this.watchCancellation(taskId, controller, this.pollMs(tool));
     const done = (async () => {
       try {
+        if (firstInput !== undefined) {
+          context.firstInput = firstInput;
+        } else if (tool.options.requireInputFirst !== undefined) {
+          const requests = await this.firstInputRequests(tool, input);
+          if (requests !== undefined) context.firstInput = await context.requireInput(requests);
+        }
         const value = await tool.invoke(input, context);
         if (context.isHandedOff) return;
         if (controller.signal.aborted) {

@@ -31,13 +31,6 @@ const RUN_TIMEOUT_MS = 90_000;
  * Failures that are ours, to fix later: `<scenario>/<check id>` → why it fails today.
  */
 const KNOWN_FAILURES: Record<string, string> = {
-  // The suite wants round 1 of a tools/call of a task tool to be a synchronous `input_required`
-  // result (no task yet), and the task minted only on the retry that carries the answers. A
-  // @TaskTool mints its task before its method runs, so `requireInput` can only park the task
-  // (round 1 answers `resultType: "task"`). Being built: a @TaskTool that answers input_required
-  // before minting the task.
-  'tasks-mrtr-composition/sep-2663-mrtr-synchronous-before-task-creation':
-    'a @TaskTool cannot yet answer a synchronous input_required before minting its task',
   // The suite retries test_input_required_result_tampered_state with `requestState + '-TAMPERED'`
   // and accepts only a JSON-RPC error. The SDK's way is its `requestState.verify` hook
   // (ServerOptions, e.g. createRequestStateCodec), which answers -32602 for state that fails

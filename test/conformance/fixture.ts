@@ -128,20 +128,18 @@ export class ConformanceTaskTools {
   }
 
   /**
-   * The MRTR → task composition fixture: asks for `user_name`, then completes with it. The suite
-   * expects round 1 to be a synchronous `input_required` result and the task minted only on the
-   * retry with the answer; a @TaskTool mints the task first (see the known failures in the spec).
+   * The MRTR → task composition fixture: asks for `user_name` before the task exists (round 1 is
+   * a synchronous `input_required` result; the retry with the answer mints the task), then
+   * completes with it.
    */
   @TaskTool({
     name: 'test_tool_with_task',
     description: 'Asks for a user name, then greets it from a task.',
     pollIntervalMs: 100,
+    requireInputFirst: { user_name: elicit('What is your name?', 'name', 'string') },
   })
   async toolWithTask(_input: unknown, task: TaskContext) {
-    const { user_name } = await task.requireInput({
-      user_name: elicit('What is your name?', 'name', 'string'),
-    });
-    const given = (user_name.content as { name?: unknown } | undefined)?.name;
+    const given = (task.firstInput.user_name?.content as { name?: unknown } | undefined)?.name;
     return text(`Hello, ${typeof given === 'string' ? given : 'stranger'}!`);
   }
 }
