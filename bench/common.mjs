@@ -410,6 +410,8 @@ export function exitOnStop(app) {
 
 export const PROTOCOL_VERSION = '2026-07-28';
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+/** The previous revision (SEP-1686 tasks): no per-request envelope, the era the endpoint also serves. */
+export const LEGACY_PROTOCOL_VERSION = '2025-11-25';
 
 /** The per-request `_meta` envelope of client `clientName`, with the tasks extension or not. */
 export function requestMeta(clientName, tasks = true) {

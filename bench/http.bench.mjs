@@ -6,11 +6,14 @@
 //
 // The servers run in child processes (this file with `--serve <app>`), Express adapter, on
 // loopback; this process is the load generator: keep-alive node:http, 32 requests in flight.
-// Three comparisons, each alternating subject and baseline round by round:
+// Three comparisons, each rotating the order of its contenders round by round:
 //
 //   (a) `tasks/get` of a completed task owned by the caller (the lean path) against a bare Nest
 //       route in the same app answering the same JSON bytes to the same request.
 //       Target: subject / baseline ≥ 0.5.
+//       In the same rounds, a third contender: the 2025-11-25 `tasks/get` of the same task (no
+//       per-request envelope, no Mcp-Method/Mcp-Name headers: LegacyTasksHandler).
+//       Target: 2025 / 2026 `tasks/get` ≥ 0.8; its ratio to the bare route is printed too.
 //   (b) `tools/call` of the plain `echo` tool (the official SDK handler, a McpServer per request)
 //       against the same bare route answering echo's JSON. No target: the price of the SDK path.
 //   (c) `tools/call` of a task tool that finishes at once, in an app with 1 registered task tool
@@ -33,6 +36,7 @@ import {
   askChild,
   exitOnStop,
   fmt,
+  LEGACY_PROTOCOL_VERSION,
   machineLine,
   median,
   positiveEnv,
@@ -58,6 +62,8 @@ const HARD_DEADLINE_MS = 170_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 
 const GET_TARGET_RATIO = 0.5;
+/** The 2025-11-25 `tasks/get` against the 2026 one, in (a). */
+const LEGACY_GET_TARGET_RATIO = 0.8;
 const TOOLS_TARGET_RATIO = 0.8;
 /** The number of task tools in the larger app of (c). */
 const MANY_TOOLS = 50;
@@ -91,7 +97,25 @@ function mcpRequest(method, params, { tasks = true, id = 1 } = {}) {
   };
 }
 
+/**
+ * The same request as a 2025-11-25 client sends it: no `_meta` envelope, no Mcp-Method/Mcp-Name
+ * headers, the revision in MCP-Protocol-Version (and no session: the endpoint is stateless).
+ */
+function legacyRequest(method, params, { id = 1 } = {}) {
+  return {
+    path: '/mcp',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': LEGACY_PROTOCOL_VERSION,
+      authorization: `Bearer ${PRINCIPAL}`,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
+  };
+}
+
 const getRequest = (taskId) => mcpRequest('tasks/get', { taskId });
+const legacyGetRequest = (taskId) => legacyRequest('tasks/get', { taskId });
 const echoRequest = () =>
   mcpRequest('tools/call', { name: 'echo', arguments: { text: 'hello' } }, { tasks: false });
 const instantRequest = () => mcpRequest('tools/call', { name: 'instant_0', arguments: {} });
@@ -345,45 +369,93 @@ async function verify(t, check) {
 const pad = (s, n) => String(s).padStart(n);
 
 /**
- * Warm-up, then ROUNDS rounds of subject and baseline, the order swapped every round. Prints
- * the rounds and returns the medians and the median of the per-round ratios.
+ * Warm-up, then ROUNDS rounds of every contender, the order rotated every round (with two, the
+ * subject goes first in odd rounds and the baseline in even ones). `contenders` is a list of
+ * `{ target, check }`, and `pairs` a list of `[numerator, denominator]` indexes into it: each pair
+ * gets a ratio per round. Prints the rounds; returns each contender's medians, and for each pair
+ * the median of its per-round ratios (`pairSummary` turns one pair into a summary row).
  */
-async function compare(title, subject, baseline, checks) {
+async function compareAll(title, contenders, pairs) {
   console.log(`\n${title}`);
-  for (const t of [subject, baseline]) {
-    await verify(t, checks[t === subject ? 0 : 1]);
+  for (const { target: t, check } of contenders) {
+    await verify(t, check);
     await load(t, WARMUP_MS);
   }
+  const width = Math.max(...contenders.map((c) => c.target.label.length));
+  const cell = (r) =>
+    `${pad(fmt(r.rps), 7)} req/s ${pad(fmt(r.serverUsPerRequest), 5)} µs/req server` +
+    ` (client CPU ${fmt(r.clientCpu * 100)} %${r.errors ? `, ${r.errors} errors` : ''})`;
+  const pairLabel = ([i, j]) => `${contenders[i].target.label} ÷ ${contenders[j].target.label}`;
   const rows = [];
   for (let round = 1; round <= ROUNDS; round++) {
-    const order = round % 2 ? [subject, baseline] : [baseline, subject];
-    const result = {};
-    for (const t of order) result[t === subject ? 'subject' : 'baseline'] = await load(t, ROUND_MS);
-    result.ratio = result.subject.rps / result.baseline.rps;
-    rows.push(result);
-    const cell = (r) =>
-      `${pad(fmt(r.rps), 7)} req/s ${pad(fmt(r.serverUsPerRequest), 5)} µs/req server` +
-      ` (client CPU ${fmt(r.clientCpu * 100)} %${r.errors ? `, ${r.errors} errors` : ''})`;
-    console.log(`  round ${round}  ${subject.label}: ${cell(result.subject)}`);
-    console.log(`           ${baseline.label}: ${cell(result.baseline)}`);
-    console.log(`           ratio ${fmt(result.ratio, 3)}`);
+    const shift = (round - 1) % contenders.length;
+    const order = [...contenders.slice(shift), ...contenders.slice(0, shift)];
+    const byTarget = new Map();
+    for (const { target: t } of order) byTarget.set(t, await load(t, ROUND_MS));
+    const row = {
+      results: contenders.map((c) => byTarget.get(c.target)),
+      ratios: pairs.map(
+        ([i, j]) => byTarget.get(contenders[i].target).rps / byTarget.get(contenders[j].target).rps,
+      ),
+    };
+    rows.push(row);
+    contenders.forEach((c, i) => {
+      const head = i === 0 ? `  round ${round}  ` : '           ';
+      console.log(`${head}${c.target.label.padEnd(width)}: ${cell(row.results[i])}`);
+    });
+    pairs.forEach((pair, k) => {
+      const label = pairs.length > 1 ? `${pairLabel(pair)} ` : '';
+      console.log(`           ratio ${label}${fmt(row.ratios[k], 3)}`);
+    });
   }
-  for (const t of [subject, baseline]) await verify(t, checks[t === subject ? 0 : 1]);
+  for (const { target: t, check } of contenders) await verify(t, check);
   const summary = {
-    subject: median(rows.map((r) => r.subject.rps)),
-    baseline: median(rows.map((r) => r.baseline.rps)),
-    subjectUs: median(rows.map((r) => r.subject.serverUsPerRequest)),
-    baselineUs: median(rows.map((r) => r.baseline.serverUsPerRequest)),
-    ratio: median(rows.map((r) => r.ratio)),
-    ratios: rows.map((r) => r.ratio),
-    errors: rows.reduce((n, r) => n + r.subject.errors + r.baseline.errors, 0),
+    labels: contenders.map((c) => c.target.label),
+    rps: contenders.map((_, i) => median(rows.map((r) => r.results[i].rps))),
+    us: contenders.map((_, i) => median(rows.map((r) => r.results[i].serverUsPerRequest))),
+    errors: contenders.map((_, i) => rows.reduce((n, r) => n + r.results[i].errors, 0)),
+    pairs: pairs.map((pair, k) => ({
+      pair,
+      ratio: median(rows.map((r) => r.ratios[k])),
+      ratios: rows.map((r) => r.ratios[k]),
+    })),
   };
-  console.log(
-    `  median: ${subject.label} ${fmt(summary.subject)} req/s (${fmt(summary.subjectUs)} µs/req), ` +
-      `${baseline.label} ${fmt(summary.baseline)} req/s (${fmt(summary.baselineUs)} µs/req), ` +
-      `ratio ${fmt(summary.ratio, 3)}`,
-  );
+  const contenderLine = summary.labels
+    .map((label, i) => `${label} ${fmt(summary.rps[i])} req/s (${fmt(summary.us[i])} µs/req)`)
+    .join(', ');
+  const ratioLine = summary.pairs
+    .map(({ pair, ratio }) => `${pairs.length > 1 ? `${pairLabel(pair)} ` : ''}${fmt(ratio, 3)}`)
+    .join(', ');
+  console.log(`  median: ${contenderLine}, ratio ${ratioLine}`);
   return summary;
+}
+
+/** One pair of a `compareAll` summary, as a summary row's figures. */
+function pairSummary(summary, k) {
+  const { pair, ratio, ratios } = summary.pairs[k];
+  const [i, j] = pair;
+  return {
+    subject: summary.rps[i],
+    baseline: summary.rps[j],
+    subjectUs: summary.us[i],
+    baselineUs: summary.us[j],
+    ratio,
+    ratios,
+    errors: summary.errors[i] + summary.errors[j],
+  };
+}
+
+/** Subject against baseline: a `compareAll` of two, as a summary row's figures. */
+async function compare(title, subject, baseline, checks) {
+  const summary = await compareAll(
+    title,
+    [
+      { target: subject, check: checks[0] },
+      { target: baseline, check: checks[1] },
+    ],
+    [[0, 1]],
+  );
+  return pairSummary(summary, 0);
 }
 
 async function main() {
@@ -434,24 +506,58 @@ async function main() {
         }
       };
       if (ONLY.has('a')) {
-        const subject = target('tasks/get', demo, getRequest(demo.taskId));
+        const subject = target('tasks/get 2026', demo, getRequest(demo.taskId));
         const baseline = target('bare route', demo, {
           ...getRequest(demo.taskId),
           path: '/bare/get',
         });
+        // The same task, read by the same owner over the 2025-11-25 era.
+        const legacy = target('tasks/get 2025', demo, legacyGetRequest(demo.taskId));
         await sameBytes(baseline, subject);
+        const modernText = await verify(subject, () => true);
+        const legacyText = await verify(legacy, () => true);
+        const keys = (text) => Object.keys(JSON.parse(text).result ?? {}).join(', ');
+        console.log(`\n2026 tasks/get answers: ${keys(modernText)}`);
+        console.log(`2025 tasks/get answers: ${keys(legacyText)}`);
         const completed = isResult((r) => r?.status === 'completed' && r.taskId === demo.taskId);
-        const summary = await compare(
-          '(a) tasks/get of a completed task (lean path) vs a bare Nest route, same JSON',
-          subject,
-          baseline,
-          [completed, completed],
+        // A 2025 task (SEP-1686): `ttl` is there (null for unlimited), and no error.
+        const legacyCompleted = (json) =>
+          json?.error === undefined &&
+          isResult(
+            (r) => r?.status === 'completed' && r.taskId === demo.taskId && r.ttl !== undefined,
+          )(json);
+        const summary = await compareAll(
+          '(a) tasks/get of a completed task (lean path) vs a bare Nest route, same JSON; ' +
+            'and the 2025-11-25 tasks/get of the same task',
+          [
+            { target: subject, check: completed },
+            { target: baseline, check: completed },
+            { target: legacy, check: legacyCompleted },
+          ],
+          [
+            [0, 1],
+            [2, 0],
+            [2, 1],
+          ],
         );
+        const modern = pairSummary(summary, 0);
         results.push({
           what: '(a) tasks/get ÷ bare route',
-          ...summary,
+          ...modern,
           target: `≥ ${GET_TARGET_RATIO}`,
-          pass: summary.ratio >= GET_TARGET_RATIO,
+          pass: modern.ratio >= GET_TARGET_RATIO,
+        });
+        const legacyToModern = pairSummary(summary, 1);
+        results.push({
+          what: '(a) tasks/get 2025 ÷ tasks/get 2026',
+          ...legacyToModern,
+          target: `≥ ${LEGACY_GET_TARGET_RATIO}`,
+          pass: legacyToModern.ratio >= LEGACY_GET_TARGET_RATIO,
+        });
+        results.push({
+          what: '(a) tasks/get 2025 ÷ bare route',
+          ...pairSummary(summary, 2),
+          target: null,
         });
       }
       if (ONLY.has('b')) {
