@@ -41,6 +41,18 @@ export interface FuzzCase {
    * (`127.0.0.1:<port>`), as does `{self}` in a header value.
    */
   form?: { method: string; target: string };
+  /**
+   * A request that must get the very same answer (status, content type, error or result; the id
+   * aside), sent right after this one: a made-up task id beside a foreign one, for instance.
+   */
+  twin?: FuzzCase;
+  /** An answer slower than this (ms) is a violation; default the suite's SLOW_MS. */
+  slowMs?: number;
+  /**
+   * The answer may come as an event stream holding one JSON-RPC message (the SDK's 2025-11-25
+   * handler answers so a client that accepts `text/event-stream`): judged as that message.
+   */
+  sse?: boolean;
 }
 
 /** What the generators need to know about the app under test. */
@@ -58,6 +70,10 @@ export interface Targets {
   victim: string;
   victimKey: string;
   maxBodyBytes: number;
+  /** For each task above, the `tasks/list` cursor the store hands out right after it. */
+  cursors?: readonly string[];
+  /** A task of the owner's whose TTL has run out (not yet swept). */
+  expired?: string;
 }
 
 /** A case before its headers and body text are settled. */
@@ -70,6 +86,9 @@ export interface Draft {
   headers?: readonly Header[];
   expect: readonly Outcome[];
   deep?: boolean;
+  twin?: Draft;
+  slowMs?: number;
+  sse?: boolean;
 }
 
 export function finish(family: string, draft: Draft): FuzzCase {
@@ -86,6 +105,9 @@ export function finish(family: string, draft: Draft): FuzzCase {
     expect: draft.expect,
     id: typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null,
     deep: draft.deep ?? false,
+    ...(draft.twin !== undefined && { twin: finish(family, draft.twin) }),
+    ...(draft.slowMs !== undefined && { slowMs: draft.slowMs }),
+    ...(draft.sse !== undefined && { sse: draft.sse }),
   };
 }
 

@@ -6,6 +6,7 @@ import { contentTypes, headers } from './headers.js';
 import { protoKeys } from './proto-keys.js';
 import { deepNesting, hugeValues } from './sizes.js';
 import { httpForms } from './http-forms.js';
+import { legacyTasks } from './legacy.js';
 
 /**
  * Generators for fuzz.e2e-spec.ts: malformed requests to the MCP endpoint, each with the answers
@@ -21,7 +22,7 @@ import { httpForms } from './http-forms.js';
  * The parts: json.ts (JSON text), outcomes.ts (the answers a case may get), cases.ts (what a case
  * is), requests.ts (standard headers and well-formed messages), values.ts (odd values); then the
  * families, one file per group: bodies.ts, json-rpc.ts, params.ts, headers.ts, proto-keys.ts,
- * sizes.ts, http-forms.ts. `families` below names them for fuzz.e2e-spec.ts.
+ * sizes.ts, http-forms.ts, legacy.ts (the 2025-11-25 era). `families` below names them for fuzz.e2e-spec.ts.
  */
 
 // ----- families, by name -----------------------------------------------------------------------
@@ -42,4 +43,5 @@ export const families = {
   deepNesting,
   hugeValues,
   httpForms,
+  legacyTasks: (t: Targets) => family('legacy-tasks')(legacyTasks(t)),
 };

@@ -11,7 +11,9 @@ export type Outcome =
    * Node's parser answers a request line it refuses (400), the app's 404 for a path the router
    * does not send to the endpoint, a HEAD's bodiless 405.
    */
-  | { kind: 'http'; status: number };
+  | { kind: 'http'; status: number }
+  /** HTTP 200 with a `tasks/list` result listing nothing (no `nextCursor`): a caller owning no task. */
+  | { kind: 'emptyPage' };
 
 const error = (code: number, status: number): Outcome => ({ kind: 'error', code, status });
 export const PARSE_ERROR = error(-32700, 400);
@@ -36,6 +38,7 @@ export const METHOD_NOT_ALLOWED = error(-32000, 405);
 export const NOT_FOUND = error(-32000, 404);
 export const httpStatus = (status: number): Outcome => ({ kind: 'http', status });
 export const TOOL_ERROR: Outcome = { kind: 'toolError' };
+export const EMPTY_PAGE: Outcome = { kind: 'emptyPage' };
 /** What the endpoint's depth limit (64 levels) answers a body nested deeper than that. */
 export const TOO_DEEP: readonly Outcome[] = [INVALID_REQUEST, PARSE_ERROR];
 
@@ -55,6 +58,7 @@ export function describeOutcome(outcome: Outcome): string {
   if (outcome.kind === 'accepted') return 'HTTP 202 (notification)';
   if (outcome.kind === 'toolError') return 'HTTP 200 tool error result';
   if (outcome.kind === 'http') return `HTTP ${outcome.status} (any body)`;
+  if (outcome.kind === 'emptyPage') return 'HTTP 200 tasks/list result listing no task';
   return `${outcome.code} ${CODE_NAMES[outcome.code] ?? ''}, HTTP ${outcome.status}`;
 }
 

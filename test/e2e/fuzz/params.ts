@@ -26,7 +26,7 @@ import {
 // ----- family: tools/call params ---------------------------------------------------------------
 
 /** Arguments that fail the tool's own schema (each with at least one fault; never valid). */
-function badArguments(): fc.Arbitrary<{ tool: string; args: Obj; what: string }> {
+export function badArguments(): fc.Arbitrary<{ tool: string; args: Obj; what: string }> {
   const junk = fc.array(
     fc.tuple(
       text(1, 10).filter(
