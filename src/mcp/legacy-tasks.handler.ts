@@ -1,5 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnModuleDestroy,
+} from '@nestjs/common';
 import { ProtocolErrorCode, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import { InvalidTaskParamsError, type JsonRpcErrorObject, TaskError } from '../errors.js';
 import {
@@ -72,16 +78,36 @@ const NOT_FOUND_OR_TERMINAL = 'Invalid params: cannot cancel a task in terminal 
  * `TasksService.update` (any instance can take it: the store holds what it needs).
  */
 @Injectable()
-export class LegacyTasksHandler {
+export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDestroy {
   private readonly logger = new Logger('LegacyTasksHandler');
   private readonly meta: Record<string, unknown>;
+  /** The `tasks/result` requests waiting now, with what stops their wait. */
+  private readonly waiting = new Map<ServerResponse, { stop: AbortController; stream: boolean }>();
+  private keepAlive: NodeJS.Timeout | undefined;
+  private shuttingDown = false;
 
   constructor(
     private readonly tasks: TasksService,
     private readonly waiters: WaiterFeed,
-    @Inject(TASKS_CONFIG) config: TasksConfig,
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
   ) {
     this.meta = resultMeta(config.serverInfo);
+  }
+
+  /** How many `tasks/result` requests wait (for leak checks). */
+  get size(): number {
+    return this.waiting.size;
+  }
+
+  /** Waiting `tasks/result` requests end at shutdown: a stream closes, a plain one gets -32603. */
+  beforeApplicationShutdown(): void {
+    this.shuttingDown = true;
+    for (const { stop } of [...this.waiting.values()]) stop.abort();
+  }
+
+  onModuleDestroy(): void {
+    if (this.keepAlive !== undefined) clearInterval(this.keepAlive);
+    this.keepAlive = undefined;
   }
 
   async handle(
@@ -196,12 +222,16 @@ export class LegacyTasksHandler {
     const gone = new AbortController();
     const onClose = (): void => gone.abort();
     res.once('close', onClose);
+    this.waiting.set(res, { stop: gone, stream });
+    this.startKeepAlive();
     if (stream) {
       res.writeHead(200, {
         'content-type': 'text/event-stream',
         'cache-control': 'no-cache',
         connection: 'keep-alive',
       });
+      // The client learns at once that the answer streams (Node sends headers with the first write).
+      res.flushHeaders();
     }
     const asked = new Set<string>();
     const unasked = (task: TaskRecord): string[] =>
@@ -237,7 +267,14 @@ export class LegacyTasksHandler {
         );
       }
     } catch (error) {
-      if (gone.signal.aborted) return;
+      if (gone.signal.aborted) {
+        if (!this.shuttingDown || res.writableEnded) return;
+        if (stream) return void res.end();
+        return sendError(res, id, {
+          code: ProtocolErrorCode.InternalError,
+          message: 'The server is shutting down',
+        });
+      }
       if (!stream) throw error;
       const answer =
         error instanceof TaskError
@@ -247,7 +284,18 @@ export class LegacyTasksHandler {
       res.end();
     } finally {
       res.off('close', onClose);
+      this.waiting.delete(res);
     }
+  }
+
+  /** SSE comments on waiting streams every `listen.keepAliveMs`, so idle proxies keep them. */
+  private startKeepAlive(): void {
+    const every = this.config.listen.keepAliveMs;
+    if (every <= 0 || this.keepAlive !== undefined) return;
+    this.keepAlive = setInterval(() => {
+      for (const [res, { stream }] of this.waiting) if (stream) res.write(': keepalive\n\n');
+    }, every);
+    this.keepAlive.unref();
   }
 
   /** What the tool call would have answered, related to its task. */

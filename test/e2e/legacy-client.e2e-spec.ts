@@ -14,6 +14,8 @@ import {
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
 import { DemoModule } from '../../examples/demo.module.js';
+import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
+import { TasksService } from '../../src/tasks.service.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import { mcpRequest, post } from './raw.js';
 import { parseMessage } from './wire.js';
@@ -240,5 +242,38 @@ describe.each(ADAPTERS)('2025-11-25 tasks with the v1 SDK client (%s)', (adapter
     await client.experimental.tasks.cancelTask(created.taskId);
     expect(await modernGet(created.taskId)).toMatchObject({ status: 'cancelled' });
     await client.experimental.tasks.cancelTask(legacyTask.taskId);
+  });
+
+  it('a waiting tasks/result ends at shutdown (plain: -32603; SSE: the stream closes) and leaves nothing behind', async () => {
+    const legacyPost = (body: unknown, accept: string) =>
+      fetch(app.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept,
+          'mcp-protocol-version': '2025-11-25',
+          authorization: 'Bearer alice',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, ...(body as object) }),
+      });
+    // A task no method runs (a handed-off one, say), so shutdown waits for no tool call.
+    const { taskId } = await app.app.get(TasksService).create({ principal: 'alice' });
+    const handler = app.app.get(LegacyTasksHandler);
+    const plain = legacyPost({ method: 'tasks/result', params: { taskId } }, 'application/json');
+    const sse = await legacyPost(
+      { method: 'tasks/result', params: { taskId } },
+      'application/json, text/event-stream',
+    );
+    expect(sse.headers.get('content-type')).toContain('text/event-stream');
+    const sseText = sse.text();
+    for (let i = 0; i < 100 && handler.size < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(handler.size).toBe(2);
+    const closing = app.close();
+    const answer = (await (await plain).json()) as { error?: { code: number; message: string } };
+    expect(answer.error).toEqual({ code: -32603, message: 'The server is shutting down' });
+    expect(await sseText).not.toContain('"result"');
+    await closing;
+    expect(handler.size).toBe(0);
+    app = await startApp(DemoModule, adapter); // afterEach closes it
   });
 });
