@@ -41,8 +41,9 @@ import { cursorAfter, listingKey } from '../../src/store/task-listing.js';
  * no task), never a 5xx, never slow, and never leak a stack trace, a file path or HTML. A request
  * naming another principal's task (or cursor) is sent with a twin naming a made-up one: both must
  * get the very same answer, the JSON-RPC id aside. After each batch: a valid tools/call of echo
- * and tasks/get of a pre-created task still work, the pre-created tasks are byte-for-byte what they were, the store holds no new task, no
- * listen stream is open, and no prototype (this realm's and Node's) gained a key.
+ * and tasks/get of a pre-created task still work, the pre-created tasks are byte-for-byte what
+ * they were, the store holds no new task, no listen stream is open, and no prototype (this realm's
+ * and Node's) gained a key.
  *
  * A family does not stop at its first bad answer: it runs all its cases, then fails listing every
  * distinct violation (input, expected, actual) and every state change with the batch that made
