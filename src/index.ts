@@ -17,6 +17,7 @@ export type {
   TasksListenOptions,
   TasksModuleExtras,
   TasksModuleOptions,
+  TasksServerOptions,
 } from './interfaces/tasks-module-options.interface.js';
 export { TasksService, type CreateTaskParams, type StatusMessageOption } from './tasks.service.js';
 export { TASKS_EXTENSION_ID } from './tasks.constants.js';

@@ -19,6 +19,7 @@ import type {
   TasksListenOptions,
   TasksModuleExtras,
   TasksModuleOptions,
+  TasksServerOptions,
 } from './interfaces/tasks-module-options.interface.js';
 
 /*
@@ -36,6 +37,7 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'principal',
   'tenant',
   'configure',
+  'serverOptions',
   'allowedHosts',
   'allowedOrigins',
   'maxBodyBytes',
@@ -127,6 +129,17 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
   const principal = optionalFunction('principal', raw.principal) ?? defaultPrincipal;
   const tenant = optionalFunction('tenant', raw.tenant);
   const configure = optionalFunction('configure', raw.configure);
+  const serverOptions = raw.serverOptions;
+  if (
+    serverOptions !== undefined &&
+    (!isObject(serverOptions) || 'capabilities' in serverOptions)
+  ) {
+    throw mustBe(
+      'serverOptions',
+      "an object of the SDK's ServerOptions without capabilities (add them in configure)",
+      serverOptions,
+    );
+  }
   const allowedHosts = hostList('allowedHosts', raw.allowedHosts);
   const allowedOrigins = hostList('allowedOrigins', raw.allowedOrigins);
 
@@ -140,6 +153,7 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     principal: principal as PrincipalResolver,
     tenant: tenant as PrincipalResolver | undefined,
     configure: configure as ((server: McpServer) => void) | undefined,
+    serverOptions: Object.freeze({ ...(serverOptions as TasksServerOptions | undefined) }),
     allowedHosts,
     allowedOrigins,
     maxBodyBytes: positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),

@@ -82,6 +82,7 @@ describe('TasksModule.forRoot', () => {
       principal: defaultPrincipal,
       tenant: undefined,
       configure: undefined,
+      serverOptions: {},
       allowedHosts: undefined,
       allowedOrigins: undefined,
       maxBodyBytes: 1_048_576,
@@ -176,6 +177,11 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
     [{ principal: 'user' as never }, 'principal must be a function, got "user"'],
     [{ allowedHosts: [''] }, 'allowedHosts must be an array of host names or false'],
     [{ janitor: { interval: 5 } } as never, 'janitor.interval is not an option'],
+    [{ serverOptions: 'x' as never }, "serverOptions must be an object of the SDK's ServerOptions"],
+    [
+      { serverOptions: { capabilities: {} } as never },
+      'serverOptions must be an object of the SDK',
+    ],
   ];
 
   it.each(cases)('forRoot(%j)', async (options, message) => {

@@ -1,5 +1,5 @@
 import type { CanActivate, InjectionToken, Type } from '@nestjs/common';
-import type { McpServer } from '@modelcontextprotocol/server';
+import type { McpServer, ServerOptions } from '@modelcontextprotocol/server';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import type { PrincipalResolver } from '../principal.js';
 import type { TaskStore } from '../store/task-store.js';
@@ -43,6 +43,12 @@ export interface TasksModuleOptions {
   tenant?: PrincipalResolver;
   /** Adds the app's own plain tools, resources and prompts to the server (called per request). */
   configure?: (server: McpServer) => void;
+  /**
+   * Options of the SDK's McpServer built per request, beside the capabilities the module sets:
+   * `instructions`, `requestState: { verify }` (to check the `requestState` your plain tools
+   * mint, e.g. with the SDK's `createRequestStateCodec`), and the rest of its ServerOptions.
+   */
+  serverOptions?: TasksServerOptions;
   /**
    * Host names the endpoint answers to (DNS rebinding protection). Default: on a loopback
    * connection only `localhost`, `127.0.0.1` and `[::1]`; elsewhere any. `false`: never checked.
@@ -117,6 +123,9 @@ export interface TasksModuleExtras {
 }
 
 /** The options after validation, with every default filled in. */
+/** The SDK's ServerOptions, less `capabilities` (the module's; add your own in `configure`). */
+export type TasksServerOptions = Omit<ServerOptions, 'capabilities'>;
+
 export interface TasksConfig {
   readonly cancellation: CancellationMode;
   readonly defaultTtlMs: number | null;
@@ -127,6 +136,7 @@ export interface TasksConfig {
   readonly principal: PrincipalResolver;
   readonly tenant: PrincipalResolver | undefined;
   readonly configure: ((server: McpServer) => void) | undefined;
+  readonly serverOptions: Readonly<TasksServerOptions>;
   readonly allowedHosts: readonly string[] | false | undefined;
   readonly allowedOrigins: readonly string[] | false | undefined;
   readonly maxBodyBytes: number;

@@ -66,6 +66,7 @@ export class McpServerFactory {
   readonly create = (context?: McpRequestContext): McpServer => {
     const legacy = context?.era === 'legacy';
     const server = new McpServer(this.config.serverInfo, {
+      ...this.config.serverOptions,
       capabilities: legacy
         ? // 2025-11-25 (SEP-1686): the `tasks` capability; `list` only when the store can list.
           {

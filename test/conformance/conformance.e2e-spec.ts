@@ -30,17 +30,7 @@ const RUN_TIMEOUT_MS = 90_000;
 /**
  * Failures that are ours, to fix later: `<scenario>/<check id>` → why it fails today.
  */
-const KNOWN_FAILURES: Record<string, string> = {
-  // The suite retries test_input_required_result_tampered_state with `requestState + '-TAMPERED'`
-  // and accepts only a JSON-RPC error. The SDK's way is its `requestState.verify` hook
-  // (ServerOptions, e.g. createRequestStateCodec), which answers -32602 for state that fails
-  // verification; but the endpoint builds its McpServer without ServerOptions and
-  // TasksModule's options pass none through, and a plain tool cannot answer a JSON-RPC error
-  // itself (McpServer 2.4 turns whatever a tool handler throws into an `isError` result). The
-  // fixture's tool detects the tampering and throws -32602, which arrives as `isError: true`.
-  'input-required-result-tampered-state/sep-2322-reject-tampered-state':
-    'TasksModule offers no way to set the SDK requestState.verify hook (ServerOptions)',
-};
+const KNOWN_FAILURES: Record<string, string> = {};
 
 /**
  * Failures caused by the suite itself, not by our behaviour: `<scenario>/<check id>` → the

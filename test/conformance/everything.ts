@@ -66,6 +66,18 @@ const verify = (raw: string): Record<string, unknown> | undefined => {
     return undefined;
   }
 };
+/**
+ * The `requestState.verify` hook the fixture app installs (TasksModule `serverOptions`): a signed
+ * state must verify, or the SDK answers -32602 before the tool runs; the plain JSON states of the
+ * other fixtures pass through unchanged.
+ */
+export const verifyRequestState = (state: string): string => {
+  if (state.startsWith('{"data"') && verify(state) === undefined) {
+    throw new Error('requestState integrity check failed');
+  }
+  return state;
+};
+
 const parseState = (raw: string | undefined): Record<string, unknown> | undefined => {
   if (raw === undefined) return undefined;
   try {

@@ -13,7 +13,7 @@ import { inputRequired } from '@modelcontextprotocol/server';
 import { Injectable, Module } from '@nestjs/common';
 import * as z from 'zod/v4';
 import { TaskTool, TasksModule, type TaskContext } from '../../src/index.js';
-import { registerEverything } from './everything.js';
+import { registerEverything, verifyRequestState } from './everything.js';
 
 /** Resolves after `ms`, or rejects with the signal's reason when the task is cancelled first. */
 const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
@@ -149,6 +149,7 @@ export class ConformanceTaskTools {
   imports: [
     TasksModule.forRoot({
       serverInfo: { name: 'nestjs-mcp-tasks-conformance', version: '0.0.0' },
+      serverOptions: { requestState: { verify: verifyRequestState } },
       configure: (server) => {
         server.registerTool(
           'greet',

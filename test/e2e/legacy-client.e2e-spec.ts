@@ -13,7 +13,9 @@ import {
   McpError,
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
+import { Module } from '@nestjs/common';
 import { DemoModule } from '../../examples/demo.module.js';
+import { TasksModule } from '../../src/index.js';
 import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
 import { TasksService } from '../../src/tasks.service.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
@@ -275,5 +277,25 @@ describe.each(ADAPTERS)('2025-11-25 tasks with the v1 SDK client (%s)', (adapter
     await closing;
     expect(handler.size).toBe(0);
     app = await startApp(DemoModule, adapter); // afterEach closes it
+  });
+});
+
+describe('serverOptions reach the SDK server of both eras', () => {
+  @Module({ imports: [TasksModule.forRoot({ serverOptions: { instructions: 'Ask for tasks.' } })] })
+  class InstructedModule {}
+
+  it('instructions: in the 2025-11-25 initialize result and in 2026-07-28 server/discover', async () => {
+    const running = await startApp(InstructedModule, 'express');
+    try {
+      const v1 = await connectV1(running.url, 'alice');
+      expect(v1.client.getInstructions()).toBe('Ask for tasks.');
+      await v1.close();
+      const discover = parseMessage(
+        (await post(running.url, mcpRequest('server/discover', {}))).text,
+      );
+      expect(discover?.result?.instructions).toBe('Ask for tasks.');
+    } finally {
+      await running.close();
+    }
   });
 });
