@@ -151,8 +151,10 @@ function send(
         const text = Buffer.concat(chunks).toString('utf8');
         let json = parseJson(text);
         if (stream) {
-          const data = /^data: ?(.*)$/m.exec(text);
-          json = data ? parseJson(data[1]!) : undefined;
+          // SSE lines end at CR or LF only (a JSON string may hold U+2028, which a regex's `$` and
+          // `.` would take for a line end).
+          const data = text.split(/\r\n|\r|\n/).find((line) => line.startsWith('data:'));
+          json = data === undefined ? undefined : parseJson(data.slice(5).replace(/^ /, ''));
         }
         settle({ status: res.statusCode ?? 0, contentType, text, json, stream });
       };
