@@ -8,8 +8,8 @@
 
 // ----- The module and its service -----------------------------------------------------------------
 // TasksModule.forRoot / forRootAsync register the endpoint, the service, the store and the janitor;
-// the registration exports TasksService, TaskStore and TaskNotifier (also through a bare
-// `imports: [TasksModule]`).
+// the registration exports TasksService, TaskStore, TaskNotifier and McpServerNotifier (also
+// through a bare `imports: [TasksModule]`).
 export { TasksModule } from './tasks.module.js';
 export type {
   PartProvider,
@@ -21,6 +21,7 @@ export type {
 } from './interfaces/tasks-module-options.interface.js';
 export { TasksService, type CreateTaskParams, type StatusMessageOption } from './tasks.service.js';
 export { TASKS_EXTENSION_ID } from './tasks.constants.js';
+export { McpServerNotifier } from './mcp/mcp-server.notifier.js';
 
 // ----- Task tools -----------------------------------------------------------------------------------
 // @TaskTool() turns a provider method into an MCP tool that answers with a task; the method gets

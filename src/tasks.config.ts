@@ -1,5 +1,4 @@
 import { defaultPrincipal, type PrincipalResolver } from './principal.js';
-import type { McpServer } from '@modelcontextprotocol/server';
 import {
   DEFAULT_JANITOR_INTERVAL_MS,
   DEFAULT_MCP_PATH,
@@ -152,7 +151,7 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     serverInfo: Object.freeze({ ...(serverInfo as { name: string; version: string }) }),
     principal: principal as PrincipalResolver,
     tenant: tenant as PrincipalResolver | undefined,
-    configure: configure as ((server: McpServer) => void) | undefined,
+    configure: configure as TasksConfig['configure'],
     serverOptions: Object.freeze({ ...(serverOptions as TasksServerOptions | undefined) }),
     allowedHosts,
     allowedOrigins,

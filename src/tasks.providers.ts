@@ -12,6 +12,7 @@ import { McpEndpoint } from './mcp/mcp-endpoint.js';
 import { McpHostGuard } from './mcp/mcp-host.guard.js';
 import { McpServerFactory } from './mcp/mcp-server.factory.js';
 import { LegacyTasksHandler } from './mcp/legacy-tasks.handler.js';
+import { McpServerNotifier } from './mcp/mcp-server.notifier.js';
 import { TaskToolCallHandler } from './mcp/task-tool-call.handler.js';
 import { TasksMethodsHandler } from './mcp/tasks-methods.handler.js';
 import { ListenNotifier } from './notify/listen.notifier.js';
@@ -90,6 +91,7 @@ function coreProviders(optionsToken: InjectionToken): Provider[] {
     TasksMethodsHandler,
     TaskToolCallHandler,
     LegacyTasksHandler,
+    McpServerNotifier,
     McpEndpoint,
     McpHostGuard,
     BodyParsingInstaller,

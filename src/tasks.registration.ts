@@ -1,6 +1,7 @@
 import { Inject, Injectable, type OnModuleInit, Optional, type Provider } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
 import { TasksConfigError } from './errors.js';
+import { McpServerNotifier } from './mcp/mcp-server.notifier.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { TaskStore } from './store/task-store.js';
 import { neverRegistered, notGlobal, registeredTwice } from './tasks.messages.js';
@@ -17,6 +18,7 @@ export class TasksRegistration implements OnModuleInit {
     readonly service: TasksService,
     @Inject(TaskStore) readonly store: TaskStore,
     @Optional() @Inject(TaskNotifier) readonly notifier: TaskNotifier | null,
+    readonly serverNotifier: McpServerNotifier,
     private readonly modules: ModulesContainer,
   ) {}
 
@@ -46,12 +48,13 @@ function registrations(modules: ModulesContainer): number {
  * The tokens a registration exports, and so what a bare `imports: [TasksModule]` offers: the
  * public injectables of src/index.ts, nothing internal.
  */
-export const EXPORTED_TOKENS = [TasksService, TaskStore, TaskNotifier];
+export const EXPORTED_TOKENS = [TasksService, TaskStore, TaskNotifier, McpServerNotifier];
 
 const PARTS = new Map<unknown, (registration: TasksRegistration) => unknown>([
   [TasksService, (registration) => registration.service],
   [TaskStore, (registration) => registration.store],
   [TaskNotifier, (registration) => registration.notifier],
+  [McpServerNotifier, (registration) => registration.serverNotifier],
 ]);
 
 /**

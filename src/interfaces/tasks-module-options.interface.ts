@@ -1,5 +1,5 @@
 import type { CanActivate, InjectionToken, Type } from '@nestjs/common';
-import type { McpServer, ServerOptions } from '@modelcontextprotocol/server';
+import type { McpServer, ServerNotifier, ServerOptions } from '@modelcontextprotocol/server';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import type { PrincipalResolver } from '../principal.js';
 import type { TaskStore } from '../store/task-store.js';
@@ -41,8 +41,12 @@ export interface TasksModuleOptions {
   principal?: PrincipalResolver;
   /** The request's tenant, when tasks are also separated by tenant. Default: none. */
   tenant?: PrincipalResolver;
-  /** Adds the app's own plain tools, resources and prompts to the server (called per request). */
-  configure?: (server: McpServer) => void;
+  /**
+   * Adds the app's own plain tools, resources and prompts to the server (called per request).
+   * `changes` announces a change of them to listening clients (`changes.toolsChanged()`; the
+   * per-request server's own `sendToolListChanged` reaches no one).
+   */
+  configure?: (server: McpServer, changes: ServerNotifier) => void;
   /**
    * Options of the SDK's McpServer built per request, beside the capabilities the module sets:
    * `instructions`, `requestState: { verify }` (to check the `requestState` your plain tools
@@ -135,7 +139,7 @@ export interface TasksConfig {
   readonly serverInfo: Readonly<{ name: string; version: string; title?: string }>;
   readonly principal: PrincipalResolver;
   readonly tenant: PrincipalResolver | undefined;
-  readonly configure: ((server: McpServer) => void) | undefined;
+  readonly configure: ((server: McpServer, changes: ServerNotifier) => void) | undefined;
   readonly serverOptions: Readonly<TasksServerOptions>;
   readonly allowedHosts: readonly string[] | false | undefined;
   readonly allowedOrigins: readonly string[] | false | undefined;

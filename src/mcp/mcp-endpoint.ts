@@ -31,6 +31,7 @@ import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
 import { declaresTasks, idOf, missingTasksCapability, sendError, sendFault } from './json-rpc.js';
 import { ListenHandler } from './listen.handler.js';
+import { McpServerNotifier } from './mcp-server.notifier.js';
 import {
   type EndpointRequestInfo,
   McpServerFactory,
@@ -96,12 +97,14 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     private readonly listen: ListenHandler,
     private readonly toolCalls: TaskToolCallHandler,
     private readonly legacy: LegacyTasksHandler,
+    private readonly serverNotifier: McpServerNotifier,
   ) {}
 
   onModuleInit(): void {
     const onerror = (error: Error): void => this.logger.debug(`MCP: ${error.message}`);
     const maxRequestBodySize = this.config.maxBodyBytes;
     this.handler = createMcpHandler(this.factory.create, { onerror, maxRequestBodySize });
+    this.serverNotifier.attach(this.handler.notify);
     // What the server advertises decides which core listen filters are honoured.
     this.listen.attach(this.handler.bus, this.factory.create().server.getCapabilities());
   }

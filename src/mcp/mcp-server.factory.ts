@@ -11,6 +11,7 @@ import type { TasksConfig } from '../interfaces/tasks-module-options.interface.j
 import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { TasksService } from '../tasks.service.js';
+import { McpServerNotifier } from './mcp-server.notifier.js';
 import { createTaskResult } from './json-rpc.js';
 
 /** What the endpoint learned about a request before handing it to the SDK. */
@@ -61,6 +62,7 @@ export class McpServerFactory {
     private readonly registry: TaskToolRegistry,
     private readonly runner: TaskToolRunner,
     private readonly tasks: TasksService,
+    private readonly serverNotifier: McpServerNotifier,
   ) {}
 
   readonly create = (context?: McpRequestContext): McpServer => {
@@ -79,7 +81,7 @@ export class McpServerFactory {
           }
         : { tools: {}, extensions: { [TASKS_EXTENSION_ID]: {} } },
     });
-    this.config.configure?.(server);
+    this.config.configure?.(server, this.serverNotifier);
     const info = requestInfoOf(context);
     if (info?.method === 'tools/call') {
       const tool = info.tool === undefined ? undefined : this.registry.get(info.tool);

@@ -44,20 +44,6 @@ const SUITE_FAILURES: Record<string, string> = {};
  * testable") fails the spec, as does a listed one whose status changes.
  */
 const KNOWN_NOT_PASSING: Record<string, { status: 'WARNING' | 'SKIPPED'; reason: string }> = {
-  // SHOULD-level (a WARNING). The suite opens a subscriptions/listen stream asking for list
-  // changes, then calls test_trigger_{prompt,tool}_change. In the SDK a list change reaches the
-  // listen streams through the handler's notifier (`createMcpHandler(...).notify.toolsChanged()`);
-  // the library keeps its handler to itself and exposes no such notifier, so an app cannot
-  // announce a list change (the per-request McpServer's sendToolListChanged does not reach the
-  // streams). Ours, to fix later.
-  'server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription': {
-    status: 'WARNING',
-    reason: 'no API announces a prompt list change to listen streams',
-  },
-  'server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription': {
-    status: 'WARNING',
-    reason: 'no API announces a tool list change to listen streams',
-  },
   // The suite's own skip, whatever the server does: the scenario's harness still observes the
   // tools/call POST stream, where SEP-2663 no longer sends notifications/tasks (they go on
   // subscriptions/listen), and awaits a rewrite (src/scenarios/server/tasks/notifications.ts in

@@ -15,6 +15,7 @@ import {
   ProtocolErrorCode,
   ResourceTemplate,
   type ServerContext,
+  type ServerNotifier,
 } from '@modelcontextprotocol/server';
 import * as z from 'zod/v4';
 
@@ -127,14 +128,14 @@ const clientCapabilities = (ctx: ServerContext): Record<string, unknown> =>
 const responses = (ctx: ServerContext): Record<string, unknown> => ctx.mcpReq.inputResponses ?? {};
 const rawState = (ctx: ServerContext): string | undefined => ctx.mcpReq.requestState<string>();
 
-export function registerEverything(server: McpServer): void {
-  registerContentTools(server);
+export function registerEverything(server: McpServer, changes: ServerNotifier): void {
+  registerContentTools(server, changes);
   registerInputRequiredTools(server);
   registerResources(server);
   registerPrompts(server);
 }
 
-function registerContentTools(server: McpServer): void {
+function registerContentTools(server: McpServer, changes: ServerNotifier): void {
   server.registerTool('test_simple_text', { description: 'Simple text content' }, () =>
     text('This is a simple text response for testing.'),
   );
@@ -214,14 +215,13 @@ function registerContentTools(server: McpServer): void {
     (args: unknown) => text(`Region: ${(args as { region?: unknown }).region}`),
   );
   // Diagnostic hooks of the server-stateless scenario: "mutate" a list, so open listen streams
-  // that asked for its changes hear about them. They do not today: list changes reach listen
-  // streams through the SDK handler's notifier, which the library does not expose (see the
-  // spec's KNOWN_NOT_PASSING); the per-request McpServer's announcement goes nowhere.
+  // that asked for its changes hear about them, through the notifier `configure` receives (the
+  // per-request McpServer's own announcement would go nowhere).
   server.registerTool(
     'test_trigger_tool_change',
     { description: 'Diagnostic: announces a tool list change' },
     () => {
-      server.sendToolListChanged();
+      changes.toolsChanged();
       return text('Mutation triggered');
     },
   );
@@ -229,7 +229,7 @@ function registerContentTools(server: McpServer): void {
     'test_trigger_prompt_change',
     { description: 'Diagnostic: announces a prompt list change' },
     () => {
-      server.sendPromptListChanged();
+      changes.promptsChanged();
       return text('Mutation triggered');
     },
   );

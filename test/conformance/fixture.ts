@@ -150,13 +150,13 @@ export class ConformanceTaskTools {
     TasksModule.forRoot({
       serverInfo: { name: 'nestjs-mcp-tasks-conformance', version: '0.0.0' },
       serverOptions: { requestState: { verify: verifyRequestState } },
-      configure: (server) => {
+      configure: (server, changes) => {
         server.registerTool(
           'greet',
           { description: 'Says hello.', inputSchema: z.object({ name: z.string() }) },
           ({ name }) => text(`Hello, ${name}!`),
         );
-        registerEverything(server);
+        registerEverything(server, changes);
       },
     }),
   ],
