@@ -174,7 +174,8 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
   ): Promise<void> {
     if ('error' in body && body.error !== undefined) {
       const record = await this.tasks.get(taskId, owner);
-      if (!record.inputRequests?.[key]) return;
+      // Only an input the task asks now (own keys: `__proto__` names no request).
+      if (!Object.hasOwn(record.inputRequests ?? {}, key)) return;
       const reason = isPlainObject(body.error) ? String(body.error.message ?? '') : '';
       await this.tasks.fail(taskId, {
         code: ProtocolErrorCode.InternalError,

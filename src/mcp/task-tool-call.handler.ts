@@ -142,7 +142,7 @@ function gatherFirstInput(
   requests: Record<string, InputRequest>,
   params: Record<string, unknown>,
 ): { answers: Record<string, InputResponse>; missing?: Record<string, InputRequest> } {
-  const answers: Record<string, InputResponse> = {};
+  const answers: Record<string, InputResponse> = Object.create(null);
   const earlier = params.requestState === undefined ? {} : readRequestState(params.requestState);
   const given = params.inputResponses === undefined ? {} : params.inputResponses;
   if (!isPlainObject(given)) {
@@ -150,8 +150,8 @@ function gatherFirstInput(
   }
   for (const source of [earlier, given]) {
     for (const [key, response] of Object.entries(source)) {
-      const request = requests[key];
-      if (request === undefined) continue;
+      if (!Object.hasOwn(requests, key)) continue;
+      const request = requests[key]!;
       const problem = inputResponseProblem(request, response);
       if (problem !== undefined) {
         throw new InvalidTaskParamsError(`Invalid params: input response "${key}" ${problem}`);
@@ -160,7 +160,7 @@ function gatherFirstInput(
     }
   }
   const missingKeys = Object.keys(requests).filter((key) => !(key in answers));
-  if (missingKeys.length === 0) return { answers };
+  if (missingKeys.length === 0) return { answers: { ...answers } };
   return {
     answers,
     missing: Object.fromEntries(missingKeys.map((key) => [key, requests[key]!])),

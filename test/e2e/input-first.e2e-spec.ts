@@ -139,6 +139,15 @@ describe.each(ADAPTERS)('requireInputFirst (%s)', (adapter) => {
       inputResponses: { when: accept('when', 'now') },
     });
     expect(stray.result?.resultType).toBe('input_required');
+    // Prototype names are no input keys either (the body is patched: JSON keeps `__proto__` own).
+    const request = mcpRequest('tools/call', { name: 'book', arguments: {} });
+    const patched = request.body.replace(
+      '"arguments":{}',
+      '"arguments":{},"inputResponses":{"__proto__":{"action":"accept"},"constructor":{"action":"accept"}}',
+    );
+    const answer = parseMessage((await post(app.url, { ...request, body: patched })).text)!;
+    expect(answer.result?.resultType).toBe('input_required');
+    expect(Object.keys(answer.result?.inputRequests as object).sort()).toEqual(['where', 'who']);
   });
 
   it('2026-07-28: a function of the input decides whether to ask', async () => {

@@ -278,6 +278,36 @@ describe.each(ADAPTERS)('2025-11-25 tasks with the v1 SDK client (%s)', (adapter
     expect(handler.size).toBe(0);
     app = await startApp(DemoModule, adapter); // afterEach closes it
   });
+
+  it('an answer POST for a key the task never asked (prototype names included) changes nothing', async () => {
+    const service = app.app.get(TasksService);
+    const { taskId } = await service.create({ principal: 'alice' });
+    await service.requireInput(taskId, {
+      name: {
+        method: 'elicitation/create',
+        params: { message: 'Name?', requestedSchema: { type: 'object', properties: {} } },
+      },
+    });
+    const before = await service.get(taskId, { principal: 'alice' });
+    for (const key of ['__proto__', 'constructor', 'toString', 'nope']) {
+      const answer = await fetch(app.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-11-25',
+          authorization: 'Bearer alice',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: `nestjs-mcp-tasks/input:${taskId}:${key}`,
+          error: { code: -1, message: 'x' },
+        }),
+      });
+      expect(answer.status).toBe(202);
+    }
+    expect(await service.get(taskId, { principal: 'alice' })).toEqual(before);
+  });
 });
 
 describe('serverOptions reach the SDK server of both eras', () => {
