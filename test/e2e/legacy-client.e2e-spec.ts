@@ -4,11 +4,9 @@
  * demo app on both adapters.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CallToolResultSchema,
   CreateTaskResultSchema,
-  ElicitRequestSchema,
   ListToolsResultSchema,
   McpError,
   RELATED_TASK_META_KEY,
@@ -19,6 +17,7 @@ import { TasksModule } from '../../src/index.js';
 import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
 import { TasksService } from '../../src/tasks.service.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
+import { v1Client, v1Transport } from './v1-client.js';
 import { mcpRequest, post } from './raw.js';
 import { parseMessage } from './wire.js';
 
@@ -35,19 +34,8 @@ async function connectV1(
   principal: string,
   answerName?: (message: string) => string | undefined,
 ): Promise<V1> {
-  const client = new Client(
-    { name: 'v1-client', version: '1.0.0' },
-    { capabilities: { elicitation: { form: {} } } },
-  );
-  client.setRequestHandler(ElicitRequestSchema, async (request) => {
-    const name = answerName?.(String(request.params.message));
-    return name === undefined
-      ? { action: 'decline' as const }
-      : { action: 'accept' as const, content: { name } };
-  });
-  const transport = new StreamableHTTPClientTransport(new URL(url), {
-    requestInit: { headers: { Authorization: `Bearer ${principal}` } },
-  });
+  const client = v1Client(answerName);
+  const transport = v1Transport(url, principal);
   await client.connect(transport);
   return { client, close: () => client.close() };
 }

@@ -15,11 +15,11 @@ import type {
 import {
   CallToolResultSchema,
   CreateTaskResultSchema,
-  ElicitRequestSchema,
   type JSONRPCMessage,
   McpError,
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
+import { v1Client, v1Transport } from './v1-client.js';
 import { DemoModule } from '../../examples/demo.module.js';
 import { TaskNotifier, TaskStore, TasksService } from '../../src/index.js';
 import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
@@ -124,26 +124,8 @@ class SplitTransport implements Transport {
   }
 }
 
-function transport(url: string, principal: string, fetchImpl?: typeof fetch) {
-  return new StreamableHTTPClientTransport(new URL(url), {
-    requestInit: { headers: { Authorization: `Bearer ${principal}` } },
-    ...(fetchImpl && { fetch: fetchImpl }),
-  });
-}
-
-function newClient(answerName?: (message: string) => string | undefined): Client {
-  const client = new Client(
-    { name: 'v1-client', version: '1.0.0' },
-    { capabilities: { elicitation: { form: {} } } },
-  );
-  client.setRequestHandler(ElicitRequestSchema, async (request) => {
-    const name = answerName?.(String(request.params.message));
-    return name === undefined
-      ? { action: 'decline' as const }
-      : { action: 'accept' as const, content: { name } };
-  });
-  return client;
-}
+const transport = v1Transport;
+const newClient = v1Client;
 
 const errorOf = (promise: Promise<unknown>): Promise<McpError> =>
   promise.then(
