@@ -32,8 +32,12 @@ export class InMemoryTaskStore implements TaskStore {
   private readonly byExpiry = new ExpiryIndex();
   /** Terminal tasks without a TTL, by the instant they became terminal (one lane). */
   private readonly byTerminal = new ExpiryIndex();
-  /** Each owner's task ids, for listing. */
+  /**
+   * Each owner's task ids, for listing. Ids of removed tasks stay until a listing meets them or
+   * they pile up (then one pass drops them all), so removal costs no owner lookup.
+   */
   private readonly byOwner = new Map<string, Set<string>>();
+  private ownerStale = 0;
   /** Heap entries whose task was deleted directly: compacted away when they pile up. */
   private stale = 0;
 
@@ -50,10 +54,7 @@ export class InMemoryTaskStore implements TaskStore {
     }
     this.tasks.set(record.taskId, Object.freeze(record));
     this.index(record, undefined);
-    const key = ownerKey(record.owner);
-    const owned = this.byOwner.get(key);
-    if (owned === undefined) this.byOwner.set(key, new Set([record.taskId]));
-    else owned.add(record.taskId);
+    this.ownedBy(record.owner).add(record.taskId);
   }
 
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
@@ -100,6 +101,7 @@ export class InMemoryTaskStore implements TaskStore {
     this.byExpiry.clear();
     this.byTerminal.clear();
     this.byOwner.clear();
+    this.ownerStale = 0;
     this.stale = 0;
   }
 
@@ -111,7 +113,12 @@ export class InMemoryTaskStore implements TaskStore {
     const page: { key: string; record: TaskRecord }[] = [];
     for (const taskId of owned) {
       const record = this.tasks.get(taskId);
-      if (record === undefined || isExpired(record, now)) continue;
+      if (record === undefined) {
+        owned.delete(taskId);
+        if (this.ownerStale > 0) this.ownerStale--;
+        continue;
+      }
+      if (isExpired(record, now) || !isOwnedBy(record, owner)) continue;
       const key = listingKey(record);
       if (after === undefined || key < after) page.push({ key, record });
     }
@@ -124,13 +131,23 @@ export class InMemoryTaskStore implements TaskStore {
     };
   }
 
-  /** Drops a stored record and its owner entry (the expiry entries go by themselves). */
+  /** The id set of an owner, made on first use. */
+  private ownedBy(owner: TaskOwner): Set<string> {
+    const key = ownerKey(owner);
+    let set = this.byOwner.get(key);
+    if (set === undefined) this.byOwner.set(key, (set = new Set()));
+    return set;
+  }
+
+  /** Drops a stored record; its owner entry goes later (see `byOwner`). */
   private remove(record: TaskRecord): void {
     this.tasks.delete(record.taskId);
-    const key = ownerKey(record.owner);
-    const owned = this.byOwner.get(key);
-    if (owned !== undefined && owned.delete(record.taskId) && owned.size === 0) {
-      this.byOwner.delete(key);
+    if (++this.ownerStale >= 1024 && this.ownerStale * 2 >= this.tasks.size) {
+      for (const [key, owned] of this.byOwner) {
+        for (const taskId of owned) if (!this.tasks.has(taskId)) owned.delete(taskId);
+        if (owned.size === 0) this.byOwner.delete(key);
+      }
+      this.ownerStale = 0;
     }
   }
 

@@ -26,7 +26,13 @@ export function keyOfCursor(cursor: string): string {
   return key;
 }
 
-/** One string per owner (principal and tenant), for index keys. */
+/**
+ * One string per owner (principal and tenant), for index keys: each part is `-` for none or its
+ * length and itself, so no two owners share a key whatever their strings hold.
+ */
 export function ownerKey(owner: TaskOwner): string {
-  return JSON.stringify([owner.principal, owner.tenant ?? null]);
+  const tenant = owner.tenant ?? null;
+  return `${part(owner.principal)}${part(tenant)}`;
 }
+
+const part = (value: string | null): string => (value === null ? '-' : `${value.length}:${value}`);
