@@ -23,6 +23,8 @@ export const TASK_TOOL_METADATA = 'nestjs-mcp-tasks:task-tool';
 export const DEFAULT_MCP_PATH = 'mcp';
 /** How often an in-process waiter re-reads its task, for changes made by other processes. */
 export const WATCH_POLL_MS = 1_000;
+/** The safety re-read of a waiting task when a notifier delivers other processes' changes. */
+export const SAFETY_REREAD_MS = 30_000;
 /** Injection token of the endpoint's path as the controller was given it (`false`: no endpoint). */
 export const MCP_PATH = Symbol('nestjs-mcp-tasks:path');
 /** The largest request body the endpoint reads unless configured otherwise: 1 MiB. */

@@ -37,7 +37,12 @@ import {
   validateTaskId,
 } from './task.js';
 import { newTaskId } from './task-id.js';
-import { MAX_TRANSITION_ATTEMPTS, TASKS_CONFIG } from './tasks.constants.js';
+import {
+  MAX_TRANSITION_ATTEMPTS,
+  SAFETY_REREAD_MS,
+  TASKS_CONFIG,
+  WATCH_POLL_MS,
+} from './tasks.constants.js';
 import type { TasksConfig } from './interfaces/tasks-module-options.interface.js';
 
 export interface CreateTaskParams {
@@ -111,6 +116,21 @@ export class TasksService {
   /** The task as its owner sees it. */
   get(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
     return this.read(taskId, owner);
+  }
+
+  /**
+   * How often code waiting on a task (a running call, an input wait, a `tasks/result`) must
+   * re-read it to see changes made elsewhere: never when only this process writes the store
+   * (every change reaches WaiterFeed); once per `janitor.intervalMs` (30 s without a janitor) as a
+   * safety net against a lost message when the notifier delivers other processes' changes; else
+   * at the task's poll interval capped at 1 s.
+   */
+  rereadMs(pollIntervalMs?: number): number | null {
+    if (this.store.local === true) return null;
+    if (this.notifier?.deliversRemoteChanges === true) {
+      return this.config.janitor ? this.config.janitor.intervalMs : SAFETY_REREAD_MS;
+    }
+    return Math.min(pollIntervalMs ?? WATCH_POLL_MS, WATCH_POLL_MS);
   }
 
   /** Whether the store can list tasks (`list`); the 2025-11-25 `tasks/list` depends on it. */

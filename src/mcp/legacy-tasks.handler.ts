@@ -17,7 +17,7 @@ import {
   toTask2025,
   validateTaskId,
 } from '../task.js';
-import { TASKS_CONFIG, WATCH_POLL_MS } from '../tasks.constants.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
@@ -262,7 +262,7 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
           taskId,
           (task) => isTerminal(task.status) || (stream && unasked(task).length > 0),
           {
-            pollMs: Math.min(record.pollIntervalMs ?? WATCH_POLL_MS, WATCH_POLL_MS),
+            pollMs: this.tasks.rereadMs(record.pollIntervalMs),
             signal: gone.signal,
           },
         );

@@ -8,6 +8,12 @@ import type { TaskRecord } from '../task.js';
  */
 export interface TaskNotifier {
   notify(record: TaskRecord): void | Promise<void>;
+  /**
+   * True when the notifier also delivers the changes other processes write to this process's
+   * waiters (WaiterFeed), as the Redis notifier does: code waiting on a task then re-reads the
+   * store only as a safety net against a lost message (every 30 s), not to see changes.
+   */
+  readonly deliversRemoteChanges?: boolean;
 }
 
 /** Injection token of the active TaskNotifier (same name as the interface). */

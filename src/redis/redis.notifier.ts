@@ -29,6 +29,8 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   private readonly timeoutMs: number;
   /** Resolves once the subscription is in place. */
   readonly ready: Promise<void>;
+  /** What other instances write reaches this process's waiters (when it was given the feed). */
+  readonly deliversRemoteChanges: boolean;
 
   constructor(
     options: RedisConnectionOptions,
@@ -36,6 +38,7 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     private readonly waiters?: WaiterFeed,
   ) {
     ({ client: this.publisher, owned: this.owned } = connect(options, 'RedisTaskNotifier'));
+    this.deliversRemoteChanges = waiters !== undefined;
     this.subscriber = this.publisher.duplicate();
     this.subscriber.on('error', () => undefined);
     this.channel = `${options.prefix ?? DEFAULT_PREFIX}changes`;

@@ -27,6 +27,8 @@ import type {
  */
 @Injectable()
 export class InMemoryTaskStore implements TaskStore {
+  /** One process, one Map: every write passes through this process. */
+  readonly local = true;
   private readonly tasks = new Map<string, TaskRecord>();
   /** Tasks with a TTL, by expiry instant, a lane per TTL. */
   private readonly byExpiry = new ExpiryIndex();

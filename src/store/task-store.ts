@@ -33,6 +33,13 @@ export interface TaskStoreCleanupOptions {
  */
 export interface TaskStore {
   /**
+   * True when only this process writes the store (the in-memory store): every change of a task
+   * then passes through this process's TasksService, and code waiting on a task hears it without
+   * re-reading the store. Absent or false: other processes may write it.
+   */
+  readonly local?: boolean;
+
+  /**
    * Stores a new record. Refuses with `TaskStoreFullError` when `maxRows` tasks are stored
    * (expired tasks do not count) and with a `TaskError` when the id is taken.
    */

@@ -21,7 +21,7 @@ import {
   type TaskRecord,
   type TaskState,
 } from '../task.js';
-import { TASK_TOOL_METADATA, WATCH_POLL_MS } from '../tasks.constants.js';
+import { TASK_TOOL_METADATA } from '../tasks.constants.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { resolveTasksConfig } from '../tasks.config.js';
 import { TasksService } from '../tasks.service.js';
@@ -339,7 +339,7 @@ async function start(
   const runner = new TaskToolRunner(tasks, waiters, config);
   const owner = options.owner ?? DEFAULT_OWNER;
   const timeoutMs = options.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : options.timeoutMs;
-  const pollMs = Math.min(tool.options.pollIntervalMs ?? WATCH_POLL_MS, WATCH_POLL_MS);
+  const pollMs = tasks.rereadMs(tool.options.pollIntervalMs);
 
   // What the method received and how its call ended.
   let context: TaskContext | undefined;

@@ -53,7 +53,7 @@ export class RunningTaskContext implements TaskContext {
     readonly owner: Required<TaskOwner>,
     readonly signal: AbortSignal,
     readonly inline: boolean,
-    private readonly pollMs: number,
+    private readonly pollMs: number | null,
   ) {}
 
   get isHandedOff(): boolean {

@@ -13,7 +13,7 @@ import {
   toCallToolResult,
   validateInputRequests,
 } from '../task.js';
-import { TASKS_CONFIG, WATCH_POLL_MS } from '../tasks.constants.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
 import { RunningTaskContext } from './task-context.js';
@@ -152,8 +152,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     });
   }
 
-  private pollMs(tool: TaskToolDefinition): number {
-    return Math.min(tool.options.pollIntervalMs ?? WATCH_POLL_MS, WATCH_POLL_MS);
+  private pollMs(tool: TaskToolDefinition): number | null {
+    return this.tasks.rereadMs(tool.options.pollIntervalMs);
   }
 
   private run(
@@ -239,7 +239,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
   private watchCancellation(
     taskId: string,
     controller: AbortController,
-    pollMs: number,
+    pollMs: number | null,
   ): () => void {
     const stop = new AbortController();
     waitForTask(
