@@ -1,0 +1,677 @@
+// Idle benchmark for nestjs-mcp-tasks (issue 13, targets 1 and 2): what do 10,000 running task-tool
+// calls that just wait cost a server while nothing happens?
+//
+//   npm run bench:idle     (builds dist/, then runs this file with --expose-gc)
+//
+// Two servers, each in a child process of its own (this file run as `--serve <server> <mode>`,
+// with --expose-gc), so the load generator (this process) disturbs neither the CPU nor the heap
+// measured:
+//
+//   ours  a Nest app (Express adapter) on loopback with `TasksModule.forRoot({ maxRows: null,
+//         defaultTtlMs: 3_600_000 })` from dist/ (in-memory store, janitor on, as an app has it)
+//         and one `@TaskTool` `wait_for_cancel` whose method awaits its `task.signal` and returns
+//         once it fires. Calls are `tools/call` requests as a 2026-07-28 client sends them (standard
+//         headers, per-request envelope, tasks extension declared): each answers a
+//         CreateTaskResult and leaves the method running.
+//   v1    the v1 TypeScript SDK (@modelcontextprotocol/sdk 1.x, devDependency): one `McpServer`
+//         with the SDK's experimental `InMemoryTaskStore` and `InMemoryTaskMessageQueue`, behind
+//         one `StreamableHTTPServerTransport` session (JSON answers) on a node:http server, and one
+//         tool registered with `server.experimental.tasks.registerToolTask`. Its `createTask`
+//         does what the SDK's own examples do: creates the task in `extra.taskStore` and starts
+//         the work in the background. The v1 SDK gives a task's work no signal: `tasks/cancel`
+//         only writes `cancelled` in the store. So a task that keeps working until cancelled
+//         re-reads its task every `pollInterval` (the store's default, 1,000 ms) and stops once it
+//         is cancelled. Calls are task-augmented `tools/call` requests (`params.task.ttl`) of
+//         protocol revision 2025-11-25 on that session.
+//
+// Each server runs twice, in a fresh process each time:
+//
+//   running  10,000 calls (64 in flight over HTTP), which keep running;
+//   stored   10,000 tasks created in-process with no running call: `TasksService.create(owner)`
+//            (the record a call of that tool stores) for ours, `InMemoryTaskStore.createTask` with
+//            the same parameters and request the v1 server passes for a call, for v1.
+//
+// Before either, the same warm-up in both modes: 200 calls over HTTP, then `tasks/cancel` of each
+// and a wait until every call has ended (which checks that the tool does wait for its cancel).
+// Then, in each process: the heap after a full GC (`H0`); the 10,000 calls or tasks; the client's
+// connections closed, 2 s to settle, a full GC and 1 s; then
+//
+//   (1) idle CPU: `process.cpuUsage()` over a quiet window of 10 s (one timer in the server, no
+//       request), as % of one core. Targets: ours ≤ 0.5 % of a core, and ≤ 2.5 × v1's figure in
+//       the same run;
+//   (2) the heap after a full GC (`H1`, median of 3 readings). Heap per running call beyond the
+//       stored record = ((H1 − H0) running − (H1 − H0) stored) / 10,000. Targets: ours ≤ 2 KB
+//       (2,048 B), and below v1's figure in the same run.
+//
+// The run checks that 10,000 calls are running (counted by the tool itself) after the window, and
+// that the store holds 10,000 tasks (plus the warm-up's 200) in both modes. Both measures are
+// differences in one process, so what the processes share (Nest, Express, the SDKs) cancels out.
+//
+// It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
+// it cannot run (nothing built, no --expose-gc, a server that does not start or answers wrongly, a
+// broken invariant). A hard deadline ends it at 300 s whatever happens.
+//
+// Environment knobs (all optional): BENCH_IDLE_CALLS (10000), BENCH_IDLE_WINDOW_MS (10000),
+// BENCH_IDLE_ONLY=ours (skip the v1 server; its column then reads "not measured").
+
+import 'reflect-metadata';
+import { Buffer } from 'node:buffer';
+import { Agent, createServer, request as httpRequest } from 'node:http';
+import {
+  armHardDeadline,
+  assert,
+  fmt,
+  fmtInt,
+  fmtMiB,
+  fullGc,
+  LEGACY_PROTOCOL_VERSION,
+  machineLine,
+  median,
+  msSince,
+  nowNs,
+  pool,
+  positiveEnv,
+  printTargetTable,
+  PROTOCOL_VERSION,
+  requestMeta,
+  requireGc,
+  sleep,
+  startChild,
+  stopChild,
+  until,
+  verdict,
+} from './common.mjs';
+
+const CALLS = positiveEnv('BENCH_IDLE_CALLS', 10_000);
+const WINDOW_MS = positiveEnv('BENCH_IDLE_WINDOW_MS', 10_000);
+const WARMUP_CALLS = 200;
+const CONCURRENCY = 64;
+const SETTLE_MS = 2_000;
+const TTL_MS = 3_600_000;
+const HARD_DEADLINE_MS = 300_000;
+const REQUEST_TIMEOUT_MS = 30_000;
+
+const CPU_TARGET_PERCENT = 0.5;
+const CPU_TARGET_RATIO = 2.5;
+const HEAP_TARGET_BYTES = 2_048;
+
+const TOOL = 'wait_for_cancel';
+
+// ---------------------------------------------------------------------------------------------
+// Server side (child process): `node --expose-gc bench/idle.bench.mjs --serve <ours|v1> <mode>`
+// ---------------------------------------------------------------------------------------------
+
+/** Calls of the waiting tool that have started and not ended, counted by the tool itself. */
+const calls = { running: 0, started: 0 };
+
+/** Our app: TasksModule from dist/, one @TaskTool that waits for its signal. */
+async function serveOurs() {
+  const { Injectable, Module } = await import('@nestjs/common');
+  const { NestFactory } = await import('@nestjs/core');
+  const { ExpressAdapter } = await import('@nestjs/platform-express');
+  const { TasksModule, TasksService, TaskStore, TaskTool } = await import('../dist/index.js');
+
+  class WaitTools {
+    async waitForCancel(_input, task) {
+      calls.running++;
+      calls.started++;
+      try {
+        await new Promise((resolve) =>
+          task.signal.addEventListener('abort', resolve, { once: true }),
+        );
+        return { content: [{ type: 'text', text: 'cancelled' }] };
+      } finally {
+        calls.running--;
+      }
+    }
+  }
+  const key = 'waitForCancel';
+  Object.defineProperty(
+    WaitTools.prototype,
+    key,
+    Reflect.decorate(
+      [TaskTool({ name: TOOL, description: 'Works until cancelled.' })],
+      WaitTools.prototype,
+      key,
+      Object.getOwnPropertyDescriptor(WaitTools.prototype, key),
+    ),
+  );
+  Reflect.decorate([Injectable()], WaitTools);
+  class IdleModule {}
+  Reflect.decorate(
+    [
+      Module({
+        imports: [
+          TasksModule.forRoot({
+            maxRows: null,
+            defaultTtlMs: TTL_MS,
+            serverInfo: { name: 'idle-bench', version: '1.0.0' },
+          }),
+        ],
+        providers: [WaitTools],
+      }),
+    ],
+    IdleModule,
+  );
+  const app = await NestFactory.create(IdleModule, new ExpressAdapter(), {
+    logger: false,
+    forceCloseConnections: true,
+  });
+  await app.listen(0, '127.0.0.1');
+  const service = app.get(TasksService);
+  const store = app.get(TaskStore);
+  return {
+    port: app.getHttpServer().address().port,
+    close: () => app.close(),
+    // The owner an anonymous HTTP caller gets (defaultPrincipal), and the tool's parameters (none:
+    // the module's defaultTtlMs), so the record is the one a call stores.
+    createStored: () => service.create({ principal: null, tenant: null }),
+    storeSize: () => store.size,
+  };
+}
+
+/** The v1 SDK's experimental tasks server: one McpServer and one session on node:http. */
+async function serveV1() {
+  const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+  const { StreamableHTTPServerTransport } =
+    await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  const { InMemoryTaskStore, InMemoryTaskMessageQueue } =
+    await import('@modelcontextprotocol/sdk/experimental/tasks');
+  const { randomUUID } = await import('node:crypto');
+
+  const taskStore = new InMemoryTaskStore();
+  const server = new McpServer(
+    { name: 'idle-bench-v1', version: '1.0.0' },
+    {
+      capabilities: { tasks: { requests: { tools: { call: {} } }, cancel: {}, list: {} } },
+      taskStore,
+      taskMessageQueue: new InMemoryTaskMessageQueue(),
+    },
+  );
+  server.experimental.tasks.registerToolTask(
+    TOOL,
+    { description: 'Works until cancelled.' },
+    {
+      // As the SDK's examples write it: the work keeps the request's task store, not `extra`.
+      async createTask({ taskStore: requestStore, taskRequestedTtl }) {
+        const task = await requestStore.createTask({ ttl: taskRequestedTtl });
+        // The work: no signal reaches it, so it re-reads its task every pollInterval until the
+        // task is cancelled (tasks/cancel writes `cancelled` in the store), then stops.
+        (async () => {
+          calls.running++;
+          calls.started++;
+          try {
+            for (;;) {
+              await sleep(task.pollInterval);
+              const now = await requestStore.getTask(task.taskId);
+              if (now.status !== 'working') return;
+            }
+          } catch {
+            // The task is gone (expired): nothing left to work for.
+          } finally {
+            calls.running--;
+          }
+        })();
+        return { task };
+      },
+      async getTask(extra) {
+        return await extra.taskStore.getTask(extra.taskId);
+      },
+      async getTaskResult(extra) {
+        return await extra.taskStore.getTaskResult(extra.taskId);
+      },
+    },
+  );
+  const transport = new StreamableHTTPServerTransport({
+    sessionIdGenerator: () => randomUUID(),
+    enableJsonResponse: true,
+  });
+  await server.connect(transport);
+  const http = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      let body;
+      try {
+        body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined;
+      } catch {
+        res.writeHead(400).end();
+        return;
+      }
+      transport.handleRequest(req, res, body).catch(() => {
+        if (!res.headersSent) res.writeHead(500);
+        res.end();
+      });
+    });
+  });
+  await new Promise((resolve) => http.listen(0, '127.0.0.1', resolve));
+  let nextRequestId = 1_000_000;
+  return {
+    port: http.address().port,
+    close: async () => {
+      await server.close();
+      http.closeAllConnections();
+      await new Promise((resolve) => http.close(resolve));
+    },
+    // What the server's request task store passes for a call: the task parameters, the request id,
+    // the request's method and params (as parsed from the wire), the session.
+    createStored: () =>
+      taskStore.createTask(
+        { ttl: TTL_MS },
+        nextRequestId++,
+        { method: 'tools/call', params: JSON.parse(v1CallBody(0)).params },
+        transport.sessionId,
+      ),
+    storeSize: () => taskStore.getAllTasks().length,
+  };
+}
+
+async function serve(kind, mode) {
+  assert(kind === 'ours' || kind === 'v1', `unknown server ${kind}`);
+  assert(mode === 'running' || mode === 'stored', `unknown mode ${mode}`);
+  requireGc();
+  const server = kind === 'ours' ? await serveOurs() : await serveV1();
+  const heap = async () => {
+    fullGc();
+    await sleep(500);
+    return process.memoryUsage().heapUsed;
+  };
+  process.on('message', (message) => {
+    const answer = (fields) => process.send({ type: message.type, ...fields });
+    switch (message?.type) {
+      case 'counts':
+        answer({ running: calls.running, started: calls.started, stored: server.storeSize() });
+        break;
+      case 'heap':
+        (async () => {
+          const readings = [];
+          for (let i = 0; i < message.readings; i++) readings.push(await heap());
+          answer({ heapUsed: median(readings), readings });
+        })();
+        break;
+      case 'fill':
+        (async () => {
+          for (let i = 0; i < message.count; i++) await server.createStored();
+          answer({});
+        })();
+        break;
+      case 'idle':
+        // One timer, nothing else of ours: the window's CPU is the server's own.
+        (async () => {
+          fullGc();
+          await sleep(1_000);
+          const cpu = process.cpuUsage();
+          const start = nowNs();
+          await sleep(message.ms);
+          const used = process.cpuUsage(cpu);
+          answer({ cpuMs: (used.user + used.system) / 1000, wallMs: msSince(start) });
+        })();
+        break;
+      case 'stop':
+        server.close().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
+        break;
+    }
+  });
+  process.on('disconnect', () => process.exit(0));
+  process.send({ type: 'ready', port: server.port });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire (this process)
+// ---------------------------------------------------------------------------------------------
+
+/** Our `tools/call` / `tasks/cancel`, as a 2026-07-28 client with the tasks extension sends it. */
+function oursRequest(method, params, id) {
+  const name = params.name ?? params.taskId;
+  return {
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': method,
+      'mcp-name': name,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id,
+      method,
+      params: { ...params, _meta: requestMeta('idle-bench') },
+    }),
+  };
+}
+
+/** The v1 task-augmented `tools/call` body (revision 2025-11-25). */
+function v1CallBody(id) {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name: TOOL, arguments: {}, task: { ttl: TTL_MS } },
+  });
+}
+
+/** A JSON POST to /mcp on loopback; resolves status, headers and the parsed body (or null). */
+function post(agent, port, headers, body) {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mcp',
+        method: 'POST',
+        agent,
+        headers: { ...headers, 'content-length': Buffer.byteLength(body) },
+        timeout: REQUEST_TIMEOUT_MS,
+      },
+      (res) => {
+        const chunks = [];
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json = null;
+          try {
+            json = text ? JSON.parse(text) : null;
+          } catch {
+            // Not JSON: the caller reports the text.
+          }
+          resolve({ status: res.statusCode, headers: res.headers, json, text });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** A client of one server: how it starts, calls the tool and cancels a task. */
+async function clientFor(kind, port) {
+  const connections = { agent: newAgent() };
+  let id = 1;
+  if (kind === 'ours') {
+    return {
+      connections,
+      async call() {
+        const { headers, body } = oursRequest('tools/call', { name: TOOL, arguments: {} }, id++);
+        const answer = await post(connections.agent, port, headers, body);
+        const taskId = answer.json?.result?.taskId;
+        assert(typeof taskId === 'string', `ours: tools/call answered ${answer.text}`);
+        return taskId;
+      },
+      async cancel(taskId) {
+        const { headers, body } = oursRequest('tasks/cancel', { taskId }, id++);
+        const answer = await post(connections.agent, port, headers, body);
+        assert(!answer.json?.error && answer.status === 200, `ours: cancel ${answer.text}`);
+      },
+    };
+  }
+  const base = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+  };
+  const init = await post(
+    connections.agent,
+    port,
+    base,
+    JSON.stringify({
+      jsonrpc: '2.0',
+      id: id++,
+      method: 'initialize',
+      params: {
+        protocolVersion: LEGACY_PROTOCOL_VERSION,
+        capabilities: {},
+        clientInfo: { name: 'idle-bench', version: '1.0.0' },
+      },
+    }),
+  );
+  const sessionId = init.headers['mcp-session-id'];
+  assert(typeof sessionId === 'string', `v1: initialize answered ${init.status} ${init.text}`);
+  const headers = {
+    ...base,
+    'mcp-session-id': sessionId,
+    'mcp-protocol-version': init.json?.result?.protocolVersion ?? LEGACY_PROTOCOL_VERSION,
+  };
+  const initialized = await post(
+    connections.agent,
+    port,
+    headers,
+    JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+  );
+  assert(initialized.status === 202, `v1: initialized answered ${initialized.status}`);
+  return {
+    connections,
+    async call() {
+      const answer = await post(connections.agent, port, headers, v1CallBody(id++));
+      const taskId = answer.json?.result?.task?.taskId;
+      assert(typeof taskId === 'string', `v1: tools/call answered ${answer.text}`);
+      return taskId;
+    },
+    async cancel(taskId) {
+      const answer = await post(
+        connections.agent,
+        port,
+        headers,
+        JSON.stringify({ jsonrpc: '2.0', id: id++, method: 'tasks/cancel', params: { taskId } }),
+      );
+      assert(answer.json?.result?.status === 'cancelled', `v1: cancel ${answer.text}`);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run (this process)
+// ---------------------------------------------------------------------------------------------
+
+const newAgent = () => new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+
+/**
+ * The client's sockets closed, so no client connection is alive during a measure (the next
+ * request opens new ones; the v1 session outlives its connections).
+ */
+async function closeConnections(client) {
+  client.connections.agent.destroy();
+  client.connections.agent = newAgent();
+  await sleep(200);
+}
+
+async function ask(child, message) {
+  return new Promise((resolve) => {
+    const onMessage = (answer) => {
+      if (answer?.type !== message.type) return;
+      child.off('message', onMessage);
+      resolve(answer);
+    };
+    child.on('message', onMessage);
+    child.send(message);
+  });
+}
+
+/** One server process in one mode: warm-up, H0, the calls or tasks, the idle window, H1. */
+async function measure(kind, mode) {
+  const label = `${kind} ${mode}`;
+  const { child, ready } = await startChild(import.meta.url, ['--serve', kind, mode], {
+    execArgv: ['--expose-gc'],
+    label,
+  });
+  try {
+    // Warm-up: the same in both modes. Every call is cancelled, and must end.
+    const client = await clientFor(kind, ready.port);
+    const warm = [];
+    await pool(
+      Array.from({ length: WARMUP_CALLS }, (_, i) => i),
+      CONCURRENCY,
+      async () => warm.push(await client.call()),
+    );
+    await pool(warm, CONCURRENCY, (taskId) => client.cancel(taskId));
+    await until(
+      `${label}: the warm-up calls to end on their cancel`,
+      async () => (await ask(child, { type: 'counts' })).running === 0,
+      10_000,
+    );
+    await closeConnections(client);
+    const before = await ask(child, { type: 'heap', readings: 3 });
+
+    const start = nowNs();
+    if (mode === 'running') {
+      await pool(
+        Array.from({ length: CALLS }, (_, i) => i),
+        CONCURRENCY,
+        () => client.call(),
+      );
+      await closeConnections(client);
+    } else {
+      await ask(child, { type: 'fill', count: CALLS });
+    }
+    const fillMs = msSince(start);
+    await sleep(SETTLE_MS);
+    const idle = await ask(child, { type: 'idle', ms: WINDOW_MS });
+    const after = await ask(child, { type: 'heap', readings: 3 });
+    const counts = await ask(child, { type: 'counts' });
+    const expectRunning = mode === 'running' ? CALLS : 0;
+    assert(
+      counts.running === expectRunning,
+      `${label}: ${counts.running} calls running after the window, expected ${expectRunning}`,
+    );
+    assert(
+      counts.stored === CALLS + WARMUP_CALLS,
+      `${label}: ${counts.stored} tasks stored, expected ${CALLS + WARMUP_CALLS}`,
+    );
+    const result = {
+      kind,
+      mode,
+      fillMs,
+      cpuPercent: (100 * idle.cpuMs) / idle.wallMs,
+      cpuMs: idle.cpuMs,
+      wallMs: idle.wallMs,
+      heapBefore: before.heapUsed,
+      heapAfter: after.heapUsed,
+      perItem: (after.heapUsed - before.heapUsed) / CALLS,
+    };
+    console.log(
+      `  ${label.padEnd(11)} ${fmtInt(CALLS)} ${mode === 'running' ? 'calls over HTTP' : 'tasks in-process'} in ` +
+        `${fmt(fillMs / 1000, 1)} s; idle CPU ${fmt(result.cpuPercent, 3)} % of a core ` +
+        `(${fmt(idle.cpuMs, 1)} ms in ${fmt(idle.wallMs / 1000, 2)} s); heap ${fmtMiB(before.heapUsed)} → ` +
+        `${fmtMiB(after.heapUsed)} (readings ${after.readings.map((r) => fmtMiB(r)).join(', ')}): ` +
+        `${fmtInt(result.perItem)} B per ${mode === 'running' ? 'call' : 'task'}`,
+    );
+    return result;
+  } finally {
+    await stopChild(child);
+  }
+}
+
+async function main() {
+  requireGc();
+  armHardDeadline(HARD_DEADLINE_MS);
+  const only = process.env.BENCH_IDLE_ONLY ?? '';
+  const kinds = only === 'ours' ? ['ours'] : ['ours', 'v1'];
+  console.log(
+    `idle benchmark: ${fmtInt(CALLS)} running task-tool calls that wait for their cancel, ` +
+      `quiet window ${fmt(WINDOW_MS / 1000, 1)} s; ${machineLine()}`,
+  );
+  const figures = {};
+  for (const kind of kinds) {
+    const stored = await measure(kind, 'stored');
+    const running = await measure(kind, 'running');
+    figures[kind] = {
+      cpu: running.cpuPercent,
+      cpuStored: stored.cpuPercent,
+      perCall: running.perItem - stored.perItem,
+      perStored: stored.perItem,
+      perRunning: running.perItem,
+    };
+  }
+
+  const ours = figures.ours;
+  const v1 = figures.v1;
+  const na = 'not measured';
+  const pct = (n) => `${fmt(n, 3)} %`;
+  const bytes = (n) => `${fmtInt(n)} B`;
+  console.log('\n  figure                                    ours            v1        ours ÷ v1');
+  const line = (what, a, b, ratio) =>
+    console.log(
+      `  ${what.padEnd(40)}  ${a.padStart(12)}  ${b.padStart(12)}  ${ratio.padStart(12)}`,
+    );
+  const ratio = (a, b) => (b === undefined ? na : b > 0 ? fmt(a / b, 3) : '—');
+  line(
+    'idle CPU, 10k running calls (% of a core)',
+    pct(ours.cpu),
+    v1 ? pct(v1.cpu) : na,
+    ratio(ours.cpu, v1?.cpu),
+  );
+  line(
+    'idle CPU, 10k stored tasks (% of a core)',
+    pct(ours.cpuStored),
+    v1 ? pct(v1.cpuStored) : na,
+    ratio(ours.cpuStored, v1?.cpuStored),
+  );
+  line(
+    'heap per stored task',
+    bytes(ours.perStored),
+    v1 ? bytes(v1.perStored) : na,
+    ratio(ours.perStored, v1?.perStored),
+  );
+  line(
+    'heap per running call, record included',
+    bytes(ours.perRunning),
+    v1 ? bytes(v1.perRunning) : na,
+    ratio(ours.perRunning, v1?.perRunning),
+  );
+  line(
+    'heap per running call beyond the record',
+    bytes(ours.perCall),
+    v1 ? bytes(v1.perCall) : na,
+    ratio(ours.perCall, v1?.perCall),
+  );
+
+  const rows = [
+    [
+      '(1) idle CPU, 10k running calls',
+      `${pct(ours.cpu)} of a core`,
+      `≤ ${CPU_TARGET_PERCENT} %`,
+      verdict(ours.cpu <= CPU_TARGET_PERCENT),
+    ],
+    v1
+      ? [
+          '(1) idle CPU, ours ÷ v1 SDK',
+          `${pct(ours.cpu)} ÷ ${pct(v1.cpu)} = ${ratio(ours.cpu, v1.cpu)}`,
+          `≤ ${CPU_TARGET_RATIO}`,
+          verdict(ours.cpu <= CPU_TARGET_RATIO * v1.cpu),
+        ]
+      : ['(1) idle CPU, ours ÷ v1 SDK', na, `≤ ${CPU_TARGET_RATIO}`, na],
+    [
+      '(2) heap per running call beyond the record',
+      bytes(ours.perCall),
+      `≤ ${fmtInt(HEAP_TARGET_BYTES)} B`,
+      verdict(ours.perCall <= HEAP_TARGET_BYTES),
+    ],
+    v1
+      ? [
+          '(2) heap per running call, ours vs v1 SDK',
+          `${bytes(ours.perCall)} vs ${bytes(v1.perCall)} (${ratio(ours.perCall, v1.perCall)})`,
+          '< v1',
+          verdict(ours.perCall < v1.perCall),
+        ]
+      : ['(2) heap per running call, ours vs v1 SDK', na, '< v1', na],
+  ];
+  printTargetTable(rows);
+}
+
+if (process.argv[2] === '--serve') {
+  serve(process.argv[3], process.argv[4]).catch((error) => {
+    console.error(error);
+    process.exit(1);
+  });
+} else {
+  main().then(
+    () => process.exit(0),
+    (error) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
