@@ -29,13 +29,13 @@ export function waitForTask(
 ): Promise<TaskRecord> {
   return new Promise<TaskRecord>((resolve, reject) => {
     let settled = false;
-    let expiry: NodeJS.Timeout | undefined;
+    let stopExpiry: (() => void) | undefined;
     const finish = (settle: () => void): void => {
       if (settled) return;
       settled = true;
       unsubscribe();
       clearInterval(timer);
-      clearTimeout(expiry);
+      stopExpiry?.();
       options.signal?.removeEventListener('abort', onAbort);
       settle();
     };
@@ -43,17 +43,13 @@ export function waitForTask(
       if (until(record)) finish(() => resolve(record));
     };
     const watchExpiry = (record: TaskRecord): void => {
-      if (settled || options.pollMs !== null || expiry !== undefined) return;
+      if (settled || options.pollMs !== null || stopExpiry !== undefined) return;
       const at = expiresAt(record);
       if (at === null) return;
-      expiry = setTimeout(
-        () => {
-          expiry = undefined;
-          poll();
-        },
-        Math.max(0, at - Date.now()) + 1,
-      );
-      expiry.unref();
+      stopExpiry = waiters.atExpiry(taskId, at, () => {
+        stopExpiry = undefined;
+        poll();
+      });
     };
     const poll = (): void => {
       tasks.status(taskId).then(
