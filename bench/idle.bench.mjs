@@ -289,7 +289,12 @@ async function serve(kind, mode) {
     const answer = (fields) => process.send({ type: message.type, ...fields });
     switch (message?.type) {
       case 'counts':
-        answer({ running: calls.running, started: calls.started, stored: server.storeSize() });
+        answer({
+          running: calls.running,
+          started: calls.started,
+          stored: server.storeSize(),
+          resources: process.getActiveResourcesInfo(),
+        });
         break;
       case 'heap':
         (async () => {
@@ -499,6 +504,13 @@ async function clientFor(kind, port) {
 // The run (this process)
 // ---------------------------------------------------------------------------------------------
 
+/** `Timeout ×3, TCPServerWrap` from process.getActiveResourcesInfo(). */
+function resourceSummary(resources) {
+  const counts = new Map();
+  for (const name of resources) counts.set(name, (counts.get(name) ?? 0) + 1);
+  return [...counts].map(([name, n]) => (n > 1 ? `${name} ×${n}` : name)).join(', ') || 'none';
+}
+
 const newAgent = () => new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 
 /**
@@ -595,7 +607,8 @@ async function measure(kind, mode) {
         `${idle.majorGcs} full (${fmt(idle.majorGcMs, 1)} ms pause)\n` +
         `    heap ${fmtMiB(before.heapUsed)} → ${fmtMiB(after.heapUsed)} (readings ` +
         `${after.readings.map((r) => fmt(r / 1_048_576, 2)).join(' ')} MiB): ` +
-        `${fmtInt(result.perItem)} B per ${unit}`,
+        `${fmtInt(result.perItem)} B per ${unit}\n` +
+        `    active resources (ref'd) after the window: ${resourceSummary(counts.resources)}`,
     );
     return result;
   } finally {
