@@ -44,7 +44,7 @@ export class RunningTaskContext implements TaskContext {
   private handedOff = false;
   firstInput: Readonly<Record<string, InputResponse>> = {};
   /** Answers taken from the task but not yet handed to the requireInput call that asked. */
-  private readonly received = new Map<string, InputResponse>();
+  private received: Map<string, InputResponse> | undefined;
 
   constructor(
     private readonly tasks: TasksService,
@@ -88,12 +88,13 @@ export class RunningTaskContext implements TaskContext {
     );
     if (isTerminal(answered.status)) throw new TaskTerminalError(answered.status);
     const taken = await this.tasks.takeInputResponses(this.taskId);
-    for (const [key, response] of Object.entries(taken)) this.received.set(key, response);
+    const received = (this.received ??= new Map());
+    for (const [key, response] of Object.entries(taken)) received.set(key, response);
     const answers = {} as Record<K, InputResponse>;
     for (const key of keys) {
-      const response = this.received.get(key);
+      const response = received.get(key);
       if (response === undefined) continue;
-      this.received.delete(key);
+      received.delete(key);
       Object.defineProperty(answers, key, { value: response, enumerable: true, writable: true });
     }
     return answers;

@@ -19,7 +19,7 @@ import { TasksService } from '../tasks.service.js';
 import { RunningTaskContext } from './task-context.js';
 import type { TaskToolDefinition } from './task-tool.registry.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
-import { waitForTask } from './task-watch.js';
+import { waitForTask, watchTask } from './task-watch.js';
 
 class TaskCancelled extends Error {
   constructor() {
@@ -241,21 +241,17 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     controller: AbortController,
     pollMs: number | null,
   ): () => void {
-    const stop = new AbortController();
-    waitForTask(
+    const cancel = (): void => controller.abort(new TaskCancelled());
+    return watchTask(
       this.tasks,
       this.waiters,
       taskId,
       (task) => isCancellationRequested(task) || isTerminal(task.status),
-      { pollMs, signal: stop.signal },
-    ).then(
+      pollMs,
       (task) => {
-        if (isCancellationRequested(task)) controller.abort(new TaskCancelled());
+        if (isCancellationRequested(task)) cancel();
       },
-      () => {
-        if (!stop.signal.aborted) controller.abort(new TaskCancelled());
-      },
+      cancel,
     );
-    return () => stop.abort();
   }
 }

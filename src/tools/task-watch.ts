@@ -13,12 +13,69 @@ export interface WaitOptions {
 }
 
 /**
- * Resolves with the first state of the task that satisfies `until`: from `waiters` at once (the
- * feed TasksService publishes each write to), or from a periodic re-read (changes written by
- * another process sharing the store, when no notifier brings them). Without periodic re-reads
- * the task is read once more when it expires, so a wait on an expired task ends too.
- * Rejects when the task is gone, or with the signal's reason when it aborts; store faults are
- * retried at the next poll.
+ * Watches a task until `until` holds: `onMatch` gets the first state that satisfies it, heard
+ * from `waiters` at once (the feed TasksService publishes each write to) or read by a periodic
+ * re-read (changes written by another process sharing the store, when no notifier brings them).
+ * Without periodic re-reads the task is read once more when it expires, so a watch on an expired
+ * task ends too. `onGone` gets TaskNotFoundError when the task is gone; store faults are retried
+ * at the next re-read. Returns an idempotent stop; after it, or after either callback, nothing
+ * more is called. No promise, no abort controller: a running call keeps one of these for its
+ * whole life.
+ */
+export function watchTask(
+  tasks: TasksService,
+  waiters: WaiterFeed,
+  taskId: string,
+  until: (record: TaskRecord) => boolean,
+  pollMs: number | null,
+  onMatch: (record: TaskRecord) => void,
+  onGone: (error: TaskNotFoundError) => void,
+): () => void {
+  let stopped = false;
+  let stopExpiry: (() => void) | undefined;
+  const stop = (): void => {
+    if (stopped) return;
+    stopped = true;
+    unsubscribe();
+    clearInterval(timer);
+    stopExpiry?.();
+  };
+  const check = (record: TaskRecord): void => {
+    if (stopped || !until(record)) return;
+    stop();
+    onMatch(record);
+  };
+  const poll = (): void => {
+    tasks.status(taskId).then(
+      (record) => {
+        check(record);
+        if (stopped || pollMs !== null || stopExpiry !== undefined) return;
+        const at = expiresAt(record);
+        if (at === null) return;
+        stopExpiry = waiters.atExpiry(taskId, at, () => {
+          stopExpiry = undefined;
+          poll();
+        });
+      },
+      (error: unknown) => {
+        // Only a task that is gone ends the watch; a store fault is waited out (the next re-read
+        // tries again), so an outage does not cancel the work that waits.
+        if (stopped || !(error instanceof TaskNotFoundError)) return;
+        stop();
+        onGone(error);
+      },
+    );
+  };
+  const unsubscribe = waiters.subscribe(taskId, check);
+  const timer = pollMs === null ? undefined : setInterval(poll, pollMs);
+  timer?.unref();
+  poll();
+  return stop;
+}
+
+/**
+ * Resolves with the first state of the task that satisfies `until` (see watchTask). Rejects when
+ * the task is gone, or with the signal's reason when it aborts.
  */
 export function waitForTask(
   tasks: TasksService,
@@ -28,49 +85,27 @@ export function waitForTask(
   options: WaitOptions,
 ): Promise<TaskRecord> {
   return new Promise<TaskRecord>((resolve, reject) => {
-    let settled = false;
-    let stopExpiry: (() => void) | undefined;
-    const finish = (settle: () => void): void => {
-      if (settled) return;
-      settled = true;
-      unsubscribe();
-      clearInterval(timer);
-      stopExpiry?.();
-      options.signal?.removeEventListener('abort', onAbort);
-      settle();
+    const signal = options.signal;
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = (): void => {
+      stop();
+      reject(signal?.reason);
     };
-    const check = (record: TaskRecord): void => {
-      if (until(record)) finish(() => resolve(record));
-    };
-    const watchExpiry = (record: TaskRecord): void => {
-      if (settled || options.pollMs !== null || stopExpiry !== undefined) return;
-      const at = expiresAt(record);
-      if (at === null) return;
-      stopExpiry = waiters.atExpiry(taskId, at, () => {
-        stopExpiry = undefined;
-        poll();
-      });
-    };
-    const poll = (): void => {
-      tasks.status(taskId).then(
-        (record) => {
-          check(record);
-          watchExpiry(record);
-        },
-        (error: unknown) => {
-          // Only a task that is gone ends the wait; a store fault is waited out (the next poll
-          // tries again), so an outage does not cancel the work that waits.
-          if (error instanceof TaskNotFoundError) finish(() => reject(error));
-        },
-      );
-    };
-    const onAbort = (): void => finish(() => reject(options.signal?.reason));
-
-    const unsubscribe = waiters.subscribe(taskId, check);
-    const timer = options.pollMs === null ? undefined : setInterval(poll, options.pollMs);
-    timer?.unref();
-    if (options.signal?.aborted) return onAbort();
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    poll();
+    const stop = watchTask(
+      tasks,
+      waiters,
+      taskId,
+      until,
+      options.pollMs,
+      (record) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(record);
+      },
+      (error) => {
+        signal?.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
