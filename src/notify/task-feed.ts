@@ -9,27 +9,35 @@ export type TaskListener = (record: TaskRecord) => void;
  * feeds: WaiterFeed (in-process waiters) and ListenFeed (listen streams).
  */
 export abstract class TaskFeed {
-  private readonly listeners = new Map<string, Set<TaskListener>>();
+  /**
+   * The listeners of each task: the function itself while there is one (the common case), a set
+   * beyond, so a task with one waiter costs one map entry.
+   */
+  private readonly listeners = new Map<string, TaskListener | Set<TaskListener>>();
 
   /** Listens to one task's changes; returns an idempotent unsubscribe. */
   subscribe(taskId: string, listener: TaskListener): () => void {
-    let set = this.listeners.get(taskId);
-    if (set === undefined) {
-      set = new Set();
-      this.listeners.set(taskId, set);
-    }
-    set.add(listener);
+    const current = this.listeners.get(taskId);
+    if (current === undefined) this.listeners.set(taskId, listener);
+    else if (typeof current === 'function')
+      this.listeners.set(taskId, new Set([current, listener]));
+    else current.add(listener);
+    let subscribed = true;
     return () => {
-      const current = this.listeners.get(taskId);
-      if (current === undefined || !current.delete(listener)) return;
-      if (current.size === 0) this.listeners.delete(taskId);
+      if (!subscribed) return;
+      subscribed = false;
+      const now = this.listeners.get(taskId);
+      if (now === listener) this.listeners.delete(taskId);
+      else if (typeof now === 'object' && now.delete(listener) && now.size === 0) {
+        this.listeners.delete(taskId);
+      }
     };
   }
 
   publish(record: TaskRecord): void {
-    const set = this.listeners.get(record.taskId);
-    if (set === undefined) return;
-    for (const listener of [...set]) {
+    const current = this.listeners.get(record.taskId);
+    if (current === undefined) return;
+    for (const listener of typeof current === 'function' ? [current] : [...current]) {
       try {
         listener(record);
       } catch {

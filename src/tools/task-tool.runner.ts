@@ -175,7 +175,21 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
       this.pollMs(tool),
     );
     const stopWatching = this.watchCancellation(taskId, controller, this.pollMs(tool));
-    const done = (async () => {
+    const done = this.execute(tool, input, context, controller, stopWatching, firstInput);
+    this.running.set(taskId, { controller, done });
+  }
+
+  /** Runs the method to its end and settles the task: one async frame per running call. */
+  private async execute(
+    tool: TaskToolDefinition,
+    input: unknown,
+    context: RunningTaskContext,
+    controller: AbortController,
+    stopWatching: () => void,
+    firstInput: Readonly<Record<string, InputResponse>> | undefined,
+  ): Promise<void> {
+    const taskId = context.taskId;
+    try {
       try {
         if (firstInput !== undefined) {
           context.firstInput = firstInput;
@@ -209,15 +223,12 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
           ),
         );
       }
-    })()
-      .catch((error: unknown) => {
-        this.logger.error(`Task tool ${tool.name} could not settle its task: ${String(error)}`);
-      })
-      .finally(() => {
-        stopWatching();
-        this.running.delete(taskId);
-      });
-    this.running.set(taskId, { controller, done });
+    } catch (error) {
+      this.logger.error(`Task tool ${tool.name} could not settle its task: ${String(error)}`);
+    } finally {
+      stopWatching();
+      this.running.delete(taskId);
+    }
   }
 
   /** A task finished by someone else meanwhile (cancelled, failed at shutdown) stays as it is. */
