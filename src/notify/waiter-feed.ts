@@ -14,7 +14,8 @@ import { TaskFeed } from './task-feed.js';
 @Injectable()
 export class WaiterFeed extends TaskFeed {
   private readonly deadlines = new ExpiryHeap();
-  private readonly atExpiryOf = new Map<string, Set<() => void>>();
+  /** The expiry listeners of each task: the function itself while there is one, else a set. */
+  private readonly atExpiryOf = new Map<string, (() => void) | Set<() => void>>();
   /** Heap entries whose task has no expiry listener left: compacted when they pile up. */
   private stale = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -22,17 +23,25 @@ export class WaiterFeed extends TaskFeed {
 
   /** Calls `callback` once task `taskId` is past `at`; returns an idempotent cancel. */
   atExpiry(taskId: string, at: number, callback: () => void): () => void {
-    let callbacks = this.atExpiryOf.get(taskId);
+    const callbacks = this.atExpiryOf.get(taskId);
     if (callbacks === undefined) {
-      callbacks = new Set();
-      this.atExpiryOf.set(taskId, callbacks);
+      this.atExpiryOf.set(taskId, callback);
       this.deadlines.push(at, taskId);
+    } else if (typeof callbacks === 'function') {
+      this.atExpiryOf.set(taskId, new Set([callbacks, callback]));
+    } else {
+      callbacks.add(callback);
     }
-    callbacks.add(callback);
     this.schedule();
+    let listening = true;
     return () => {
+      if (!listening) return;
+      listening = false;
       const current = this.atExpiryOf.get(taskId);
-      if (current === undefined || !current.delete(callback) || current.size > 0) return;
+      if (current === undefined) return;
+      if (current !== callback) {
+        if (typeof current === 'function' || !current.delete(callback) || current.size > 0) return;
+      }
       this.atExpiryOf.delete(taskId);
       if (this.atExpiryOf.size === 0) return this.reset();
       if (++this.stale >= 1024 && this.stale * 2 >= this.deadlines.size) {
@@ -77,7 +86,7 @@ export class WaiterFeed extends TaskFeed {
         continue;
       }
       this.atExpiryOf.delete(taskId);
-      for (const callback of callbacks) {
+      for (const callback of typeof callbacks === 'function' ? [callbacks] : callbacks) {
         try {
           callback();
         } catch {
