@@ -22,7 +22,15 @@ import type { TasksConfig } from '../interfaces/tasks-module-options.interface.j
 import { TasksService } from '../tasks.service.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from '../tools/task-watch.js';
-import { type RequestId, resultMeta, sendError, sendFailure, sendResult } from './json-rpc.js';
+import {
+  INTERNAL_ERROR,
+  type RequestId,
+  resultMeta,
+  sendError,
+  sendFailure,
+  sendJson,
+  sendResult,
+} from './json-rpc.js';
 
 /** The task methods of 2025-11-25 (SEP-1686), served in front of the SDK. */
 export const LEGACY_TASK_METHODS: ReadonlySet<string> = new Set([
@@ -61,8 +69,6 @@ export function isJsonRpcResponse(body: unknown): body is {
 } {
   return isPlainObject(body) && body.method === undefined && ('result' in body || 'error' in body);
 }
-
-const NOT_FOUND_OR_TERMINAL = 'Invalid params: cannot cancel a task in terminal status';
 
 /**
  * The 2025-11-25 task methods on the same TasksService and store as the 2026 ones, with the same
@@ -190,11 +196,8 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
   }
 
   private async list(params: Record<string, unknown>, owner: TaskOwner): Promise<unknown> {
-    const cursor = params.cursor;
-    if (cursor !== undefined && typeof cursor !== 'string') {
-      throw new InvalidTaskParamsError('Invalid params: cursor must be a string');
-    }
-    const page = await this.tasks.list(owner, cursor === undefined ? {} : { cursor });
+    // TasksService.list checks the cursor (a string this store handed out).
+    const page = await this.tasks.list(owner, { cursor: params.cursor as string | undefined });
     return {
       tasks: page.tasks.map(toTask2025),
       ...(page.nextCursor !== undefined && { nextCursor: page.nextCursor }),
@@ -204,7 +207,9 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
 
   private async cancel(taskId: string, owner: TaskOwner): Promise<unknown> {
     const before = await this.tasks.get(taskId, owner);
-    if (isTerminal(before.status)) throw new InvalidTaskParamsError(NOT_FOUND_OR_TERMINAL);
+    if (isTerminal(before.status)) {
+      throw new InvalidTaskParamsError('Invalid params: cannot cancel a task in terminal status');
+    }
     const record = await this.tasks.cancel(taskId, owner);
     return { ...toTask2025(record), _meta: this.meta };
   }
@@ -277,10 +282,10 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
         });
       }
       if (!stream) throw error;
-      const answer =
-        error instanceof TaskError
-          ? error.toJsonRpcError()
-          : { code: ProtocolErrorCode.InternalError, message: 'Internal error' };
+      if (!(error instanceof TaskError)) {
+        this.logger.error(`tasks/result failed: ${(error as Error)?.stack ?? String(error)}`);
+      }
+      const answer = error instanceof TaskError ? error.toJsonRpcError() : INTERNAL_ERROR;
       writeEvent(res, { jsonrpc: '2.0', id, error: answer });
       res.end();
     } finally {
@@ -306,26 +311,27 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
     record: TaskRecord,
     stream: boolean,
   ): void {
-    const related = { [RELATED_TASK_META_KEY]: { taskId: record.taskId } };
-    let message: Record<string, unknown>;
+    let message: { jsonrpc: '2.0'; id: RequestId; result?: unknown; error?: JsonRpcErrorObject };
     if (record.status === 'completed' && record.result) {
       const { resultType: _complete, ...result } = record.result;
+      const related = { [RELATED_TASK_META_KEY]: { taskId: record.taskId } };
       const meta = { ...(result._meta as object | undefined), ...this.meta, ...related };
       message = { jsonrpc: '2.0', id, result: { ...result, _meta: meta } };
     } else {
+      // A JSON-RPC error has no `_meta`: the error goes as the call would have answered it.
       const error: JsonRpcErrorObject =
         record.status === 'failed' && record.error
           ? record.error
           : { code: ProtocolErrorCode.InternalError, message: 'Task cancelled' };
-      // A JSON-RPC error has no `_meta`: the error goes as the call would have answered it.
       message = { jsonrpc: '2.0', id, error };
     }
-    if (!stream) {
-      if ('result' in message) return sendResult(res, id, message.result);
-      return sendError(res, id, message.error as JsonRpcErrorObject, 200);
+    if (stream) {
+      writeEvent(res, message);
+      res.end();
+    } else {
+      // In band, HTTP 200, whatever the error's code: the call's answer, not the request's.
+      sendJson(res, 200, message);
     }
-    writeEvent(res, message);
-    res.end();
   }
 }
 

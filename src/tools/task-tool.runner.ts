@@ -165,6 +165,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
   ): void {
     const { taskId } = record;
     const controller = new AbortController();
+    const pollMs = this.pollMs(tool);
     const context = new RunningTaskContext(
       this.tasks,
       this.waiters,
@@ -172,9 +173,9 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
       record.owner,
       controller.signal,
       inline,
-      this.pollMs(tool),
+      pollMs,
     );
-    const stopWatching = this.watchCancellation(taskId, controller, this.pollMs(tool));
+    const stopWatching = this.watchCancellation(taskId, controller, pollMs);
     const done = this.execute(tool, input, context, controller, stopWatching, firstInput);
     this.running.set(taskId, { controller, done });
   }
