@@ -11,6 +11,7 @@ import {
   DEFAULT_TTL_MS,
 } from './tasks.constants.js';
 import { show, TasksConfigError } from './errors.js';
+import { isPositiveInteger } from './task.js';
 import { isTaskNotifier } from './notify/task-notifier.js';
 import { missingStoreMethods } from './store/task-store.js';
 import type {
@@ -48,9 +49,6 @@ const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs'
 
 const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
   new TasksConfigError(`${key} must be ${expectation}, got ${show(value)}`);
-
-const isPositiveInteger = (value: unknown): value is number =>
-  typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
 
 function positiveInteger(key: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;

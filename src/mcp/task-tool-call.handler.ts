@@ -7,6 +7,7 @@ import {
   inputResponseProblem,
   type InputResponse,
   isPlainObject,
+  isPositiveInteger,
   type TaskOwner,
   type TaskRecord,
   toTask2025,
@@ -193,8 +194,4 @@ function readRequestState(state: unknown): Record<string, unknown> {
     }
   }
   throw new InvalidTaskParamsError('Invalid params: requestState was not issued by this server');
-}
-
-function isPositiveInteger(value: unknown): boolean {
-  return Number.isSafeInteger(value) && (value as number) > 0;
 }

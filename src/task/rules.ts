@@ -28,6 +28,11 @@ export function validateTaskId(taskId: unknown): string {
   return taskId;
 }
 
+/** A whole number of something (milliseconds, rows) greater than zero. */
+export function isPositiveInteger(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) > 0;
+}
+
 /**
  * The TTL of a new task: none requested gives `defaultTtlMs`; a request is a positive integer or
  * `null` (unlimited), and `maxTtlMs` caps it (an unlimited request gets `maxTtlMs`).
@@ -35,7 +40,7 @@ export function validateTaskId(taskId: unknown): string {
 export function resolveTtlMs(requested: unknown, limits: TtlLimits): number | null {
   const { defaultTtlMs, maxTtlMs } = limits;
   if (requested === undefined) return defaultTtlMs;
-  if (requested !== null && !(Number.isSafeInteger(requested) && (requested as number) > 0)) {
+  if (requested !== null && !isPositiveInteger(requested)) {
     throw new InvalidTaskParamsError('ttlMs must be a positive integer or null');
   }
   if (maxTtlMs === null) return requested as number | null;
@@ -55,15 +60,12 @@ export function validateNewTaskParams(
 ): NewTaskParams {
   const ttlMs = resolveTtlMs(params.ttlMs, limits);
   const pollIntervalMs = params.pollIntervalMs;
-  if (
-    pollIntervalMs !== undefined &&
-    !(Number.isSafeInteger(pollIntervalMs) && (pollIntervalMs as number) > 0)
-  ) {
+  if (pollIntervalMs !== undefined && !isPositiveInteger(pollIntervalMs)) {
     throw new InvalidTaskParamsError('pollIntervalMs must be a positive integer');
   }
   return {
     ttlMs,
-    pollIntervalMs: pollIntervalMs as number | undefined,
+    pollIntervalMs,
     statusMessage: validateStatusMessage(params.statusMessage),
   };
 }
