@@ -42,13 +42,15 @@ export interface TasksModuleOptions {
   /** The request's tenant, when tasks are also separated by tenant. Default: none. */
   tenant?: PrincipalResolver;
   /**
-   * Adds the app's own plain tools, resources and prompts to the server (called per request).
-   * `changes` announces a change of them to listening clients (`changes.toolsChanged()`; the
-   * per-request server's own `sendToolListChanged` reaches no one).
+   * Adds the app's own plain tools, resources and prompts to a server the endpoint builds. It
+   * runs once per server, not per request: the endpoint reuses a server for later 2026-07-28
+   * requests of the same principal and tenant. `changes` announces a change of them to listening
+   * clients and retires the servers built so far (`changes.toolsChanged()`; a server's own
+   * `sendToolListChanged` reaches no one).
    */
   configure?: (server: McpServer, changes: ServerNotifier) => void;
   /**
-   * Options of the SDK's McpServer built per request, beside the capabilities the module sets:
+   * Options of the SDK's McpServers the endpoint builds, beside the capabilities the module sets:
    * `instructions`, `requestState: { verify }` (to check the `requestState` your plain tools
    * mint, e.g. with the SDK's `createRequestStateCodec`), and the rest of its ServerOptions.
    */

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Logger } from '@nestjs/common';
 import {
   CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
   ProtocolErrorCode,
   SERVER_INFO_META_KEY,
 } from '@modelcontextprotocol/server';
@@ -38,6 +39,13 @@ export function declaresTasks(params: unknown): boolean {
   const extensions = (capabilities as { extensions?: unknown } | null | undefined)?.extensions;
   const declared = (extensions as Record<string, unknown> | null | undefined)?.[TASKS_EXTENSION_ID];
   return declared !== null && typeof declared === 'object' && !Array.isArray(declared);
+}
+
+/** Whether a request's per-request envelope names its client (`clientInfo`, an object). */
+export function namesClient(params: unknown): boolean {
+  const meta = (params as { _meta?: unknown } | null)?._meta;
+  const info = (meta as Record<string, unknown> | null | undefined)?.[CLIENT_INFO_META_KEY];
+  return info !== null && typeof info === 'object' && !Array.isArray(info);
 }
 
 /** The -32021 error for a request that needs the tasks extension and did not declare it. */

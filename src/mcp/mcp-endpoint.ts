@@ -29,7 +29,14 @@ import {
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
-import { declaresTasks, idOf, missingTasksCapability, sendError, sendFault } from './json-rpc.js';
+import {
+  declaresTasks,
+  idOf,
+  missingTasksCapability,
+  namesClient,
+  sendError,
+  sendFault,
+} from './json-rpc.js';
 import { ListenHandler } from './listen.handler.js';
 import { McpServerNotifier } from './mcp-server.notifier.js';
 import {
@@ -104,7 +111,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     const onerror = (error: Error): void => this.logger.debug(`MCP: ${error.message}`);
     const maxRequestBodySize = this.config.maxBodyBytes;
     this.handler = createMcpHandler(this.factory.create, { onerror, maxRequestBodySize });
-    this.serverNotifier.attach(this.handler.notify);
+    this.serverNotifier.attach(this.handler.notify, () => this.factory.retireServers());
     // What the server advertises decides which core listen filters are honoured.
     this.listen.attach(this.handler.bus, this.factory.create().server.getCapabilities());
   }
@@ -216,7 +223,12 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     }
 
     const tasks = declaresTasks(message?.params);
-    const info: EndpointRequestInfo = { owner, tasks, ...(method !== undefined && { method }) };
+    const info: EndpointRequestInfo = {
+      owner,
+      tasks,
+      identified: namesClient(message?.params),
+      ...(method !== undefined && { method }),
+    };
     if (isRequest && method === 'tools/call') {
       const name = (message.params as { name?: unknown } | null)?.name;
       const tool = typeof name === 'string' ? this.registry.get(name) : undefined;

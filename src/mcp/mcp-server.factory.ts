@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import {
   type CallToolResult,
   McpServer,
@@ -13,6 +13,8 @@ import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { TasksService } from '../tasks.service.js';
 import { McpServerNotifier } from './mcp-server.notifier.js';
 import { createTaskResult } from './json-rpc.js';
+import { McpServerPool } from './mcp-server.pool.js';
+import { ownerKey } from '../store/task-listing.js';
 
 /** What the endpoint learned about a request before handing it to the SDK. */
 export interface EndpointRequestInfo {
@@ -23,6 +25,11 @@ export interface EndpointRequestInfo {
   method?: string;
   /** For `tools/call`: the tool's name. */
   tool?: string;
+  /**
+   * Whether the request's envelope names its client (`clientInfo`): the SDK then seeds a server's
+   * whole client identity from the request, and a reused server keeps none of an earlier client's.
+   */
+  identified?: boolean;
 }
 
 /** Key under which EndpointRequestInfo travels in the SDK's `authInfo.extra`. */
@@ -49,14 +56,18 @@ function requestInfoOf(context: { authInfo?: { extra?: Record<string, unknown> }
 }
 
 /**
- * Builds the McpServer the SDK asks for on each request it serves: the extension advertised as
- * exactly `{}`, the app's own `configure` hook, and the task tools the request needs. Tool
- * definitions and schemas are made once at bootstrap; a request registers only what it can use:
- * every task tool for `tools/list`, the called one for `tools/call`, none otherwise. So a call
- * costs the same with 1 or 50 task tools.
+ * Gives the SDK the McpServer it asks for on each request it serves: the extension advertised as
+ * exactly `{}`, the app's own `configure` hook, and the task tools (definitions and schemas made
+ * once at bootstrap).
+ *
+ * A 2026-07-28 request gets a server with every task tool from McpServerPool: built once, reused by
+ * later requests of the same owner (see there for why that is safe), so a plain tool costs no more
+ * than the SDK's own handler with a server built per request. A 2025-11-25 request gets a new
+ * server (that revision's `initialize` leaves the client's identity on it) with only what it can
+ * use: every task tool for `tools/list`, the called one for `tools/call`, none otherwise.
  */
 @Injectable()
-export class McpServerFactory {
+export class McpServerFactory implements OnApplicationShutdown {
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     private readonly registry: TaskToolRegistry,
@@ -65,32 +76,51 @@ export class McpServerFactory {
     private readonly serverNotifier: McpServerNotifier,
   ) {}
 
+  private readonly pool = new McpServerPool(() => this.build('modern', this.registry.all()));
+
   readonly create = (context?: McpRequestContext): McpServer => {
-    const legacy = context?.era === 'legacy';
-    const server = new McpServer(this.config.serverInfo, {
-      ...this.config.serverOptions,
-      capabilities: legacy
-        ? // 2025-11-25 (SEP-1686): the `tasks` capability; `list` only when the store can list.
-          {
-            tools: {},
-            tasks: {
-              ...(this.tasks.canList && { list: {} }),
-              cancel: {},
-              requests: { tools: { call: {} } },
-            },
-          }
-        : { tools: {}, extensions: { [TASKS_EXTENSION_ID]: {} } },
-    });
-    this.config.configure?.(server, this.serverNotifier);
     const info = requestInfoOf(context);
+    const signal = (context?.requestInfo as Request | undefined)?.signal;
+    if (context?.era === 'modern' && info?.identified && signal !== undefined) {
+      return this.pool.take(ownerKey(info.owner), signal);
+    }
+    if (context?.era !== 'legacy') return this.build('modern', this.registry.all());
     if (info?.method === 'tools/call') {
       const tool = info.tool === undefined ? undefined : this.registry.get(info.tool);
-      if (tool) this.register(server, tool);
-    } else if (info === undefined || info.method === 'tools/list') {
-      for (const tool of this.registry.all()) this.register(server, tool);
+      return this.build('legacy', tool ? [tool] : []);
     }
-    return server;
+    return this.build('legacy', info?.method === 'tools/list' ? this.registry.all() : []);
   };
+
+  /** Retires every server built so far: the app's tools, prompts or resources changed. */
+  retireServers(): void {
+    this.pool.retire();
+  }
+
+  onApplicationShutdown(): void {
+    this.pool.close();
+  }
+
+  private build(era: 'modern' | 'legacy', tools: Iterable<TaskToolDefinition>): McpServer {
+    const server = new McpServer(this.config.serverInfo, {
+      ...this.config.serverOptions,
+      capabilities:
+        era === 'legacy'
+          ? // 2025-11-25 (SEP-1686): the `tasks` capability; `list` only when the store can list.
+            {
+              tools: {},
+              tasks: {
+                ...(this.tasks.canList && { list: {} }),
+                cancel: {},
+                requests: { tools: { call: {} } },
+              },
+            }
+          : { tools: {}, extensions: { [TASKS_EXTENSION_ID]: {} } },
+    });
+    this.config.configure?.(server, this.serverNotifier);
+    for (const tool of tools) this.register(server, tool);
+    return server;
+  }
 
   private register(server: McpServer, tool: TaskToolDefinition): void {
     const registered = server.registerTool(

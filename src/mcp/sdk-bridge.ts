@@ -2,6 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import { sendFault } from './json-rpc.js';
 
+/** An SSE answer: streamed as it comes, every other answer is sent whole. */
+const SSE_TYPE = /^\s*text\/event-stream\s*(;|$)/i;
+
 /** Headers a body-less web Request must not carry (they describe the body it does not have). */
 const BODY_HEADERS: ReadonlySet<string> = new Set([
   'content-length',
@@ -75,11 +78,19 @@ async function writeResponse(
   });
   const cookies = response.headers.getSetCookie();
   if (cookies.length > 0) headers['set-cookie'] = cookies;
-  res.writeHead(response.status, headers);
   if (response.body === null) {
-    res.end();
+    res.writeHead(response.status, headers).end();
     return;
   }
+  if (!SSE_TYPE.test((headers['content-type'] as string | undefined) ?? '')) {
+    // A JSON answer is complete once its body is: sent in one write with its length, rather than
+    // chunk by chunk with a terminating chunk after it.
+    const body = Buffer.from(await response.arrayBuffer());
+    headers['content-length'] = String(body.byteLength);
+    res.writeHead(response.status, headers).end(body);
+    return;
+  }
+  res.writeHead(response.status, headers);
   // Reading through a reader lets a client that goes away cancel the stream even while no chunk
   // is pending (an idle SSE stream), so the SDK's side is released at once.
   const reader = response.body.getReader();

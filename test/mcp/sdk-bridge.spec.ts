@@ -107,6 +107,9 @@ describe('serveWithSdk (the bridge to the SDK handler)', () => {
     expect(answer.headers['x-one']).toBe('a');
     expect(answer.headers['set-cookie']).toEqual(['a=1', 'b=2']);
     expect(answer.text).toBe('{"e":1}');
+    // A JSON answer goes whole, with its length, not chunked.
+    expect(answer.headers['content-length']).toBe('7');
+    expect(answer.headers['transfer-encoding']).toBeUndefined();
   });
 
   it('streams a long body in order, waiting for a slow reader', async () => {
