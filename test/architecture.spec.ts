@@ -185,6 +185,24 @@ describe('architecture of src/', () => {
     expect(folderOf('mcp/json-rpc.ts')).toBe('mcp');
   });
 
+  it('loads class-validator and class-transformer only when a tool takes a DTO class', () => {
+    // A value import would load them with the package; only dto-libraries.ts loads them, on demand.
+    const VALUE_IMPORT =
+      /(?:^|[\s;])import\s+(?!type\s)[^'";]*?from\s+['"](class-validator|class-transformer)['"]/m;
+    const BARE_IMPORT = /(?:^|[\s;])import\s+['"](class-validator|class-transformer)['"]/m;
+    const offenders = files.filter((file) => {
+      const text = stripComments(readFileSync(join(ROOT, file), 'utf8'));
+      return VALUE_IMPORT.test(text) || BARE_IMPORT.test(text);
+    });
+    expect(offenders).toEqual([]);
+    expect(VALUE_IMPORT.test("import { validate } from 'class-validator';")).toBe(true);
+    expect(VALUE_IMPORT.test("import type { ValidationError } from 'class-validator';")).toBe(
+      false,
+    );
+    const loader = readFileSync(join(ROOT, 'tools/dto-libraries.ts'), 'utf8');
+    expect(loader).toContain("import('class-validator')");
+  });
+
   it('exports from the module only what index.ts names', () => {
     const named = new Set<unknown>(Object.values(publicApi));
     for (const token of EXPORTED_TOKENS) {

@@ -25,6 +25,7 @@ import { TASK_TOOL_METADATA } from '../tasks.constants.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { resolveTasksConfig } from '../tasks.config.js';
 import { TasksService } from '../tasks.service.js';
+import { loadDtoLibraries, mayBeDtoClass } from '../tools/dto-libraries.js';
 import { formatIssue, toToolInputSchema, type ValidationIssue } from '../tools/input-schema.js';
 import type { TaskContext } from '../tools/task-context.js';
 import type { TaskToolOptions } from '../tools/task-tool.decorator.js';
@@ -175,11 +176,11 @@ export async function runTaskTool(target: object, ...rest: unknown[]): Promise<T
   let options: RunTaskFunctionOptions;
   if (typeof target === 'function') {
     [input, options = {}] = rest as [unknown, RunTaskFunctionOptions?];
-    definition = functionTool(target as ToolFunction, options);
+    definition = await functionTool(target as ToolFunction, options);
   } else {
     const [method, given, runOptions = {}] = rest as [string, unknown, RunTaskToolOptions?];
     [input, options] = [given, runOptions];
-    definition = decoratedTool(target, method);
+    definition = await decoratedTool(target, method);
   }
   definition = withOverrides(definition, options);
   // A plain function without a schema takes its input as given; a tool with a schema, or any
@@ -200,7 +201,7 @@ function toolOptionsOf(fn: unknown): TaskToolOptions | undefined {
   return reflector.get<TaskToolOptions | undefined>(TASK_TOOL_METADATA, fn);
 }
 
-function decoratedTool(instance: object, name: string): TaskToolDefinition {
+async function decoratedTool(instance: object, name: string): Promise<TaskToolDefinition> {
   if (instance === null || typeof instance !== 'object') {
     throw new TypeError(`runTaskTool: expected an instance or a function, got ${String(instance)}`);
   }
@@ -233,7 +234,7 @@ function decoratedTool(instance: object, name: string): TaskToolDefinition {
   return {
     name: options.name,
     options,
-    config: { inputSchema: toToolInputSchema(options.input, options.name) },
+    config: { inputSchema: await inputSchemaOf(options.input, options.name) },
     invoke: (input, context) => method.call(instance, input, context),
   };
 }
@@ -252,7 +253,10 @@ function methodNames(instance: object): string[] {
   return [...names];
 }
 
-function functionTool(fn: ToolFunction, options: RunTaskFunctionOptions): TaskToolDefinition {
+async function functionTool(
+  fn: ToolFunction,
+  options: RunTaskFunctionOptions,
+): Promise<TaskToolDefinition> {
   const name = options.name ?? (fn.name || 'task_tool');
   const toolOptions: TaskToolOptions = {
     name,
@@ -261,9 +265,15 @@ function functionTool(fn: ToolFunction, options: RunTaskFunctionOptions): TaskTo
   return {
     name,
     options: toolOptions,
-    config: { inputSchema: toToolInputSchema(options.input, name) },
+    config: { inputSchema: await inputSchemaOf(options.input, name) },
     invoke: (input, context) => fn(input as never, context as TaskContext),
   };
+}
+
+/** The tool's input schema, as the explorer builds it (class-validator loaded for a DTO class). */
+async function inputSchemaOf(input: TaskToolOptions['input'], name: string) {
+  if (mayBeDtoClass(input)) await loadDtoLibraries();
+  return toToolInputSchema(input, name);
 }
 
 function withOverrides(tool: TaskToolDefinition, options: RunTaskToolOptions): TaskToolDefinition {

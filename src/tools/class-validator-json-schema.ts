@@ -3,8 +3,8 @@
  * `input` publishes on tools/list. Reads the decorators' metadata only; validation itself stays
  * with class-validator.
  */
-import { plainToInstance } from 'class-transformer';
-import { getMetadataStorage } from 'class-validator';
+import type { getMetadataStorage } from 'class-validator';
+import { dtoLibraries } from './dto-libraries.js';
 
 /** A DTO class: any constructor class-validator may hold metadata for. */
 export type DtoClass = new (...args: never[]) => object;
@@ -22,7 +22,9 @@ const IS_DEFINED = 'isDefined';
 
 /** Every validation decorator class-validator holds for a class, inherited ones included. */
 export function metadataOf(target: DtoClass): ValidationMetadata[] {
-  return getMetadataStorage().getTargetValidationMetadatas(target, '', true, false);
+  return dtoLibraries()
+    .validator.getMetadataStorage()
+    .getTargetValidationMetadatas(target, '', true, false);
 }
 
 /** A DTO class's JSON Schema, and whether any of its constraints validates asynchronously. */
@@ -143,7 +145,9 @@ class SchemaBuilder {
 
   private noteAsync(meta: ValidationMetadata): void {
     if (this.hasAsyncConstraints) return;
-    const constraints = getMetadataStorage().getTargetValidatorConstraints(meta.constraintCls);
+    const constraints = dtoLibraries()
+      .validator.getMetadataStorage()
+      .getTargetValidatorConstraints(meta.constraintCls);
     if (constraints.some((c) => c.async)) this.hasAsyncConstraints = true;
   }
 }
@@ -169,7 +173,9 @@ function finish(facets: Facets): JsonObject {
 /** The class `@Type(() => Child)` names, found by letting class-transformer build a sample. */
 function nestedClass(cls: DtoClass, property: string): DtoClass | undefined {
   try {
-    const sample = plainToInstance(cls as new () => object, { [property]: {} }) as JsonObject;
+    const sample = dtoLibraries().transformer.plainToInstance(cls as new () => object, {
+      [property]: {},
+    }) as JsonObject;
     const value = sample[property];
     if (typeof value !== 'object' || value === null) return undefined;
     const ctor: unknown = Object.getPrototypeOf(value)?.constructor;

@@ -4,16 +4,11 @@
  * class-validator). Also words validation issues the way the SDK does.
  */
 import type { StandardSchemaV1, StandardSchemaWithJSON } from '@modelcontextprotocol/server';
-import { plainToInstance } from 'class-transformer';
-import {
-  validate as validateAsync,
-  validateSync,
-  type ValidationError,
-  type ValidatorOptions,
-} from 'class-validator';
+import type { ValidationError, ValidatorOptions } from 'class-validator';
 import { show, TasksConfigError } from '../errors.js';
 import { isPlainObject } from '../task.js';
 import { type DtoClass, dtoJsonSchema, metadataOf } from './class-validator-json-schema.js';
+import { dtoLibraries } from './dto-libraries.js';
 import { isDtoClass, isStandardSchema, standardProps } from './schema-detection.js';
 
 export { isStandardSchema } from './schema-detection.js';
@@ -76,6 +71,8 @@ function dtoSchema(dto: DtoClass): StandardSchemaWithJSON {
   const { schema, hasAsyncConstraints: hasAsync } = dtoJsonSchema(dto);
   const jsonSchema = deepFreeze(schema);
   const declaresNothing = metadataOf(dto).length === 0;
+  const { plainToInstance } = dtoLibraries().transformer;
+  const { validate: validateAsync, validateSync } = dtoLibraries().validator;
   const toJsonSchema = (): JsonObject => jsonSchema;
 
   const validate = (value: unknown): Result | Promise<Result> => {

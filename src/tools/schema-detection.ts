@@ -4,6 +4,7 @@
  */
 import type { StandardSchemaWithJSON } from '@modelcontextprotocol/server';
 import { type DtoClass, metadataOf } from './class-validator-json-schema.js';
+import { dtoLibrariesIfLoaded } from './dto-libraries.js';
 
 type JsonObject = Record<string, unknown>;
 
@@ -44,5 +45,6 @@ export function isDtoClass(value: unknown): value is DtoClass {
   const prototype: unknown = (value as { prototype?: unknown }).prototype;
   if (typeof prototype !== 'object' || prototype === null) return false;
   if (/^class\b/.test(Function.prototype.toString.call(value))) return true;
-  return metadataOf(value as DtoClass).length > 0;
+  // Read only once class-validator is loaded: whatever decorated the class loaded it.
+  return dtoLibrariesIfLoaded() !== undefined && metadataOf(value as DtoClass).length > 0;
 }

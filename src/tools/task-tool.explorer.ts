@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { TasksConfigError } from '../errors.js';
 import { TASK_TOOL_METADATA } from '../tasks.constants.js';
+import { loadDtoLibraries, mayBeDtoClass } from './dto-libraries.js';
 import { toToolInputSchema } from './input-schema.js';
 import type { TaskToolOptions } from './task-tool.decorator.js';
 import { TaskToolRegistry } from './task-tool.registry.js';
@@ -25,7 +26,12 @@ export class TaskToolExplorer implements OnModuleInit {
     private readonly registry: TaskToolRegistry,
   ) {}
 
-  onModuleInit(): void {
+  /**
+   * Synchronous unless a tool takes a DTO class: class-validator is then loaded first (see
+   * dto-libraries.ts), and the tools are registered once it is.
+   */
+  onModuleInit(): void | Promise<void> {
+    const found: [Record<string, unknown>, string][] = [];
     for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
       const { instance } = wrapper;
       if (!instance || typeof instance !== 'object') continue;
@@ -33,10 +39,7 @@ export class TaskToolExplorer implements OnModuleInit {
       if (!prototype) continue;
       const methods = this.scanner.getAllMethodNames(prototype);
       const tools = methods.filter((name) =>
-        this.reflector.get<TaskToolOptions | undefined>(
-          TASK_TOOL_METADATA,
-          (instance as Record<string, () => unknown>)[name]!,
-        ),
+        this.optionsOf(instance as Record<string, unknown>, name),
       );
       if (tools.length === 0) continue;
       if (!wrapper.isDependencyTreeStatic()) {
@@ -45,14 +48,27 @@ export class TaskToolExplorer implements OnModuleInit {
         );
         continue;
       }
-      for (const methodName of tools)
-        this.register(instance as Record<string, unknown>, methodName);
+      for (const methodName of tools) found.push([instance as Record<string, unknown>, methodName]);
     }
+    const registerAll = (): void => {
+      for (const [instance, methodName] of found) this.register(instance, methodName);
+    };
+    if (!found.some(([instance, name]) => mayBeDtoClass(this.optionsOf(instance, name)?.input))) {
+      return registerAll();
+    }
+    return loadDtoLibraries().then(registerAll);
+  }
+
+  private optionsOf(instance: Record<string, unknown>, methodName: string) {
+    return this.reflector.get<TaskToolOptions | undefined>(
+      TASK_TOOL_METADATA,
+      instance[methodName] as () => unknown,
+    );
   }
 
   private register(instance: Record<string, unknown>, methodName: string): void {
     const method = instance[methodName] as (input: unknown, context: unknown) => unknown;
-    const options = this.reflector.get<TaskToolOptions>(TASK_TOOL_METADATA, method);
+    const options = this.optionsOf(instance, methodName);
     const where = `@TaskTool on ${instance.constructor?.name ?? 'a provider'}.${methodName}`;
     if (typeof options?.name !== 'string' || !TOOL_NAME.test(options.name)) {
       throw new TasksConfigError(

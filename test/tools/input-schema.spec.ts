@@ -43,7 +43,11 @@ import {
 } from 'class-validator';
 import { z } from 'zod';
 import { show, TasksConfigError } from '../../src/errors.js';
+import { loadDtoLibraries } from '../../src/tools/dto-libraries.js';
 import { isStandardSchema, toToolInputSchema } from '../../src/tools/input-schema.js';
+
+// What the explorer and runTaskTool do before they read a DTO class.
+await loadDtoLibraries();
 
 enum Color {
   Red = 'red',
