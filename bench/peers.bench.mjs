@@ -1,0 +1,1381 @@
+// Peers benchmark for nestjs-mcp-tasks (issue 13, target 6, and the figures of targets 3–5): the
+// package next to what an app would otherwise use, measured in the same run.
+//
+//   npm run bench:peers   (builds dist/, then runs this file)
+//
+// Every server runs in a child process (this file run as `--serve <kind> <port>`), on loopback;
+// this process is the client. Load is keep-alive node:http with 32 requests in flight, contenders
+// measured in alternating rounds (the order rotates every round), medians of the rounds.
+//
+//   ours      a Nest app (Express adapter) on the built package (dist/): `TasksModule.forRoot({
+//             principal: (request) => request.user?.principal, ... })`, an APP_GUARD that maps
+//             `Authorization: Bearer <token>` to `request.user` through a token → principal map
+//             and answers 401 otherwise, `@TaskTool`s `quick` (returns at once, TTL 5 s), `keep`
+//             (the same, TTL 1 h: the task `tasks/get` reads) and `slow` (returns after
+//             WORK_MS, pollIntervalMs POLL_MS), the plain tool `echo` registered through
+//             `configure` (a zod input schema), and a bare Nest controller behind the SAME guard
+//             whose `POST /bare/get` and `POST /bare/echo` answer exactly the bytes `tasks/get` and
+//             `echo` answer (checked): the limit of a Nest route that does nothing.
+//   sdk-v2    the official SDK v2 alone: an Express app whose `POST /mcp` is express.json() then
+//             `toNodeHandler(createMcpHandler(factory))` (@modelcontextprotocol/node,
+//             @modelcontextprotocol/server) given the parsed body, the factory building a McpServer
+//             per request with the same `echo` tool; and a bare Express route `POST /bare/echo`
+//             (express.json()) answering echo's bytes. No auth.
+//   v1        the v1 SDK (@modelcontextprotocol/sdk 1.x) with its experimental tasks, STATELESS:
+//             an Express app whose `POST /mcp` (express.json()) builds a McpServer and a
+//             `StreamableHTTPServerTransport({ sessionIdGenerator: undefined,
+//             enableJsonResponse: true })` per request, all of them sharing one InMemoryTaskStore
+//             and one InMemoryTaskMessageQueue (a store without a session restricts nothing, so a
+//             task made in one request is read by `tasks/get` in another: checked below). Task
+//             tools `quick` and `slow` (`registerToolTask`; the work completes the task in the
+//             shared store in the background) and the same plain `echo`. No auth. Requests are
+//             2025-11-25 (`params.task` on task-augmented calls), no initialize (stateless).
+//   bare-nest a minimal Nest app (Express adapter) with one controller: for startup only.
+//
+// Measures (each printed with its baseline and the ratio):
+//
+//   (1) task creation, `tools/call` of `quick`: ours (2026-07-28, tasks extension declared) vs v1
+//       (2025-11-25, task-augmented). No target.
+//   (2) `tasks/get` of a completed task owned by the caller: ours vs v1 vs ours' bare route behind
+//       the same guard. Target 4: ours ÷ bare ≥ 0.8.
+//   (3) `tools/call` of the plain `echo`: ours vs sdk-v2 vs v1, with the bare routes of ours and of
+//       sdk-v2 as context; server CPU µs per request of each. Target 3: ours ÷ sdk-v2 ≥ 1.0.
+//   (4) heap and idle CPU per 10,000 running tasks: bench/idle.bench.mjs, run as it is (a child
+//       process, `node --expose-gc`, BENCH_IDLE_WINDOW_MS=5000 unless set), its table and summary
+//       printed again here.
+//   (5) completion latency: `slow` completes WORK_MS after the call; the tool stamps
+//       process.hrtime.bigint() (CLOCK_MONOTONIC, shared by the processes) as it returns, and the
+//       client subtracts it from the moment it learns of the completion: ours over a
+//       `subscriptions/listen` stream opened right after the call (push), ours polling `tasks/get`
+//       at the task's pollInterval, v1 polling `tasks/get` at the task's pollInterval (both
+//       POLL_MS). Median over LATENCY_TASKS tasks each, in rotating order. No target.
+//   (6) startup to first served request: each of ours, bare-nest and sdk-v2 forked fresh STARTUPS
+//       times (rotating order, after one start of each not counted): from the fork, a bare
+//       `GET …/ping` route is polled every 5 ms until it answers (listening; ours' behind its
+//       guard), then ours and sdk-v2 get their first MCP request, a `tools/call` of `echo` (served;
+//       for bare-nest, served = listening). Medians. Target 5: ours served ≤ 1.3 × bare-nest.
+//
+// It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
+// it cannot run (nothing built, a server that does not start or answers wrongly). A hard deadline
+// ends it (and its children) at 300 s whatever happens.
+//
+// Environment knobs (all optional): BENCH_PEERS_ROUNDS (5), BENCH_PEERS_ROUND_MS (2000),
+// BENCH_PEERS_WARMUP_MS (1000), BENCH_PEERS_ONLY (e.g. "1,2,6"; default all of 1–6),
+// BENCH_PEERS_STARTUPS (5), BENCH_PEERS_LATENCY_TASKS (10), BENCH_PEERS_POLL_MS (500),
+// BENCH_IDLE_CALLS / BENCH_IDLE_WINDOW_MS (passed on to the idle bench).
+
+import 'reflect-metadata';
+import { Buffer } from 'node:buffer';
+import { fork, spawn } from 'node:child_process';
+import { Agent, request } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath, URL } from 'node:url';
+import {
+  armHardDeadline,
+  askChild,
+  fmt,
+  LEGACY_PROTOCOL_VERSION,
+  listenBody,
+  machineLine,
+  median,
+  nowNs,
+  positiveEnv,
+  printTargetTable,
+  PROTOCOL_VERSION,
+  requestMeta,
+  sleep,
+  startChild,
+  stopChild,
+  verdict,
+} from './common.mjs';
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------------------------
+
+const CONCURRENCY = 32;
+const ROUNDS = positiveEnv('BENCH_PEERS_ROUNDS', 5);
+const ROUND_MS = positiveEnv('BENCH_PEERS_ROUND_MS', 2_000);
+const WARMUP_MS = positiveEnv('BENCH_PEERS_WARMUP_MS', 1_000);
+const ONLY = new Set(
+  (process.env.BENCH_PEERS_ONLY ?? '1,2,3,4,5,6').split(',').map((s) => s.trim()),
+);
+const STARTUPS = positiveEnv('BENCH_PEERS_STARTUPS', 5);
+const LATENCY_TASKS = positiveEnv('BENCH_PEERS_LATENCY_TASKS', 10);
+/** The pollInterval of `slow`'s tasks, on both servers. */
+const POLL_MS = positiveEnv('BENCH_PEERS_POLL_MS', 500);
+/** How long `slow` works before it returns. */
+const WORK_MS = 200;
+/** Whatever happens, the whole run ends by then. */
+const HARD_DEADLINE_MS = 300_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const STARTUP_TIMEOUT_MS = 30_000;
+const STARTUP_POLL_MS = 5;
+/** TTL of the tasks `quick` creates (both servers): the store stays small under load. */
+const QUICK_TTL_MS = 5_000;
+const KEEP_TTL_MS = 3_600_000;
+const SLOW_TTL_MS = 60_000;
+
+const GET_TARGET_RATIO = 0.8;
+const ECHO_TARGET_RATIO = 1.0;
+const STARTUP_TARGET_RATIO = 1.3;
+
+/** The guard's token → principal map; the bench calls as `alice`. */
+const TOKENS = new Map([
+  ['token-alice', 'alice'],
+  ['token-bob', 'bob'],
+]);
+const TOKEN = 'token-alice';
+
+// ---------------------------------------------------------------------------------------------
+// The wire
+// ---------------------------------------------------------------------------------------------
+
+/** A 2026-07-28 request (standard headers, per-request envelope, bearer token). */
+function modernRequest(method, params, { tasks = true, id = 1, path = '/mcp' } = {}) {
+  const name = params.name ?? params.taskId;
+  return {
+    path,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': method,
+      ...(name !== undefined && { 'mcp-name': name }),
+      authorization: `Bearer ${TOKEN}`,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id,
+      method,
+      params: { ...params, _meta: requestMeta('peers-bench', tasks) },
+    }),
+  };
+}
+
+/** A 2025-11-25 request to the stateless v1 server: no envelope, no session. */
+function legacyRequest(method, params, { id = 1 } = {}) {
+  return {
+    path: '/mcp',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': LEGACY_PROTOCOL_VERSION,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
+  };
+}
+
+const ECHO_ARGS = { name: 'echo', arguments: { text: 'hello' } };
+const oursEcho = () => modernRequest('tools/call', ECHO_ARGS, { tasks: false });
+const v1Echo = () => legacyRequest('tools/call', ECHO_ARGS);
+const oursCall = (name) => modernRequest('tools/call', { name, arguments: {} });
+const v1Call = (name, ttl) => legacyRequest('tools/call', { name, arguments: {}, task: { ttl } });
+const oursGet = (taskId) => modernRequest('tasks/get', { taskId });
+const v1Get = (taskId) => legacyRequest('tasks/get', { taskId });
+
+// ---------------------------------------------------------------------------------------------
+// Server side (child process): `node bench/peers.bench.mjs --serve <kind> <port>`
+// ---------------------------------------------------------------------------------------------
+
+/** Decorates `target[key]` as TypeScript does. */
+function decorateMethod(decorators, target, key) {
+  const descriptor = Object.getOwnPropertyDescriptor(target, key);
+  Object.defineProperty(target, key, Reflect.decorate(decorators, target, key, descriptor));
+}
+
+/** What the bare routes answer: set by the parent (`{ type: 'bare' }`) once it has the bytes. */
+const bare = { get: null, echo: null };
+
+/** `slow`'s result: the moment it returns, on the clock every process shares. */
+const stamped = () => ({ content: [{ type: 'text', text: String(process.hrtime.bigint()) }] });
+
+async function serveOurs(port) {
+  const { Controller, Get, HttpCode, Injectable, Module, Post, UnauthorizedException } =
+    await import('@nestjs/common');
+  const { APP_GUARD, NestFactory } = await import('@nestjs/core');
+  const { ExpressAdapter } = await import('@nestjs/platform-express');
+  const { TasksModule, TaskTool } = await import('../dist/index.js');
+  const z = await import('zod');
+
+  class TokenGuard {
+    canActivate(context) {
+      const req = context.switchToHttp().getRequest();
+      const header = req.headers.authorization;
+      const token = typeof header === 'string' ? /^Bearer (\S+)$/.exec(header)?.[1] : undefined;
+      const principal = token === undefined ? undefined : TOKENS.get(token);
+      if (principal === undefined) throw new UnauthorizedException();
+      req.user = { principal };
+      return true;
+    }
+  }
+  Reflect.decorate([Injectable()], TokenGuard);
+
+  class PeerTools {
+    async quick() {
+      return { content: [{ type: 'text', text: 'done' }] };
+    }
+    async keep() {
+      return { content: [{ type: 'text', text: 'kept' }] };
+    }
+    async slow() {
+      await sleep(WORK_MS);
+      return stamped();
+    }
+  }
+  decorateMethod(
+    [TaskTool({ name: 'quick', description: 'Finishes at once.', ttlMs: QUICK_TTL_MS })],
+    PeerTools.prototype,
+    'quick',
+  );
+  decorateMethod(
+    [TaskTool({ name: 'keep', description: 'Finishes at once.', ttlMs: KEEP_TTL_MS })],
+    PeerTools.prototype,
+    'keep',
+  );
+  decorateMethod(
+    [
+      TaskTool({
+        name: 'slow',
+        description: `Finishes after ${WORK_MS} ms.`,
+        ttlMs: SLOW_TTL_MS,
+        pollIntervalMs: POLL_MS,
+      }),
+    ],
+    PeerTools.prototype,
+    'slow',
+  );
+  Reflect.decorate([Injectable()], PeerTools);
+
+  class BareController {
+    get() {
+      return bare.get;
+    }
+    echo() {
+      return bare.echo;
+    }
+    ping() {
+      return { ok: true };
+    }
+  }
+  decorateMethod([Post('get'), HttpCode(200)], BareController.prototype, 'get');
+  decorateMethod([Post('echo'), HttpCode(200)], BareController.prototype, 'echo');
+  decorateMethod([Get('ping')], BareController.prototype, 'ping');
+  Reflect.decorate([Controller('bare')], BareController);
+
+  class PeersModule {}
+  Reflect.decorate(
+    [
+      Module({
+        imports: [
+          TasksModule.forRoot({
+            principal: (req) => req.user?.principal,
+            maxRows: null,
+            janitor: { intervalMs: 1_000 },
+            serverInfo: { name: 'peers-bench', version: '1.0.0' },
+            configure: (server) => {
+              server.registerTool(
+                'echo',
+                { description: 'Returns the text.', inputSchema: z.object({ text: z.string() }) },
+                ({ text }) => ({ content: [{ type: 'text', text }] }),
+              );
+            },
+          }),
+        ],
+        controllers: [BareController],
+        providers: [PeerTools, { provide: APP_GUARD, useClass: TokenGuard }],
+      }),
+    ],
+    PeersModule,
+  );
+  const app = await NestFactory.create(PeersModule, new ExpressAdapter(), {
+    logger: false,
+    forceCloseConnections: true,
+  });
+  await app.listen(port, '127.0.0.1');
+  return { port: app.getHttpServer().address().port, close: () => app.close() };
+}
+
+async function serveBareNest(port) {
+  const { Controller, Get, Module } = await import('@nestjs/common');
+  const { NestFactory } = await import('@nestjs/core');
+  const { ExpressAdapter } = await import('@nestjs/platform-express');
+  class PingController {
+    ping() {
+      return { ok: true };
+    }
+  }
+  decorateMethod([Get('ping')], PingController.prototype, 'ping');
+  Reflect.decorate([Controller()], PingController);
+  class BareModule {}
+  Reflect.decorate([Module({ controllers: [PingController] })], BareModule);
+  const app = await NestFactory.create(BareModule, new ExpressAdapter(), {
+    logger: false,
+    forceCloseConnections: true,
+  });
+  await app.listen(port, '127.0.0.1');
+  return { port: app.getHttpServer().address().port, close: () => app.close() };
+}
+
+/** Starts an Express app on loopback; `close` ends it and its connections. */
+async function listenExpress(app, port) {
+  const server = await new Promise((resolve, reject) => {
+    const s = app.listen(port, '127.0.0.1', () => resolve(s));
+    s.once('error', reject);
+  });
+  return {
+    port: server.address().port,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function serveSdkV2(port) {
+  const { default: express } = await import('express');
+  const { createMcpHandler, McpServer } = await import('@modelcontextprotocol/server');
+  const { toNodeHandler } = await import('@modelcontextprotocol/node');
+  const z = await import('zod');
+  const handler = createMcpHandler(() => {
+    const server = new McpServer({ name: 'peers-bench-sdk-v2', version: '1.0.0' });
+    server.registerTool(
+      'echo',
+      { description: 'Returns the text.', inputSchema: z.object({ text: z.string() }) },
+      ({ text }) => ({ content: [{ type: 'text', text }] }),
+    );
+    return server;
+  });
+  const app = express();
+  // As an Express app has it (the SDK's createMcpExpressApp installs express.json()): the parsed
+  // body handed on, so the handler reads nothing again. In trial runs this wiring served about
+  // 1.4× the requests/s of the handler reading the stream itself: the stronger baseline.
+  const nodeHandler = toNodeHandler(handler);
+  app.post('/mcp', express.json(), (req, res) => nodeHandler(req, res, req.body));
+  app.post('/bare/echo', express.json(), (_req, res) => res.json(bare.echo));
+  app.get('/ping', (_req, res) => res.json({ ok: true }));
+  const server = await listenExpress(app, port);
+  return {
+    port: server.port,
+    close: async () => {
+      await handler.close();
+      await server.close();
+    },
+  };
+}
+
+async function serveV1(port) {
+  const { default: express } = await import('express');
+  const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+  const { StreamableHTTPServerTransport } =
+    await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  const { InMemoryTaskStore, InMemoryTaskMessageQueue } =
+    await import('@modelcontextprotocol/sdk/experimental/tasks');
+  const z = await import('zod');
+
+  // Shared by every request's server: the tasks outlive the request that made them.
+  const taskStore = new InMemoryTaskStore();
+  const taskMessageQueue = new InMemoryTaskMessageQueue();
+  /** A task tool whose work runs in the background and completes the task in the shared store. */
+  const taskTool = (work, pollInterval) => ({
+    async createTask({ taskStore: requestStore, taskRequestedTtl }) {
+      const task = await requestStore.createTask({
+        ttl: taskRequestedTtl,
+        ...(pollInterval !== undefined && { pollInterval }),
+      });
+      (async () => {
+        const result = await work();
+        await taskStore.storeTaskResult(task.taskId, 'completed', result);
+      })().catch(() => undefined);
+      return { task };
+    },
+    async getTask(extra) {
+      return await extra.taskStore.getTask(extra.taskId);
+    },
+    async getTaskResult(extra) {
+      return await extra.taskStore.getTaskResult(extra.taskId);
+    },
+  });
+  const build = () => {
+    const server = new McpServer(
+      { name: 'peers-bench-v1', version: '1.0.0' },
+      {
+        capabilities: { tasks: { requests: { tools: { call: {} } }, cancel: {}, list: {} } },
+        taskStore,
+        taskMessageQueue,
+      },
+    );
+    server.experimental.tasks.registerToolTask(
+      'quick',
+      { description: 'Finishes at once.' },
+      taskTool(async () => ({ content: [{ type: 'text', text: 'done' }] })),
+    );
+    server.experimental.tasks.registerToolTask(
+      'slow',
+      { description: `Finishes after ${WORK_MS} ms.` },
+      taskTool(async () => {
+        await sleep(WORK_MS);
+        return stamped();
+      }, POLL_MS),
+    );
+    server.registerTool(
+      'echo',
+      { description: 'Returns the text.', inputSchema: { text: z.string() } },
+      ({ text }) => ({ content: [{ type: 'text', text }] }),
+    );
+    return server;
+  };
+  const app = express();
+  app.post('/mcp', express.json(), async (req, res) => {
+    const server = build();
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    res.on('close', () => {
+      transport.close().catch(() => undefined);
+      server.close().catch(() => undefined);
+    });
+    try {
+      await server.connect(transport);
+      await transport.handleRequest(req, res, req.body);
+    } catch {
+      if (!res.headersSent) res.status(500);
+      res.end();
+    }
+  });
+  const server = await listenExpress(app, port);
+  return {
+    port: server.port,
+    close: async () => {
+      taskStore.cleanup();
+      await server.close();
+    },
+  };
+}
+
+async function serve(kind, port) {
+  const starters = {
+    ours: serveOurs,
+    'bare-nest': serveBareNest,
+    'sdk-v2': serveSdkV2,
+    v1: serveV1,
+  };
+  const start = starters[kind];
+  if (!start) throw new Error(`unknown server kind ${kind}`);
+  const server = await start(port);
+  process.on('message', (message) => {
+    switch (message?.type) {
+      case 'cpu':
+        process.send({ type: 'cpu', usage: process.cpuUsage() });
+        break;
+      case 'bare':
+        if (message.get !== undefined) bare.get = message.get;
+        if (message.echo !== undefined) bare.echo = message.echo;
+        process.send({ type: 'bare' });
+        break;
+      case 'stop':
+        server.close().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
+        break;
+    }
+  });
+  process.on('disconnect', () => process.exit(0));
+  process.send({ type: 'ready', kind, port: server.port });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client side (this process): servers, requests, load
+// ---------------------------------------------------------------------------------------------
+
+/** Every child this process started, for the hard deadline. */
+const children = new Set();
+
+/** A server in a child process: its port, its CPU time on request. */
+class ServerProcess {
+  static async start(kind) {
+    const { child, ready } = await startChild(import.meta.url, ['--serve', kind, '0'], {
+      label: kind,
+    });
+    children.add(child);
+    return new ServerProcess(child, ready);
+  }
+
+  constructor(child, ready) {
+    this.child = child;
+    this.kind = ready.kind;
+    this.port = ready.port;
+  }
+
+  /** The child's user+system CPU time so far, in µs. */
+  async cpu() {
+    const { usage } = await askChild(this.child, 'cpu');
+    return usage.user + usage.system;
+  }
+
+  /** Tells the child what its bare routes answer. */
+  setBare(answers) {
+    return new Promise((resolve) => {
+      const onMessage = (message) => {
+        if (message?.type !== 'bare') return;
+        this.child.off('message', onMessage);
+        resolve();
+      };
+      this.child.on('message', onMessage);
+      this.child.send({ type: 'bare', ...answers });
+    });
+  }
+
+  async stop() {
+    await stopChild(this.child);
+    children.delete(this.child);
+  }
+}
+
+/** One request sent once, with a fresh connection or the given agent: status, headers, text. */
+function once(port, { path, headers, body }, agent = false) {
+  return new Promise((resolve, reject) => {
+    const payload = Buffer.from(body ?? '');
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: body === undefined ? 'GET' : 'POST',
+        agent,
+        headers: { ...headers, 'content-length': String(payload.length) },
+        timeout: REQUEST_TIMEOUT_MS,
+      },
+      (res) => {
+        const chunks = [];
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode,
+            headers: res.headers,
+            text: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer in ${REQUEST_TIMEOUT_MS} ms`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** The JSON-RPC answer of one request, checked: HTTP 200, a `result`; returns it. */
+async function rpc(label, port, req, agent) {
+  const { status, text } = await once(port, req, agent);
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  if (status !== 200 || json?.jsonrpc !== '2.0' || json.result === undefined) {
+    throw new Error(`${label} answered HTTP ${status}: ${String(text).slice(0, 300)}`);
+  }
+  return json.result;
+}
+
+/** Polls `tasks/get` every `everyMs` until the task is completed; resolves the last result. */
+async function pollCompleted(label, port, makeGet, everyMs, agent, timeoutMs = 10_000) {
+  const start = performance.now();
+  for (;;) {
+    const result = await rpc(label, port, makeGet(), agent);
+    if (result.status === 'completed') return result;
+    if (result.status !== 'working') throw new Error(`${label}: task ${result.status}`);
+    if (performance.now() - start > timeoutMs) throw new Error(`${label}: not completed`);
+    await sleep(everyMs);
+  }
+}
+
+/** One load target: a server, and the exact bytes of the request sent to it again and again. */
+const targets = [];
+function target(label, server, { path, headers, body }) {
+  const payload = Buffer.from(body);
+  const t = {
+    label,
+    server,
+    agent: new Agent({ keepAlive: true, maxSockets: CONCURRENCY }),
+    options: {
+      host: '127.0.0.1',
+      port: server.port,
+      path,
+      method: 'POST',
+      headers: { ...headers, 'content-length': String(payload.length) },
+    },
+    payload,
+  };
+  targets.push(t);
+  return t;
+}
+
+/** Sends the target's request once; resolves the HTTP status (and the body when asked). */
+function send(t, keepBody = false) {
+  return new Promise((resolve, reject) => {
+    const req = request({ ...t.options, agent: t.agent, timeout: REQUEST_TIMEOUT_MS }, (res) => {
+      if (!keepBody) {
+        res.on('end', () => resolve({ status: res.statusCode }));
+        res.resume();
+        return;
+      }
+      const chunks = [];
+      res.on('data', (chunk) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') }),
+      );
+    });
+    req.on('timeout', () => req.destroy(new Error(`${t.label}: no answer in 10 s`)));
+    req.on('error', reject);
+    req.end(t.payload);
+  });
+}
+
+/**
+ * Keeps CONCURRENCY requests in flight for `ms`. Returns requests/s, the client's CPU share and
+ * the server's CPU time per request. A non-200 answer is counted as an error, not as served.
+ */
+async function load(t, ms) {
+  const serverBefore = await t.server.cpu();
+  const clientBefore = process.cpuUsage();
+  let served = 0;
+  let errors = 0;
+  const start = performance.now();
+  const deadline = start + ms;
+  const worker = async () => {
+    while (performance.now() < deadline) {
+      const { status } = await send(t);
+      if (status === 200) served++;
+      else errors++;
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  const seconds = (performance.now() - start) / 1000;
+  const client = process.cpuUsage(clientBefore);
+  const serverCpu = (await t.server.cpu()) - serverBefore;
+  return {
+    rps: served / seconds,
+    errors,
+    clientCpu: (client.user + client.system) / 1e6 / seconds,
+    serverUsPerRequest: serverCpu / Math.max(1, served + errors),
+  };
+}
+
+/** Sends the target's request once and checks the answer with `check` (throws when wrong). */
+async function verify(t, check) {
+  const { status, text } = await send(t, true);
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  if (status !== 200 || !check(json)) {
+    throw new Error(`${t.label} answered HTTP ${status}: ${String(text).slice(0, 300)}`);
+  }
+  return text;
+}
+
+const pad = (s, n) => String(s).padStart(n);
+
+/**
+ * Warm-up, then ROUNDS rounds of every contender, the order rotated every round. `contenders`
+ * is a list of `{ target, check }`, `pairs` a list of `[numerator, denominator]` indexes into it:
+ * each pair gets a ratio per round. Prints the rounds; returns each contender's medians (req/s,
+ * server µs/req) and, for each pair, the median of its per-round ratios.
+ */
+async function compareAll(title, contenders, pairs) {
+  console.log(`\n${title}`);
+  for (const { target: t, check } of contenders) {
+    await verify(t, check);
+    await load(t, WARMUP_MS);
+  }
+  const width = Math.max(...contenders.map((c) => c.target.label.length));
+  const cell = (r) =>
+    `${pad(fmt(r.rps), 7)} req/s ${pad(fmt(r.serverUsPerRequest), 5)} µs/req server` +
+    ` (client CPU ${fmt(r.clientCpu * 100)} %${r.errors ? `, ${r.errors} errors` : ''})`;
+  const pairLabel = ([i, j]) => `${contenders[i].target.label} ÷ ${contenders[j].target.label}`;
+  const rows = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    const shift = (round - 1) % contenders.length;
+    const order = [...contenders.slice(shift), ...contenders.slice(0, shift)];
+    const byTarget = new Map();
+    for (const { target: t } of order) byTarget.set(t, await load(t, ROUND_MS));
+    const row = {
+      results: contenders.map((c) => byTarget.get(c.target)),
+      ratios: pairs.map(
+        ([i, j]) => byTarget.get(contenders[i].target).rps / byTarget.get(contenders[j].target).rps,
+      ),
+    };
+    rows.push(row);
+    contenders.forEach((c, i) => {
+      const head = i === 0 ? `  round ${round}  ` : '           ';
+      console.log(`${head}${c.target.label.padEnd(width)}: ${cell(row.results[i])}`);
+    });
+    console.log(
+      `           ratios ${pairs.map((pair, k) => `${pairLabel(pair)} ${fmt(row.ratios[k], 3)}`).join(', ')}`,
+    );
+  }
+  for (const { target: t, check } of contenders) await verify(t, check);
+  const summary = {
+    labels: contenders.map((c) => c.target.label),
+    rps: contenders.map((_, i) => median(rows.map((r) => r.results[i].rps))),
+    us: contenders.map((_, i) => median(rows.map((r) => r.results[i].serverUsPerRequest))),
+    errors: contenders.map((_, i) => rows.reduce((n, r) => n + r.results[i].errors, 0)),
+    ratios: pairs.map((pair, k) => ({
+      label: pairLabel(pair),
+      ratio: median(rows.map((r) => r.ratios[k])),
+      rounds: rows.map((r) => r.ratios[k]),
+    })),
+  };
+  console.log('  median:');
+  summary.labels.forEach((label, i) =>
+    console.log(
+      `    ${label.padEnd(width)}: ${pad(fmt(summary.rps[i]), 7)} req/s, ` +
+        `${pad(fmt(summary.us[i]), 5)} µs of server CPU per request` +
+        (summary.errors[i] ? ` (${summary.errors[i]} non-200 answers)` : ''),
+    ),
+  );
+  for (const r of summary.ratios) {
+    console.log(
+      `    ratio ${r.label}: ${fmt(r.ratio, 3)} (rounds ${r.rounds.map((x) => fmt(x, 2)).join(' ')})`,
+    );
+  }
+  return summary;
+}
+
+const isResult = (check) => (json) =>
+  json?.jsonrpc === '2.0' && json.error === undefined && check(json.result);
+
+/** The bare route must answer exactly the bytes the endpoint answers. */
+async function sameBytes(baseline, subject) {
+  const ours = await verify(subject, () => true);
+  const theirs = await verify(baseline, () => true);
+  if (ours !== theirs) {
+    throw new Error(
+      `${baseline.label} does not answer the same bytes as ${subject.label}:\n  ${theirs}\n  ${ours}`,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (5) completion latency
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Opens a `subscriptions/listen` stream for `taskId` on our server; resolves once acknowledged
+ * with `{ completed }`, a promise of the receipt time and the stamp of the completion.
+ */
+function listenFor(port, taskId) {
+  return new Promise((resolveAck, rejectAck) => {
+    let onCompleted;
+    let onFailed;
+    const completed = new Promise((resolve, reject) => {
+      onCompleted = resolve;
+      onFailed = reject;
+    });
+    completed.catch(() => undefined);
+    const body = listenBody('peers-listen', taskId, 'peers-bench');
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      path: '/mcp',
+      method: 'POST',
+      agent: false,
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': PROTOCOL_VERSION,
+        'mcp-method': 'subscriptions/listen',
+        authorization: `Bearer ${TOKEN}`,
+        'content-length': String(Buffer.byteLength(body)),
+      },
+    });
+    let acked = false;
+    const fail = (error) => (acked ? onFailed(error) : rejectAck(error));
+    req.on('error', fail);
+    req.on('response', (res) => {
+      if (res.statusCode !== 200 || !/text\/event-stream/.test(res.headers['content-type'])) {
+        fail(new Error(`listen answered HTTP ${res.statusCode} ${res.headers['content-type']}`));
+        res.resume();
+        return;
+      }
+      res.setEncoding('utf8');
+      let buffer = '';
+      res.on('data', (chunk) => {
+        const at = nowNs();
+        buffer += chunk;
+        for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const data = frame.split('\n').find((line) => line.startsWith('data: '));
+          if (data === undefined) continue;
+          const message = JSON.parse(data.slice(6));
+          if (!acked) {
+            if (message.method !== 'notifications/subscriptions/acknowledged') {
+              fail(new Error(`listen: unexpected first message ${data}`));
+              return;
+            }
+            acked = true;
+            resolveAck({ completed, close: () => req.destroy() });
+            continue;
+          }
+          const params = message.params ?? {};
+          if (message.method === 'notifications/tasks' && params.taskId === taskId) {
+            if (params.status === 'completed') {
+              onCompleted({ at, stamp: BigInt(params.result.content[0].text) });
+            } else if (params.status !== 'working') {
+              fail(new Error(`listen: task ${params.status}`));
+            }
+          }
+        }
+      });
+      res.on('error', fail);
+      res.on('end', () => fail(new Error('listen: the stream ended before the completion')));
+    });
+    req.end(body);
+  });
+}
+
+/** The three ways a client learns of `slow`'s completion; each resolves the latency in ms. */
+function latencyContenders(ours, v1) {
+  const agent = new Agent({ keepAlive: true });
+  return {
+    agent,
+    list: [
+      {
+        label: 'ours, push (listen stream)',
+        async run() {
+          const { taskId } = await rpc('ours slow', ours.port, oursCall('slow'), agent);
+          const stream = await listenFor(ours.port, taskId);
+          try {
+            const { at, stamp } = await stream.completed;
+            return Number(at - stamp) / 1e6;
+          } finally {
+            stream.close();
+          }
+        },
+      },
+      {
+        label: `ours, polling tasks/get`,
+        async run() {
+          const created = await rpc('ours slow', ours.port, oursCall('slow'), agent);
+          if (created.pollIntervalMs !== POLL_MS) {
+            throw new Error(`ours: slow's task polls at ${created.pollIntervalMs}, not ${POLL_MS}`);
+          }
+          await sleep(created.pollIntervalMs);
+          const done = await pollCompleted(
+            'ours tasks/get',
+            ours.port,
+            () => oursGet(created.taskId),
+            created.pollIntervalMs,
+            agent,
+          );
+          const at = nowNs();
+          return Number(at - BigInt(done.result.content[0].text)) / 1e6;
+        },
+      },
+      {
+        label: `v1, polling tasks/get`,
+        async run() {
+          const { task } = await rpc('v1 slow', v1.port, v1Call('slow', SLOW_TTL_MS), agent);
+          if (task.pollInterval !== POLL_MS) {
+            throw new Error(`v1: slow's task polls at ${task.pollInterval}, not ${POLL_MS}`);
+          }
+          await sleep(task.pollInterval);
+          await pollCompleted(
+            'v1 tasks/get',
+            v1.port,
+            () => v1Get(task.taskId),
+            task.pollInterval,
+            agent,
+          );
+          const at = nowNs();
+          // The result, for its stamp, once the client knows (outside the measured time).
+          const result = await rpc(
+            'v1 tasks/result',
+            v1.port,
+            legacyRequest('tasks/result', { taskId: task.taskId }),
+            agent,
+          );
+          return Number(at - BigInt(result.content[0].text)) / 1e6;
+        },
+      },
+    ],
+  };
+}
+
+async function measureLatency(ours, v1) {
+  console.log(
+    `\n(5) completion latency: \`slow\` returns ${WORK_MS} ms after the call (pollInterval ` +
+      `${POLL_MS} ms on both servers); from its return (stamped by the tool) to the moment the ` +
+      `client knows, ${LATENCY_TASKS} tasks per contender, one at a time, rotating order`,
+  );
+  const { agent, list } = latencyContenders(ours, v1);
+  const samples = list.map(() => []);
+  try {
+    // One of each first (not counted): lazy paths, JIT.
+    for (const c of list) await c.run();
+    for (let i = 0; i < LATENCY_TASKS; i++) {
+      const shift = i % list.length;
+      for (let k = 0; k < list.length; k++) {
+        const index = (k + shift) % list.length;
+        samples[index].push(await list[index].run());
+      }
+    }
+  } finally {
+    agent.destroy();
+  }
+  const results = list.map((c, i) => {
+    const sorted = [...samples[i]].sort((a, b) => a - b);
+    return { label: c.label, median: median(sorted), min: sorted[0], max: sorted.at(-1) };
+  });
+  const width = Math.max(...results.map((r) => r.label.length));
+  for (const r of results) {
+    console.log(
+      `  ${r.label.padEnd(width)}: median ${pad(fmt(r.median, 1), 6)} ms ` +
+        `(min ${fmt(r.min, 1)}, max ${fmt(r.max, 1)})`,
+    );
+  }
+  return results;
+}
+
+// ---------------------------------------------------------------------------------------------
+// (6) startup to first served request
+// ---------------------------------------------------------------------------------------------
+
+/** A free loopback port (asked of the OS, then released). */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createNetServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const pingOk = (r) => r.status === 200 && r.text === '{"ok":true}';
+const echoOk = (r) => r.status === 200 && /"text":"hello"/.test(r.text);
+const ping = (path, headers = {}) => ({ path, headers });
+
+/**
+ * The requests of each kind's startup: the first is polled until it is answered (the app
+ * listens: `GET …/ping`, a bare route, ours' behind its guard), the next one sent once then (ours
+ * and sdk-v2: the first MCP request, a `tools/call` of `echo`). The last answer is the first
+ * served request.
+ */
+const startupSteps = {
+  ours: [
+    { request: ping('/bare/ping', { authorization: `Bearer ${TOKEN}` }), ok: pingOk },
+    { request: oursEcho(), ok: echoOk },
+  ],
+  'bare-nest': [{ request: ping('/ping'), ok: pingOk }],
+  'sdk-v2': [
+    { request: ping('/ping'), ok: pingOk },
+    { request: oursEcho(), ok: echoOk },
+  ],
+};
+
+/**
+ * Forks a fresh server of `kind`; times the fork → the first answer (listening) and → the answer
+ * of its last step (served). Stops it.
+ */
+async function startupOnce(kind) {
+  const port = await freePort();
+  const [first, ...rest] = startupSteps[kind];
+  const start = nowNs();
+  const child = fork(fileURLToPath(import.meta.url), ['--serve', kind, String(port)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  children.add(child);
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  const check = (step, answer) => {
+    if (!step.ok(answer)) {
+      throw new Error(
+        `${kind}: ${step.request.path} answered HTTP ${answer.status} ${answer.text}`,
+      );
+    }
+  };
+  try {
+    let answer;
+    for (;;) {
+      if (exited) throw new Error(`${kind}: exited during startup`);
+      answer = await once(port, first.request).catch(() => null);
+      if (answer !== null) break;
+      if (Number(nowNs() - start) / 1e6 > STARTUP_TIMEOUT_MS) {
+        throw new Error(`${kind}: no answer in ${STARTUP_TIMEOUT_MS} ms`);
+      }
+      await sleep(STARTUP_POLL_MS);
+    }
+    check(first, answer);
+    const listening = Number(nowNs() - start) / 1e6;
+    for (const step of rest) check(step, await once(port, step.request));
+    return { listening, served: Number(nowNs() - start) / 1e6 };
+  } finally {
+    await stopChild(child);
+    children.delete(child);
+  }
+}
+
+async function measureStartup() {
+  const kinds = ['ours', 'bare-nest', 'sdk-v2'];
+  console.log(
+    `\n(6) startup: fork → first answer of a bare GET /ping route (polled every ` +
+      `${STARTUP_POLL_MS} ms) → first served MCP request (tools/call echo, ours and sdk-v2); ` +
+      `each server ${STARTUPS} times, rotating order, after one start of each not counted`,
+  );
+  const samples = Object.fromEntries(kinds.map((kind) => [kind, []]));
+  // One of each first (not counted): the file system cache.
+  for (const kind of kinds) await startupOnce(kind);
+  for (let i = 0; i < STARTUPS; i++) {
+    const shift = i % kinds.length;
+    const order = [...kinds.slice(shift), ...kinds.slice(0, shift)];
+    for (const kind of order) samples[kind].push(await startupOnce(kind));
+  }
+  const result = {};
+  for (const kind of kinds) {
+    const listening = median(samples[kind].map((s) => s.listening));
+    const served = median(samples[kind].map((s) => s.served));
+    result[kind] = { listening, served };
+    const runs = (key) => samples[kind].map((s) => fmt(s[key])).join(' ');
+    console.log(
+      `  ${kind.padEnd(9)}: first served request median ${pad(fmt(served), 5)} ms ` +
+        `(runs ${runs('served')}); listening ${pad(fmt(listening), 5)} ms (runs ${runs('listening')})`,
+    );
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// (4) idle: bench/idle.bench.mjs, as it is
+// ---------------------------------------------------------------------------------------------
+
+/** Runs the idle bench in a child process; returns its output lines and exit code. */
+function runIdleBench() {
+  const env = { ...process.env };
+  env.BENCH_IDLE_WINDOW_MS ??= '5000';
+  console.log(
+    `\n(4) heap and idle CPU of ${env.BENCH_IDLE_CALLS ?? '10,000'} running task-tool calls: ` +
+      `bench/idle.bench.mjs (BENCH_IDLE_WINDOW_MS=${env.BENCH_IDLE_WINDOW_MS}), its output:`,
+  );
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--expose-gc', fileURLToPath(new URL('./idle.bench.mjs', import.meta.url))],
+      { env, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    children.add(child);
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      // Passed on as it comes, indented.
+      process.stdout.write(chunk.replace(/^(?=.)/gm, '  | '));
+    });
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      children.delete(child);
+      resolve({ code, lines: out.split('\n') });
+    });
+  });
+}
+
+/** The idle bench's SUMMARY rows, as `[what, figure, target, verdict]`. */
+function idleRows(lines) {
+  const start = lines.findIndex((line) => line.includes(' SUMMARY '));
+  if (start === -1) return [];
+  const rows = [];
+  for (const line of lines.slice(start + 1)) {
+    // The idle bench numbers its rows by the issue's targets: `(1) …` is target 1.
+    const match = /^\((\d+)\) (.+?)\s{2,}(.+?)\s{2,}target (.+?)\s{2,}(\S.*)$/.exec(line);
+    if (match) rows.push([`(4) ${match[2]} (target ${match[1]})`, match[3], match[4], match[5]]);
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  armHardDeadline(
+    HARD_DEADLINE_MS,
+    `\nThe peers benchmark ran past ${HARD_DEADLINE_MS / 1000} s; stopping.`,
+    () => {
+      for (const child of children) child.kill('SIGKILL');
+    },
+  );
+  try {
+    await import('../dist/index.js');
+  } catch (error) {
+    console.error('Cannot import ../dist/index.js; run `npm run build` first.');
+    console.error(error);
+    process.exit(1);
+  }
+
+  console.log(
+    `Peers benchmark: Express, loopback, keep-alive, ${CONCURRENCY} requests in flight; ` +
+      `${ROUNDS} rounds of ${ROUND_MS} ms per contender after a ${WARMUP_MS} ms warm-up.`,
+  );
+  console.log(`${machineLine()}. Servers in child processes; this process is the client.`);
+
+  const rows = [];
+  const servers = {};
+  let exitCode = 0;
+  try {
+    const needLoad = ['1', '2', '3', '5'].some((m) => ONLY.has(m));
+    if (needLoad) {
+      const kinds = ['ours', 'v1', ...(ONLY.has('3') ? ['sdk-v2'] : [])];
+      const started = await Promise.allSettled(kinds.map((kind) => ServerProcess.start(kind)));
+      for (const [i, outcome] of started.entries()) {
+        if (outcome.status === 'fulfilled') servers[kinds[i]] = outcome.value;
+      }
+      const failed = started.find((outcome) => outcome.status === 'rejected');
+      if (failed) throw failed.reason;
+    }
+    const { ours, v1 } = servers;
+
+    if (needLoad) {
+      // The guard: no token, or an unknown one, is refused on the endpoint and on the bare routes.
+      for (const path of ['/mcp', '/bare/get']) {
+        for (const authorization of [undefined, 'Bearer nobody']) {
+          const req = oursEcho();
+          req.path = path;
+          if (authorization === undefined) delete req.headers.authorization;
+          else req.headers.authorization = authorization;
+          const { status } = await once(ours.port, req);
+          if (status !== 401) {
+            throw new Error(`ours: ${path} with ${authorization ?? 'no token'} answered ${status}`);
+          }
+        }
+      }
+    }
+
+    if (ONLY.has('1')) {
+      const subject = target('ours tools/call (2026)', ours, oursCall('quick'));
+      const baseline = target('v1 tools/call (2025)', v1, v1Call('quick', QUICK_TTL_MS));
+      const summary = await compareAll(
+        '(1) task creation: tools/call of `quick` (finishes at once) — ours, tasks extension ' +
+          'declared, vs the v1 SDK, task-augmented (params.task)',
+        [
+          {
+            target: subject,
+            check: isResult((r) => r?.resultType === 'task' && typeof r.taskId === 'string'),
+          },
+          {
+            target: baseline,
+            check: isResult(
+              // The store hands back its own record, which the work may complete before it is
+              // sent: `working` or `completed`.
+              (r) =>
+                typeof r?.task?.taskId === 'string' && /^(working|completed)$/.test(r.task.status),
+            ),
+          },
+        ],
+        [[0, 1]],
+      );
+      rows.push([
+        '(1) task creation, ours ÷ v1',
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(summary.ratios[0].ratio, 3)}`,
+        'none',
+        '—',
+      ]);
+    }
+
+    if (ONLY.has('2')) {
+      // A completed task owned by the caller on each server; v1's read by another request's
+      // server than the one that created it (stateless): the shared store must make that work.
+      const agent = new Agent({ keepAlive: false });
+      const oursTask = await rpc('ours keep', ours.port, oursCall('keep'), agent);
+      const oursDone = await pollCompleted(
+        'ours tasks/get',
+        ours.port,
+        () => oursGet(oursTask.taskId),
+        20,
+        agent,
+      );
+      const { task: v1Task } = await rpc('v1 quick', v1.port, v1Call('quick', KEEP_TTL_MS), agent);
+      await pollCompleted('v1 tasks/get', v1.port, () => v1Get(v1Task.taskId), 20, agent);
+      console.log(
+        "\nv1 is stateless: its task, created by one request's McpServer, completed and read by " +
+          "tasks/get on later requests' servers (one shared InMemoryTaskStore): checked.",
+      );
+      // Another principal does not see ours.
+      const other = oursGet(oursTask.taskId);
+      other.headers.authorization = 'Bearer token-bob';
+      const { text: otherText } = await once(ours.port, other);
+      if (!/"error"/.test(otherText)) throw new Error(`bob read alice's task: ${otherText}`);
+      const subject = target('ours tasks/get (2026)', ours, oursGet(oursTask.taskId));
+      const limit = target('ours bare route, same guard', ours, {
+        ...oursGet(oursTask.taskId),
+        path: '/bare/get',
+      });
+      const v1Target = target('v1 tasks/get (2025)', v1, v1Get(v1Task.taskId));
+      const oursCompleted = isResult(
+        (r) => r?.status === 'completed' && r.taskId === oursTask.taskId,
+      );
+      if (oursDone.result?.content?.[0]?.text !== 'kept') {
+        throw new Error(`ours: tasks/get carries no result inline: ${JSON.stringify(oursDone)}`);
+      }
+      await ours.setBare({ get: JSON.parse(await verify(subject, oursCompleted)) });
+      await sameBytes(limit, subject);
+      const summary = await compareAll(
+        '(2) tasks/get of a completed task owned by the caller — ours vs its bare Nest route ' +
+          'behind the same guard (same JSON bytes) vs the v1 SDK',
+        [
+          { target: subject, check: oursCompleted },
+          { target: limit, check: oursCompleted },
+          {
+            target: v1Target,
+            check: isResult((r) => r?.status === 'completed' && r.taskId === v1Task.taskId),
+          },
+        ],
+        [
+          [0, 1],
+          [0, 2],
+        ],
+      );
+      const toBare = summary.ratios[0].ratio;
+      rows.push([
+        '(2) tasks/get, ours ÷ bare route (target 4)',
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toBare, 3)}`,
+        `≥ ${GET_TARGET_RATIO}`,
+        verdict(toBare >= GET_TARGET_RATIO),
+      ]);
+      rows.push([
+        '(2) tasks/get, ours ÷ v1',
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[2])} req/s = ${fmt(summary.ratios[1].ratio, 3)}`,
+        'none',
+        '—',
+      ]);
+    }
+
+    if (ONLY.has('3')) {
+      const sdk = servers['sdk-v2'];
+      const echoed = isResult((r) => r?.content?.[0]?.text === 'hello');
+      const subject = target('ours echo (2026)', ours, oursEcho());
+      const sdkTarget = target('sdk-v2 echo (2026)', sdk, oursEcho());
+      const v1Target = target('v1 echo (2025)', v1, v1Echo());
+      const oursBare = target('ours bare route', ours, { ...oursEcho(), path: '/bare/echo' });
+      const sdkBare = target('sdk-v2 bare route', sdk, { ...oursEcho(), path: '/bare/echo' });
+      await verify(subject, echoed);
+      await verify(sdkTarget, echoed);
+      await ours.setBare({ echo: JSON.parse(await verify(subject, echoed)) });
+      await sdk.setBare({ echo: JSON.parse(await verify(sdkTarget, echoed)) });
+      await sameBytes(oursBare, subject);
+      await sameBytes(sdkBare, sdkTarget);
+      const summary = await compareAll(
+        '(3) tools/call of the plain `echo` — ours (configure) vs the SDK v2 alone ' +
+          '(createMcpHandler) vs the v1 SDK (stateless); the bare routes of ours and sdk-v2 as ' +
+          'context (same JSON bytes)',
+        [
+          { target: subject, check: echoed },
+          { target: sdkTarget, check: echoed },
+          { target: v1Target, check: echoed },
+          { target: oursBare, check: echoed },
+          { target: sdkBare, check: echoed },
+        ],
+        [
+          [0, 1],
+          [0, 2],
+          [0, 3],
+          [1, 4],
+        ],
+      );
+      const toSdk = summary.ratios[0].ratio;
+      rows.push([
+        '(3) echo, ours ÷ sdk-v2 (target 3)',
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toSdk, 3)}`,
+        `≥ ${fmt(ECHO_TARGET_RATIO, 1)}`,
+        verdict(toSdk >= ECHO_TARGET_RATIO),
+      ]);
+      rows.push([
+        '(3) echo, ours ÷ v1',
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[2])} req/s = ${fmt(summary.ratios[1].ratio, 3)}`,
+        'none',
+        '—',
+      ]);
+      rows.push([
+        '(3) echo, server CPU per request',
+        `ours ${fmt(summary.us[0])} µs, sdk-v2 ${fmt(summary.us[1])} µs, v1 ${fmt(summary.us[2])} µs`,
+        'none',
+        '—',
+      ]);
+    }
+
+    if (ONLY.has('5')) {
+      const results = await measureLatency(ours, v1);
+      for (const r of results) {
+        rows.push([`(5) completion latency, ${r.label}`, `${fmt(r.median, 1)} ms`, 'none', '—']);
+      }
+    }
+
+    for (const t of targets) t.agent.destroy();
+    await Promise.all(Object.values(servers).map((server) => server.stop()));
+    for (const kind of Object.keys(servers)) delete servers[kind];
+
+    if (ONLY.has('4')) {
+      const idle = await runIdleBench();
+      if (idle.code !== 0) throw new Error(`bench/idle.bench.mjs exited with ${idle.code}`);
+      const parsed = idleRows(idle.lines);
+      if (parsed.length === 0) throw new Error('bench/idle.bench.mjs printed no SUMMARY rows');
+      rows.push(...parsed);
+    }
+
+    if (ONLY.has('6')) {
+      const startup = await measureStartup();
+      const { ours: o, 'bare-nest': b, 'sdk-v2': v2 } = startup;
+      const ratio = o.served / b.served;
+      rows.push([
+        '(6) startup to first served request, ours ÷ bare Nest (target 5)',
+        `${fmt(o.served)} vs ${fmt(b.served)} ms = ${fmt(ratio, 3)}`,
+        `≤ ${STARTUP_TARGET_RATIO}`,
+        verdict(ratio <= STARTUP_TARGET_RATIO),
+      ]);
+      rows.push([
+        '(6) startup to listening, ours ÷ bare Nest',
+        `${fmt(o.listening)} vs ${fmt(b.listening)} ms = ${fmt(o.listening / b.listening, 3)}`,
+        'none',
+        '—',
+      ]);
+      rows.push([
+        '(6) startup to first served request, sdk-v2',
+        `${fmt(v2.served)} ms (listening ${fmt(v2.listening)} ms)`,
+        'none',
+        '—',
+      ]);
+    }
+  } catch (error) {
+    console.error('\nThe benchmark could not run:', error);
+    exitCode = 1;
+  } finally {
+    for (const t of targets) t.agent.destroy();
+    await Promise.all(Object.values(servers).map((server) => server.stop()));
+  }
+
+  // In the order of the measures (the run takes them in another).
+  const measure = (row) => Number(/^\((\d+)\)/.exec(row[0])?.[1] ?? 0);
+  rows.sort((a, b) => measure(a) - measure(b));
+  if (rows.length > 0) printTargetTable(rows);
+  // No process.exit(): stdout may be a pipe, and the last lines must get out.
+  process.exitCode = exitCode;
+}
+
+if (process.argv[2] === '--serve') {
+  serve(process.argv[3], Number(process.argv[4] ?? 0)).catch((error) => {
+    console.error(`server ${process.argv[3]} failed:`, error);
+    process.exit(1);
+  });
+} else {
+  await main();
+}
