@@ -380,10 +380,10 @@ describe('TasksModule: the janitor', () => {
     const warn = jest.spyOn((await import('@nestjs/common')).Logger.prototype, 'warn');
     const registry = new SchedulerRegistry();
     const config = resolveTasksConfig({ janitor: { intervalMs: 1000 } });
-    const first = new TasksJanitor(new InMemoryTaskStore(), config, registry);
-    const second = new TasksJanitor(new InMemoryTaskStore(), config, registry);
-    first.onApplicationBootstrap();
-    second.onApplicationBootstrap();
+    const first = new TasksJanitor(new InMemoryTaskStore(), config, undefined, registry);
+    const second = new TasksJanitor(new InMemoryTaskStore(), config, undefined, registry);
+    await first.onApplicationBootstrap();
+    await second.onApplicationBootstrap();
     expect(registry.getIntervals()).toEqual([JANITOR_INTERVAL_NAME]);
     expect(warn).toHaveBeenCalledWith(expect.stringContaining('exists already'));
     await second.beforeApplicationShutdown();
