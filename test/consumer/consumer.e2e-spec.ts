@@ -304,7 +304,6 @@ describe('consumer check: the packed package in two throwaway apps', () => {
       expect.arrayContaining([
         '@nestjs/common',
         '@nestjs/core',
-        '@nestjs/schedule',
         'class-transformer',
         'class-validator',
         'reflect-metadata',
