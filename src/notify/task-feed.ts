@@ -17,21 +17,31 @@ export abstract class TaskFeed {
 
   /** Listens to one task's changes; returns an idempotent unsubscribe. */
   subscribe(taskId: string, listener: TaskListener): () => void {
+    this.listen(taskId, listener);
+    let subscribed = true;
+    return () => {
+      if (!subscribed) return;
+      subscribed = false;
+      this.unlisten(taskId, listener);
+    };
+  }
+
+  /** Listens to one task's changes, until `unlisten` with the same function (no closure kept). */
+  listen(taskId: string, listener: TaskListener): void {
     const current = this.listeners.get(taskId);
     if (current === undefined) this.listeners.set(taskId, listener);
     else if (typeof current === 'function')
       this.listeners.set(taskId, new Set([current, listener]));
     else current.add(listener);
-    let subscribed = true;
-    return () => {
-      if (!subscribed) return;
-      subscribed = false;
-      const now = this.listeners.get(taskId);
-      if (now === listener) this.listeners.delete(taskId);
-      else if (typeof now === 'object' && now.delete(listener) && now.size === 0) {
-        this.listeners.delete(taskId);
-      }
-    };
+  }
+
+  /** Stops `listener` hearing of the task; harmless when it does not. */
+  unlisten(taskId: string, listener: TaskListener): void {
+    const now = this.listeners.get(taskId);
+    if (now === listener) this.listeners.delete(taskId);
+    else if (typeof now === 'object' && now.delete(listener) && now.size === 0) {
+      this.listeners.delete(taskId);
+    }
   }
 
   publish(record: TaskRecord): void {

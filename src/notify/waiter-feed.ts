@@ -21,8 +21,8 @@ export class WaiterFeed extends TaskFeed {
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
 
-  /** Calls `callback` once task `taskId` is past `at`; returns an idempotent cancel. */
-  atExpiry(taskId: string, at: number, callback: () => void): () => void {
+  /** Calls `callback` once task `taskId` is past `at`, unless `cancelExpiry` comes first. */
+  atExpiry(taskId: string, at: number, callback: () => void): void {
     const callbacks = this.atExpiryOf.get(taskId);
     if (callbacks === undefined) {
       this.atExpiryOf.set(taskId, callback);
@@ -33,22 +33,21 @@ export class WaiterFeed extends TaskFeed {
       callbacks.add(callback);
     }
     this.schedule();
-    let listening = true;
-    return () => {
-      if (!listening) return;
-      listening = false;
-      const current = this.atExpiryOf.get(taskId);
-      if (current === undefined) return;
-      if (current !== callback) {
-        if (typeof current === 'function' || !current.delete(callback) || current.size > 0) return;
-      }
-      this.atExpiryOf.delete(taskId);
-      if (this.atExpiryOf.size === 0) return this.reset();
-      if (++this.stale >= 1024 && this.stale * 2 >= this.deadlines.size) {
-        this.deadlines.compact((_, id) => this.atExpiryOf.has(id));
-        this.stale = 0;
-      }
-    };
+  }
+
+  /** `callback` is not called for the task's expiry after all; harmless when it is not waiting. */
+  cancelExpiry(taskId: string, callback: () => void): void {
+    const current = this.atExpiryOf.get(taskId);
+    if (current === undefined) return;
+    if (current !== callback) {
+      if (typeof current === 'function' || !current.delete(callback) || current.size > 0) return;
+    }
+    this.atExpiryOf.delete(taskId);
+    if (this.atExpiryOf.size === 0) return this.reset();
+    if (++this.stale >= 1024 && this.stale * 2 >= this.deadlines.size) {
+      this.deadlines.compact((_, id) => this.atExpiryOf.has(id));
+      this.stale = 0;
+    }
   }
 
   /** How many tasks have expiry listeners (for leak checks). */

@@ -40,9 +40,12 @@ export interface TaskContext {
 }
 
 /** The TaskContext of one running tool call. */
+/** The answers of a tool that asked for none first: one frozen object for every call. */
+const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
+
 export class RunningTaskContext implements TaskContext {
   private handedOff = false;
-  firstInput: Readonly<Record<string, InputResponse>> = {};
+  firstInput: Readonly<Record<string, InputResponse>> = NO_ANSWERS;
   /** Answers taken from the task but not yet handed to the requireInput call that asked. */
   private received: Map<string, InputResponse> | undefined;
 

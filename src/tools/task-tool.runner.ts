@@ -19,7 +19,7 @@ import { TasksService } from '../tasks.service.js';
 import { RunningTaskContext } from './task-context.js';
 import type { TaskToolDefinition } from './task-tool.registry.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
-import { waitForTask, watchTask } from './task-watch.js';
+import { TaskWatch, waitForTask } from './task-watch.js';
 
 class TaskCancelled extends Error {
   constructor() {
@@ -28,9 +28,30 @@ class TaskCancelled extends Error {
   }
 }
 
-interface Running {
-  readonly controller: AbortController;
-  readonly done: Promise<void>;
+/**
+ * One running call: its abort controller, the promise of its end, and the watch that fires the
+ * signal when the task is cancelled (here or in another process) or finished by someone else.
+ */
+class RunningCall extends TaskWatch {
+  readonly controller = new AbortController();
+  done: Promise<void> = Promise.resolve();
+
+  constructor(tasks: TasksService, waiters: WaiterFeed, taskId: string, pollMs: number | null) {
+    super(tasks, waiters, taskId, pollMs);
+    this.watch();
+  }
+
+  protected matches(task: TaskRecord): boolean {
+    return isCancellationRequested(task) || isTerminal(task.status);
+  }
+
+  protected matched(task: TaskRecord): void {
+    if (isCancellationRequested(task)) this.controller.abort(new TaskCancelled());
+  }
+
+  protected gone(): void {
+    this.controller.abort(new TaskCancelled());
+  }
 }
 
 /**
@@ -42,7 +63,7 @@ interface Running {
 @Injectable()
 export class TaskToolRunner implements BeforeApplicationShutdown {
   private readonly logger = new Logger('TaskToolRunner');
-  private readonly running = new Map<string, Running>();
+  private readonly running = new Map<string, RunningCall>();
   /** Set at shutdown: ending calls then leave their tasks as shutdown decided. */
   private shuttingDown = false;
 
@@ -164,20 +185,19 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     firstInput?: Readonly<Record<string, InputResponse>>,
   ): void {
     const { taskId } = record;
-    const controller = new AbortController();
     const pollMs = this.pollMs(tool);
+    const call = new RunningCall(this.tasks, this.waiters, taskId, pollMs);
     const context = new RunningTaskContext(
       this.tasks,
       this.waiters,
       taskId,
       record.owner,
-      controller.signal,
+      call.controller.signal,
       inline,
       pollMs,
     );
-    const stopWatching = this.watchCancellation(taskId, controller, pollMs);
-    const done = this.execute(tool, input, context, controller, stopWatching, firstInput);
-    this.running.set(taskId, { controller, done });
+    this.running.set(taskId, call);
+    call.done = this.execute(tool, input, context, call, firstInput);
   }
 
   /** Runs the method to its end and settles the task: one async frame per running call. */
@@ -185,10 +205,10 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     tool: TaskToolDefinition,
     input: unknown,
     context: RunningTaskContext,
-    controller: AbortController,
-    stopWatching: () => void,
+    call: RunningCall,
     firstInput: Readonly<Record<string, InputResponse>> | undefined,
   ): Promise<void> {
+    const { signal } = call.controller;
     const taskId = context.taskId;
     try {
       try {
@@ -200,13 +220,13 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
         }
         const value = await tool.invoke(input, context);
         if (context.isHandedOff) return;
-        if (controller.signal.aborted) {
+        if (signal.aborted) {
           if (this.shuttingDown) return;
           return await this.acknowledgeCancel(taskId);
         }
         await this.settle(this.tasks.complete(taskId, toCallToolResult(value)));
       } catch (error) {
-        if (controller.signal.aborted) {
+        if (signal.aborted) {
           if (this.shuttingDown) return;
           return await this.acknowledgeCancel(taskId);
         }
@@ -227,7 +247,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     } catch (error) {
       this.logger.error(`Task tool ${tool.name} could not settle its task: ${String(error)}`);
     } finally {
-      stopWatching();
+      call.stop();
       this.running.delete(taskId);
     }
   }
@@ -245,25 +265,5 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     if (this.config.cancellation === 'cooperative') {
       await this.settle(this.tasks.markCancelled(taskId));
     }
-  }
-
-  /** Fires the call's signal when the task is cancelled, here or in another process. */
-  private watchCancellation(
-    taskId: string,
-    controller: AbortController,
-    pollMs: number | null,
-  ): () => void {
-    const cancel = (): void => controller.abort(new TaskCancelled());
-    return watchTask(
-      this.tasks,
-      this.waiters,
-      taskId,
-      (task) => isCancellationRequested(task) || isTerminal(task.status),
-      pollMs,
-      (task) => {
-        if (isCancellationRequested(task)) cancel();
-      },
-      cancel,
-    );
   }
 }

@@ -13,68 +13,133 @@ export interface WaitOptions {
 }
 
 /**
- * Watches a task until `until` holds: `onMatch` gets the first state that satisfies it, heard
+ * Watches a task until `matches` holds: `matched` gets the first state that satisfies it, heard
  * from `waiters` at once (the feed TasksService publishes each write to) or read by a periodic
  * re-read (changes written by another process sharing the store, when no notifier brings them).
  * Without periodic re-reads the task is read once more when it expires, so a watch on an expired
- * task ends too. `onGone` gets TaskNotFoundError when the task is gone; store faults are retried
- * at the next re-read. Returns an idempotent stop; after it, or after either callback, nothing
- * more is called. No promise, no abort controller: a running call keeps one of these for its
- * whole life.
+ * task ends too. `gone` gets TaskNotFoundError when the task is gone; store faults are retried
+ * at the next re-read. After `stop()`, `matched` or `gone`, nothing more is called.
+ *
+ * A running call keeps one of these for its whole life, so it is one object: the feed and the
+ * expiry timer hold its two bound methods, and no promise, closure or abort controller is kept.
  */
-export function watchTask(
-  tasks: TasksService,
-  waiters: WaiterFeed,
-  taskId: string,
-  until: (record: TaskRecord) => boolean,
-  pollMs: number | null,
-  onMatch: (record: TaskRecord) => void,
-  onGone: (error: TaskNotFoundError) => void,
-): () => void {
-  let stopped = false;
-  let stopExpiry: (() => void) | undefined;
-  const stop = (): void => {
-    if (stopped) return;
-    stopped = true;
-    unsubscribe();
-    clearInterval(timer);
-    stopExpiry?.();
-  };
-  const check = (record: TaskRecord): void => {
-    if (stopped || !until(record)) return;
-    stop();
-    onMatch(record);
-  };
-  const poll = (): void => {
-    tasks.status(taskId).then(
+export abstract class TaskWatch {
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  /** Set while the watch waits for its task's expiry (no periodic re-read). */
+  private expiry: (() => void) | undefined;
+  private readonly heard: (record: TaskRecord) => void = this.check.bind(this);
+
+  constructor(
+    protected readonly tasks: TasksService,
+    protected readonly waiters: WaiterFeed,
+    readonly taskId: string,
+    private readonly pollMs: number | null,
+  ) {}
+
+  /** Whether this state of the task ends the watch. */
+  protected abstract matches(record: TaskRecord): boolean;
+  /** The first state that matched. */
+  protected abstract matched(record: TaskRecord): void;
+  /** The task is gone. */
+  protected abstract gone(error: TaskNotFoundError): void;
+
+  /** Starts watching: listens to the feed, re-reads as `pollMs` says, and reads the task once. */
+  protected watch(): void {
+    this.waiters.listen(this.taskId, this.heard);
+    if (this.pollMs !== null) {
+      this.timer = setInterval(() => this.poll(), this.pollMs);
+      this.timer.unref();
+    }
+    this.poll();
+  }
+
+  /** Stops the watch; idempotent. */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.waiters.unlisten(this.taskId, this.heard);
+    clearInterval(this.timer);
+    if (this.expiry !== undefined) this.waiters.cancelExpiry(this.taskId, this.expiry);
+  }
+
+  private check(record: TaskRecord): void {
+    if (this.stopped || !this.matches(record)) return;
+    this.stop();
+    this.matched(record);
+  }
+
+  private expired(): void {
+    this.expiry = undefined;
+    this.poll();
+  }
+
+  private poll(): void {
+    this.tasks.status(this.taskId).then(
       (record) => {
-        check(record);
-        if (stopped || pollMs !== null || stopExpiry !== undefined) return;
+        this.check(record);
+        if (this.stopped || this.pollMs !== null || this.expiry !== undefined) return;
         const at = expiresAt(record);
         if (at === null) return;
-        stopExpiry = waiters.atExpiry(taskId, at, () => {
-          stopExpiry = undefined;
-          poll();
-        });
+        this.expiry = this.expired.bind(this);
+        this.waiters.atExpiry(this.taskId, at, this.expiry);
       },
       (error: unknown) => {
         // Only a task that is gone ends the watch; a store fault is waited out (the next re-read
         // tries again), so an outage does not cancel the work that waits.
-        if (stopped || !(error instanceof TaskNotFoundError)) return;
-        stop();
-        onGone(error);
+        if (this.stopped || !(error instanceof TaskNotFoundError)) return;
+        this.stop();
+        this.gone(error);
       },
     );
-  };
-  const unsubscribe = waiters.subscribe(taskId, check);
-  const timer = pollMs === null ? undefined : setInterval(poll, pollMs);
-  timer?.unref();
-  poll();
-  return stop;
+  }
+}
+
+/** A TaskWatch whose outcome is a promise, which the signal, when it aborts, rejects. */
+class TaskWaiter extends TaskWatch {
+  private readonly aborted: () => void = this.abort.bind(this);
+
+  constructor(
+    tasks: TasksService,
+    waiters: WaiterFeed,
+    taskId: string,
+    private readonly until: (record: TaskRecord) => boolean,
+    options: WaitOptions,
+    private readonly resolve: (record: TaskRecord) => void,
+    private readonly reject: (reason: unknown) => void,
+    private readonly signal = options.signal,
+  ) {
+    super(tasks, waiters, taskId, options.pollMs);
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    this.watch();
+    signal?.addEventListener('abort', this.aborted, { once: true });
+  }
+
+  private abort(): void {
+    this.stop();
+    this.reject(this.signal?.reason);
+  }
+
+  protected matches(record: TaskRecord): boolean {
+    return this.until(record);
+  }
+
+  protected matched(record: TaskRecord): void {
+    this.signal?.removeEventListener('abort', this.aborted);
+    this.resolve(record);
+  }
+
+  protected gone(error: TaskNotFoundError): void {
+    this.signal?.removeEventListener('abort', this.aborted);
+    this.reject(error);
+  }
 }
 
 /**
- * Resolves with the first state of the task that satisfies `until` (see watchTask). Rejects when
+ * Resolves with the first state of the task that satisfies `until` (see TaskWatch). Rejects when
  * the task is gone, or with the signal's reason when it aborts.
  */
 export function waitForTask(
@@ -85,27 +150,6 @@ export function waitForTask(
   options: WaitOptions,
 ): Promise<TaskRecord> {
   return new Promise<TaskRecord>((resolve, reject) => {
-    const signal = options.signal;
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = (): void => {
-      stop();
-      reject(signal?.reason);
-    };
-    const stop = watchTask(
-      tasks,
-      waiters,
-      taskId,
-      until,
-      options.pollMs,
-      (record) => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve(record);
-      },
-      (error) => {
-        signal?.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-    signal?.addEventListener('abort', onAbort, { once: true });
+    new TaskWaiter(tasks, waiters, taskId, until, options, resolve, reject);
   });
 }

@@ -24,10 +24,11 @@ describe('WaiterFeed.atExpiry', () => {
   it('a cancelled listener is not called; cancelling twice is harmless', async () => {
     const feed = new WaiterFeed();
     const heard: string[] = [];
-    const cancel = feed.atExpiry('t', Date.now() + 20, () => heard.push('t'));
+    const t = () => heard.push('t');
+    feed.atExpiry('t', Date.now() + 20, t);
     feed.atExpiry('u', Date.now() + 20, () => heard.push('u'));
-    cancel();
-    cancel();
+    feed.cancelExpiry('t', t);
+    feed.cancelExpiry('t', t);
     expect(feed.expiryWatches).toBe(1);
     await sleep(50);
     expect(heard).toEqual(['u']);
@@ -48,7 +49,11 @@ describe('WaiterFeed.atExpiry', () => {
   it('listeners cancelled by the thousand leave nothing behind', async () => {
     const feed = new WaiterFeed();
     const far = Date.now() + 3_600_000;
-    for (let i = 0; i < 5_000; i++) feed.atExpiry(`t${i}`, far + i, () => undefined)();
+    const nothing = () => undefined;
+    for (let i = 0; i < 5_000; i++) {
+      feed.atExpiry(`t${i}`, far + i, nothing);
+      feed.cancelExpiry(`t${i}`, nothing);
+    }
     expect(feed.expiryWatches).toBe(0);
     const heard: string[] = [];
     feed.atExpiry('kept', Date.now() + 10, () => heard.push('kept'));
