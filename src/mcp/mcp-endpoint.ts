@@ -15,6 +15,7 @@ import {
   UnsupportedProtocolVersionError,
 } from '@modelcontextprotocol/server';
 import { ownerOf } from '../principal.js';
+import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import {
   BODY_TOO_LARGE,
@@ -154,6 +155,9 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     if (body === UNPARSABLE_BODY) return sendError(res, null, PARSE_ERROR);
     if (body === TOO_DEEP_BODY) return sendError(res, null, TOO_DEEP);
     if (body === OVERSIZED_BODY) return sendError(res, null, BODY_TOO_LARGE, 413);
+    // What no route below serves goes to the SDK as it is: its handler runs the same classifier
+    // (and the same revision and standard-header checks), so it is not classified twice.
+    if (!this.servedHere(body)) return this.toSdk(req, res, body, this.infoOf(owner, body));
     const headers: StandardHeaders = {
       protocolVersion: header(request, 'mcp-protocol-version'),
       method: header(request, 'mcp-method'),
@@ -222,13 +226,8 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       }
     }
 
-    const tasks = declaresTasks(message?.params);
-    const info: EndpointRequestInfo = {
-      owner,
-      tasks,
-      identified: namesClient(message?.params),
-      ...(method !== undefined && { method }),
-    };
+    const info = this.infoOf(owner, message);
+    const tasks = info.tasks;
     if (isRequest && method === 'tools/call') {
       const name = (message.params as { name?: unknown } | null)?.name;
       const tool = typeof name === 'string' ? this.registry.get(name) : undefined;
@@ -258,6 +257,32 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       if (typeof name === 'string') info.tool = name;
     }
     return this.toSdk(req, res, body, info);
+  }
+
+  /**
+   * Whether a route in front of the SDK may serve the body: a tasks method, a listen, a task
+   * tool's call, or a client's answer (a JSON-RPC response). Anything else is the SDK's.
+   */
+  private servedHere(body: unknown): boolean {
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) return false;
+    const { method, params } = body as { method?: unknown; params?: unknown };
+    if (typeof method !== 'string') return isJsonRpcResponse(body);
+    if (TASK_METHODS.has(method) || LEGACY_TASK_METHODS.has(method)) return true;
+    if (method === 'subscriptions/listen') return true;
+    if (method !== 'tools/call') return false;
+    const name = (params as { name?: unknown } | null | undefined)?.name;
+    return typeof name === 'string' && this.registry.get(name) !== undefined;
+  }
+
+  /** What the SDK's factory and the tool calls learn about a request. */
+  private infoOf(owner: Required<TaskOwner>, message: unknown): EndpointRequestInfo {
+    const { method, params } = (message ?? {}) as { method?: unknown; params?: unknown };
+    return {
+      owner,
+      tasks: declaresTasks(params),
+      identified: namesClient(params),
+      ...(typeof method === 'string' && { method }),
+    };
   }
 
   private toSdk(
