@@ -217,29 +217,63 @@ function restoreType(request: TaggedRequest): void {
  * parse error even when it is also deep (-32700 before -32600); the depth is read from the raw
  * bytes, without walking the parsed value.
  */
-async function readJson(
+function readJson(
   payload: Readable,
   maxBytes: number,
   declaredLength?: string | string[],
 ): Promise<unknown> {
   const declared = Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength);
-  const chunks: Buffer[] = [];
+  let chunks: Buffer[] = [];
   let size = declared > maxBytes ? maxBytes + 1 : 0;
-  for await (const chunk of payload) {
-    if (size > maxBytes) continue;
-    size += (chunk as Buffer).length;
-    if (size <= maxBytes) chunks.push(chunk as Buffer);
-    else chunks.length = 0;
-  }
-  if (size > maxBytes) return OVERSIZED_BODY;
+  // Plain listeners rather than an async iterator: a small body is one chunk, and the iterator's
+  // promises and end-of-stream watch cost more than reading it.
+  return new Promise((resolve, reject) => {
+    if (payload.readableEnded) return reject(new Error('The request body was read already'));
+    const onData = (chunk: Buffer): void => {
+      if (size > maxBytes) return;
+      size += chunk.length;
+      if (size <= maxBytes) chunks.push(chunk);
+      else chunks = [];
+    };
+    const onEnd = (): void => {
+      done();
+      try {
+        resolve(size > maxBytes ? OVERSIZED_BODY : parseJson(chunks));
+      } catch (error) {
+        reject(error);
+      } finally {
+        chunks = [];
+      }
+    };
+    const onError = (error: unknown): void => {
+      done();
+      chunks = [];
+      reject(error);
+    };
+    // Closed before its end (the client went away): nothing more comes.
+    const onClose = (): void => onError(new Error('The request closed before its body ended'));
+    const done = (): void => {
+      payload.off('data', onData);
+      payload.off('end', onEnd);
+      payload.off('error', onError);
+      payload.off('close', onClose);
+    };
+    payload.on('data', onData);
+    payload.on('end', onEnd);
+    payload.on('error', onError);
+    payload.on('close', onClose);
+  });
+}
+
+/** The JSON value of a body's chunks: decoded and scanned for nesting one by one, no copy. */
+function parseJson(chunks: readonly Buffer[]): unknown {
   const decoder = new StringDecoder('utf8');
   const nesting = new NestingScanner(MAX_BODY_DEPTH);
   let text = '';
-  for (let i = 0; i < chunks.length; i++) {
-    nesting.scan(chunks[i]!);
-    text += decoder.write(chunks[i]!);
+  for (const chunk of chunks) {
+    nesting.scan(chunk);
+    text += decoder.write(chunk);
   }
-  chunks.length = 0;
   text += decoder.end();
   const body = JSON.parse(text) as unknown;
   return nesting.deepest > MAX_BODY_DEPTH ? TOO_DEEP_BODY : body;

@@ -1,4 +1,5 @@
 import { Agent, type IncomingMessage, request } from 'node:http';
+import { connect } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Module } from '@nestjs/common';
@@ -175,5 +176,28 @@ describe.each(ADAPTERS)('nothing kept after malformed requests (%s)', (adapter) 
     // Retired, they are gone too.
     running.app.get(McpServerNotifier).toolsChanged();
     expect(await survivors(servers)).toBe(0);
+  });
+
+  it('a client that leaves in the middle of its body leaves nothing behind either', async () => {
+    requests.length = 0;
+    const { port } = new URL(running.url);
+    for (let i = 0; i < 40; i++) {
+      await new Promise<void>((resolve) => {
+        const socket = connect(Number(port), '127.0.0.1', () => {
+          socket.write(
+            `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+              `Content-Length: 1000\r\n\r\n{"jsonrpc":"2.0",`,
+          );
+          setTimeout(() => socket.destroy(), 20);
+        });
+        socket.on('close', () => resolve());
+        socket.on('error', () => undefined);
+      });
+    }
+    expect(requests.length).toBe(40);
+    expect(await survivors(requests)).toBe(0);
+    // And the endpoint still answers.
+    const echo = cases().find((c) => c.name === 'echo' && c.body.includes('"text":5}'))!;
+    expect(await send(new Agent(), running.url, echo)).toBe(200);
   });
 });
