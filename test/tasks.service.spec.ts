@@ -260,7 +260,7 @@ describe('TasksService: worker lifecycle', () => {
       new WaiterFeed(),
       task.taskId,
       { principal: 'alice', tenant: null },
-      new AbortController().signal,
+      new AbortController(),
       false,
       1000,
     );

@@ -54,10 +54,15 @@ export class RunningTaskContext implements TaskContext {
     private readonly waiters: WaiterFeed,
     readonly taskId: string,
     readonly owner: Required<TaskOwner>,
-    readonly signal: AbortSignal,
+    /** Where the signal comes from: made when first read (see RunningCall). */
+    private readonly call: { readonly signal: AbortSignal },
     readonly inline: boolean,
     private readonly pollMs: number | null,
   ) {}
+
+  get signal(): AbortSignal {
+    return this.call.signal;
+  }
 
   get isHandedOff(): boolean {
     return this.handedOff;

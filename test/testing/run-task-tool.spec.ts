@@ -4,7 +4,12 @@
  */
 import { IsBoolean, IsOptional } from 'class-validator';
 import { z } from 'zod';
-import { TaskTool, type InputRequest, type InputResponse, type TaskContext } from '../../src/index.js';
+import {
+  TaskTool,
+  type InputRequest,
+  type InputResponse,
+  type TaskContext,
+} from '../../src/index.js';
 import { runTaskTool, TaskToolInputError, type TaskToolRun } from '../../src/testing/index.js';
 import { accept, elicit } from '../helpers.js';
 import type { WaiterFeed } from '../../src/notify/waiter-feed.js';
@@ -209,6 +214,30 @@ describe('runTaskTool', () => {
       { status: 'working', statusMessage: 'Waiting' },
       { status: 'cancelled', statusMessage: 'Cancelled' },
     ]);
+  });
+
+  it('a signal first read after the cancel is already aborted, with the cancel as its reason', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let seen: { aborted: boolean; reason: unknown } | undefined;
+    const run = track(
+      await runTaskTool(
+        async (_input: unknown, task: TaskContext) => {
+          await task.progress('Working');
+          await gate; // the method does not look at its signal until the cancel has happened
+          seen = { aborted: task.signal.aborted, reason: task.signal.reason };
+          return 'late';
+        },
+        {},
+        { cancellation: 'cooperative' },
+      ),
+    );
+    await run.waitFor((task) => task.statusMessage === 'Working');
+    await run.cancel();
+    release();
+    expect((await run.finished).status).toBe('cancelled');
+    expect(seen?.aborted).toBe(true);
+    expect((seen?.reason as Error).name).toBe('AbortError');
   });
 
   it('cooperative cancellation: the signal fires, the method stops, the task ends cancelled', async () => {
