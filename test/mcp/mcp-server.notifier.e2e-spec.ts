@@ -2,18 +2,11 @@
  * McpServerNotifier: a change of the app's plain surface, announced from an injected provider or
  * from `configure`, reaches the listen streams that asked for it (and only those).
  */
-import { Injectable, Module } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { McpServerNotifier, TasksModule } from '../../src/index.js';
 import { ADAPTERS, type RunningApp, startApp } from '../e2e/app.js';
+import { Catalogue, CatalogueModule } from './catalogue.js';
 import { openListen } from '../e2e/sse.js';
-
-@Injectable()
-class Catalogue {
-  constructor(readonly changes: McpServerNotifier) {}
-}
-
-@Module({ providers: [Catalogue], exports: [Catalogue] })
-class CatalogueModule {}
 
 @Module({
   imports: [

@@ -5,12 +5,13 @@
  * new server each time.
  */
 import { request } from 'node:http';
-import { Injectable, Module } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { McpServer } from '@modelcontextprotocol/server';
 import * as z from 'zod/v4';
-import { McpServerNotifier, TasksModule } from '../../src/index.js';
+import { TasksModule } from '../../src/index.js';
 import { IDLE_SERVERS, McpServerPool } from '../../src/mcp/mcp-server.pool.js';
 import { ADAPTERS, type RunningApp, startApp } from '../e2e/app.js';
+import { Catalogue, CatalogueModule } from './catalogue.js';
 import { mcpRequest, post } from '../e2e/raw.js';
 import {
   CLIENT_CAPABILITIES_KEY,
@@ -30,14 +31,6 @@ const surface = {
 };
 
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
-
-@Injectable()
-class Catalogue {
-  constructor(readonly changes: McpServerNotifier) {}
-}
-
-@Module({ providers: [Catalogue], exports: [Catalogue] })
-class CatalogueModule {}
 
 @Module({
   imports: [
