@@ -12,7 +12,11 @@
 //         and one `@TaskTool` `wait_for_cancel` whose method awaits its `task.signal` and returns
 //         once it fires. Calls are `tools/call` requests as a 2026-07-28 client sends them (standard
 //         headers, per-request envelope, tasks extension declared): each answers a
-//         CreateTaskResult and leaves the method running.
+//         CreateTaskResult and leaves the method running. A second `@TaskTool` on the same
+//         provider, `wait_for_release`, is for the running-plain mode: its method never reads
+//         `task.signal` (so the call's AbortController, made lazily on that first read, is never
+//         made); it awaits a promise whose resolve function it pushes into an array of the server
+//         process (the gate), and returns once the parent's `release` IPC message resolves them.
 //   v1    the v1 TypeScript SDK (@modelcontextprotocol/sdk 1.x, devDependency): one `McpServer`
 //         with the SDK's experimental `InMemoryTaskStore` and `InMemoryTaskMessageQueue`, behind
 //         one `StreamableHTTPServerTransport` session (JSON answers) on a node:http server, and one
@@ -24,15 +28,21 @@
 //         is cancelled. Calls are task-augmented `tools/call` requests (`params.task.ttl`) of
 //         protocol revision 2025-11-25 on that session.
 //
-// Each server runs twice, in a fresh process each time:
+// Each server runs twice (ours three times), in a fresh process each time:
 //
-//   running  10,000 calls (64 in flight over HTTP), which keep running;
-//   stored   10,000 tasks created in-process with no running call: `TasksService.create(owner)`
-//            (the record a call of that tool stores) for ours, `InMemoryTaskStore.createTask` with
-//            the same parameters and request the v1 server passes for a call, for v1.
+//   running        10,000 calls (64 in flight over HTTP), which keep running;
+//   stored         10,000 tasks created in-process with no running call:
+//                  `TasksService.create(owner)` (the record a call of that tool stores) for ours,
+//                  `InMemoryTaskStore.createTask` with the same parameters and request the v1
+//                  server passes for a call, for v1;
+//   running-plain  ours only: as running, with calls of `wait_for_release`, which never reads its
+//                  signal. It shows what a running call costs when its method does not touch
+//                  `task.signal` (running's tool awaits it, so it pays for the AbortController).
 //
-// Before either, the same warm-up in both modes: 200 calls over HTTP, then `tasks/cancel` of each
-// and a wait until every call has ended (which checks that the tool does wait for its cancel).
+// Before any, the same warm-up in the stored and running modes: 200 calls over HTTP, then
+// `tasks/cancel` of each and a wait until every call has ended (which checks that the tool does
+// wait for its cancel); in running-plain, 200 calls of `wait_for_release`, then `release` and the
+// same wait.
 // Then, in each process: the heap after a full GC (`H0`: the median of 5 readings, each a full
 // GC, 500 ms, a reading); the 10,000 calls or tasks; the client's connections closed, 2 s to
 // settle, a full GC and 1 s; then
@@ -42,17 +52,22 @@
 //       the same run;
 //   (2) the heap after a full GC (`H1`, read as `H0`). Heap per running call beyond the stored
 //       record = ((H1 − H0) running − (H1 − H0) stored) / 10,000. Targets: ours ≤ 2 KB (2,048 B),
-//       and below v1's figure in the same run.
+//       and below v1's figure in the same run. The no-signal variant, ours only:
+//       ((H1 − H0) running-plain − (H1 − H0) stored) / 10,000, against the same stored figure.
+//       Target: ≤ 2 KB (2,048 B); a row of its own in the table and the SUMMARY. (It includes the
+//       gate's array slot and resolve function per call, as running's includes its listener.)
 //
 // The run checks that 10,000 calls are running (counted by the tool itself) after the window, and
-// that the store holds 10,000 tasks (plus the warm-up's 200) in both modes. Both heap figures are
+// that the store holds 10,000 tasks (plus the warm-up's 200) in every mode; in running-plain it
+// then releases the calls and checks that all 10,000 end. Both heap figures are
 // differences within one process, so what every process holds (Nest, Express, the SDKs) cancels
 // out; the stored mode's idle CPU is printed beside the running mode's, with no target, as the
 // idle cost of the server itself.
 //
 // It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
 // it cannot run (nothing built, no --expose-gc, a server that does not start or answers wrongly, a
-// broken invariant). A hard deadline ends it at 300 s whatever happens.
+// broken invariant). A hard deadline ends it at 300 s whatever happens (a full run, with the
+// running-plain process, takes about 2 minutes).
 //
 // Environment knobs (all optional): BENCH_IDLE_CALLS (10000), BENCH_IDLE_WINDOW_MS (10000),
 // BENCH_IDLE_ONLY=ours (skip the v1 server; its column then reads "not measured"),
@@ -105,6 +120,9 @@ const CPU_TARGET_RATIO = 2.5;
 const HEAP_TARGET_BYTES = 2_048;
 
 const TOOL = 'wait_for_cancel';
+/** Ours only: a tool whose method waits for the bench's gate and never reads `task.signal`. */
+const TOOL_PLAIN = 'wait_for_release';
+const MODES = ['stored', 'running', 'running-plain'];
 
 // ---------------------------------------------------------------------------------------------
 // Server side (child process): `node --expose-gc bench/idle.bench.mjs --serve <ours|v1> <mode>`
@@ -112,6 +130,13 @@ const TOOL = 'wait_for_cancel';
 
 /** Calls of the waiting tool that have started and not ended, counted by the tool itself. */
 const calls = { running: 0, started: 0 };
+
+/**
+ * The gate `wait_for_release` waits at: the resolve function of each waiting call. The parent's
+ * `release` message resolves them all (an in-process event, not a request: nothing reaches the
+ * call's task or its signal).
+ */
+const gate = [];
 
 /** Our app: TasksModule from dist/, one @TaskTool that waits for its signal. */
 async function serveOurs() {
@@ -133,18 +158,34 @@ async function serveOurs() {
         calls.running--;
       }
     }
+
+    // Never reads `task.signal` (nor takes `task`): the call's AbortController is never made.
+    async waitForRelease() {
+      calls.running++;
+      calls.started++;
+      try {
+        await new Promise((resolve) => gate.push(resolve));
+        return { content: [{ type: 'text', text: 'released' }] };
+      } finally {
+        calls.running--;
+      }
+    }
   }
-  const key = 'waitForCancel';
-  Object.defineProperty(
-    WaitTools.prototype,
-    key,
-    Reflect.decorate(
-      [TaskTool({ name: TOOL, description: 'Works until cancelled.' })],
+  for (const [key, name, description] of [
+    ['waitForCancel', TOOL, 'Works until cancelled.'],
+    ['waitForRelease', TOOL_PLAIN, 'Works until the bench releases it; never reads its signal.'],
+  ]) {
+    Object.defineProperty(
       WaitTools.prototype,
       key,
-      Object.getOwnPropertyDescriptor(WaitTools.prototype, key),
-    ),
-  );
+      Reflect.decorate(
+        [TaskTool({ name, description })],
+        WaitTools.prototype,
+        key,
+        Object.getOwnPropertyDescriptor(WaitTools.prototype, key),
+      ),
+    );
+  }
   Reflect.decorate([Injectable()], WaitTools);
   class IdleModule {}
   Reflect.decorate(
@@ -277,7 +318,8 @@ async function serveV1() {
 
 async function serve(kind, mode) {
   assert(kind === 'ours' || kind === 'v1', `unknown server ${kind}`);
-  assert(mode === 'running' || mode === 'stored', `unknown mode ${mode}`);
+  assert(MODES.includes(mode), `unknown mode ${mode}`);
+  assert(mode !== 'running-plain' || kind === 'ours', `mode ${mode} is for ours only`);
   requireGc();
   const server = kind === 'ours' ? await serveOurs() : await serveV1();
   const heap = async () => {
@@ -303,6 +345,13 @@ async function serve(kind, mode) {
           answer({ heapUsed: median(readings), readings });
         })();
         break;
+      case 'release': {
+        // Every call of wait_for_release waiting at the gate goes on (and returns).
+        const waiting = gate.splice(0);
+        for (const resolve of waiting) resolve();
+        answer({ released: waiting.length });
+        break;
+      }
       case 'fill':
         (async () => {
           for (let i = 0; i < message.count; i++) await server.createStored();
@@ -433,8 +482,8 @@ async function clientFor(kind, port) {
   if (kind === 'ours') {
     return {
       connections,
-      async call() {
-        const { headers, body } = oursRequest('tools/call', { name: TOOL, arguments: {} }, id++);
+      async call(name = TOOL) {
+        const { headers, body } = oursRequest('tools/call', { name, arguments: {} }, id++);
         const answer = await post(connections.agent, port, headers, body);
         const taskId = answer.json?.result?.taskId;
         assert(typeof taskId === 'string', `ours: tools/call answered ${answer.text}`);
@@ -535,37 +584,59 @@ async function ask(child, message) {
   });
 }
 
-/** One server process in one mode: warm-up, H0, the calls or tasks, the idle window, H1. */
+/** Releases every call of wait_for_release at the gate and waits until they have all ended. */
+async function release(child, label, expected) {
+  const { released } = await ask(child, { type: 'release' });
+  assert(released === expected, `${label}: ${released} calls released, expected ${expected}`);
+  await until(
+    `${label}: the released calls to end`,
+    async () => (await ask(child, { type: 'counts' })).running === 0,
+    30_000,
+  );
+}
+
+/**
+ * One server process in one mode: warm-up, H0, the calls or tasks, the idle window, H1. The
+ * running-plain mode (ours only) calls wait_for_release, which never reads its signal, instead
+ * of wait_for_cancel.
+ */
 async function measure(kind, mode) {
   const label = `${kind} ${mode}`;
+  const plain = mode === 'running-plain';
+  const tool = plain ? TOOL_PLAIN : TOOL;
   const { child, ready } = await startChild(import.meta.url, ['--serve', kind, mode], {
     execArgv: ['--expose-gc', ...SERVER_FLAGS],
     label,
   });
   try {
-    // Warm-up: the same in both modes. Every call is cancelled, and must end.
+    // Warm-up: the same in the stored and running modes (every call cancelled, and it must end);
+    // in running-plain, the same number of calls of its own tool, released at the gate.
     const client = await clientFor(kind, ready.port);
     const warm = [];
     await pool(
       Array.from({ length: WARMUP_CALLS }, (_, i) => i),
       CONCURRENCY,
-      async () => warm.push(await client.call()),
+      async () => warm.push(await client.call(tool)),
     );
-    await pool(warm, CONCURRENCY, (taskId) => client.cancel(taskId));
-    await until(
-      `${label}: the warm-up calls to end on their cancel`,
-      async () => (await ask(child, { type: 'counts' })).running === 0,
-      10_000,
-    );
+    if (plain) {
+      await release(child, `${label}: warm-up`, WARMUP_CALLS);
+    } else {
+      await pool(warm, CONCURRENCY, (taskId) => client.cancel(taskId));
+      await until(
+        `${label}: the warm-up calls to end on their cancel`,
+        async () => (await ask(child, { type: 'counts' })).running === 0,
+        10_000,
+      );
+    }
     await closeConnections(client);
     const before = await ask(child, { type: 'heap', readings: HEAP_READINGS });
 
     const start = nowNs();
-    if (mode === 'running') {
+    if (mode !== 'stored') {
       await pool(
         Array.from({ length: CALLS }, (_, i) => i),
         CONCURRENCY,
-        () => client.call(),
+        () => client.call(tool),
       );
       await closeConnections(client);
     } else {
@@ -576,7 +647,7 @@ async function measure(kind, mode) {
     const idle = await ask(child, { type: 'idle', ms: WINDOW_MS });
     const after = await ask(child, { type: 'heap', readings: HEAP_READINGS });
     const counts = await ask(child, { type: 'counts' });
-    const expectRunning = mode === 'running' ? CALLS : 0;
+    const expectRunning = mode === 'stored' ? 0 : CALLS;
     assert(
       counts.running === expectRunning,
       `${label}: ${counts.running} calls running after the window, expected ${expectRunning}`,
@@ -585,6 +656,8 @@ async function measure(kind, mode) {
       counts.stored === CALLS + WARMUP_CALLS,
       `${label}: ${counts.stored} tasks stored, expected ${CALLS + WARMUP_CALLS}`,
     );
+    // The calls did wait for the gate, and all go on once it opens.
+    if (plain) await release(child, label, CALLS);
     const result = {
       kind,
       mode,
@@ -597,9 +670,10 @@ async function measure(kind, mode) {
       heapAfter: after.heapUsed,
       perItem: (after.heapUsed - before.heapUsed) / CALLS,
     };
-    const unit = mode === 'running' ? 'call' : 'task';
+    const unit = mode === 'stored' ? 'task' : 'call';
     console.log(
-      `  ${label}: ${fmtInt(CALLS)} ${unit}s ${mode === 'running' ? 'over HTTP' : 'in-process'} ` +
+      `  ${label}: ${fmtInt(CALLS)} ${unit}s ${mode === 'stored' ? 'in-process' : 'over HTTP'}` +
+        `${plain ? ` of ${TOOL_PLAIN} (never reads its signal)` : ''} ` +
         `in ${fmt(fillMs / 1000, 1)} s\n` +
         `    idle CPU ${fmt(result.cpuPercent, 3)} % of a core: ${fmt(idle.cpuMs, 1)} ms in ` +
         `${fmt(idle.wallMs / 1000, 2)} s (ms per second: ${idle.slices.map((ms) => fmt(ms, 1)).join(' ')}; ` +
@@ -608,7 +682,8 @@ async function measure(kind, mode) {
         `    heap ${fmtMiB(before.heapUsed)} → ${fmtMiB(after.heapUsed)} (readings ` +
         `${after.readings.map((r) => fmt(r / 1_048_576, 2)).join(' ')} MiB): ` +
         `${fmtInt(result.perItem)} B per ${unit}\n` +
-        `    active resources (ref'd) after the window: ${resourceSummary(counts.resources)}`,
+        `    active resources (ref'd) after the window: ${resourceSummary(counts.resources)}` +
+        (plain ? `\n    all ${fmtInt(CALLS)} calls ended once released` : ''),
     );
     return result;
   } finally {
@@ -629,6 +704,8 @@ async function main() {
   for (const kind of kinds) {
     const stored = await measure(kind, 'stored');
     const running = await measure(kind, 'running');
+    // Ours only: calls of a tool whose method never reads task.signal (no AbortController made).
+    const plain = kind === 'ours' ? await measure(kind, 'running-plain') : undefined;
     figures[kind] = {
       cpu: running.cpuPercent,
       cpuSteady: running.steadyPercent,
@@ -638,6 +715,7 @@ async function main() {
       perCall: running.perItem - stored.perItem,
       perStored: stored.perItem,
       perRunning: running.perItem,
+      perCallPlain: plain ? plain.perItem - stored.perItem : undefined,
     };
   }
 
@@ -645,7 +723,7 @@ async function main() {
   const v1 = figures.v1;
   const na = 'not measured';
   const pct = (n) => `${fmt(n, 3)} %`;
-  const bytes = (n) => `${fmtInt(n)} B`;
+  const bytes = (n) => (n === undefined ? na : `${fmtInt(n)} B`);
   const ratio = (a, b) => (b === undefined ? na : b > 0 ? fmt(a / b, 3) : '—');
   const n = fmtInt(CALLS);
   const table = [
@@ -656,6 +734,11 @@ async function main() {
     ['heap per stored task', 'perStored', bytes],
     ['heap per running call, record included', 'perRunning', bytes],
     ['heap per running call beyond the record', 'perCall', bytes],
+    [
+      'heap per running call beyond the record, method not reading its signal',
+      'perCallPlain',
+      bytes,
+    ],
   ];
   const width = Math.max(...table.map(([what]) => what.length));
   console.log(
@@ -695,6 +778,12 @@ async function main() {
       bytes(ours.perCall),
       `≤ ${fmtInt(HEAP_TARGET_BYTES)} B`,
       verdict(ours.perCall <= HEAP_TARGET_BYTES),
+    ],
+    [
+      '(2) heap per running call beyond the record, no-signal variant',
+      bytes(ours.perCallPlain),
+      `≤ ${fmtInt(HEAP_TARGET_BYTES)} B`,
+      verdict(ours.perCallPlain <= HEAP_TARGET_BYTES),
     ],
     v1
       ? [
