@@ -28,9 +28,6 @@
 // the servers run with --cpu-prof and write their profiles there on exit).
 
 import 'reflect-metadata';
-import { Buffer } from 'node:buffer';
-import { Agent, request } from 'node:http';
-import { performance } from 'node:perf_hooks';
 import {
   armHardDeadline,
   askChild,
@@ -38,7 +35,6 @@ import {
   fmt,
   LEGACY_PROTOCOL_VERSION,
   machineLine,
-  median,
   positiveEnv,
   PROTOCOL_VERSION,
   requestMeta,
@@ -46,6 +42,7 @@ import {
   startChild,
   stopChild,
 } from './common.mjs';
+import { loadGenerator } from './load.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -279,152 +276,22 @@ class ServerProcess {
   }
 }
 
-/** One load target: a server, and the exact bytes of the request sent to it again and again. */
-const targets = [];
-function target(label, server, { path, headers, body }) {
-  const payload = Buffer.from(body);
-  const t = {
-    label,
-    server,
-    agent: new Agent({ keepAlive: true, maxSockets: CONCURRENCY }),
-    options: {
-      host: '127.0.0.1',
-      port: server.port,
-      path,
-      method: 'POST',
-      headers: { ...headers, 'content-length': String(payload.length) },
-    },
-    payload,
-  };
-  targets.push(t);
-  return t;
-}
+const { targets, target, verify, ...generator } = loadGenerator({
+  concurrency: CONCURRENCY,
+  rounds: ROUNDS,
+  roundMs: ROUND_MS,
+  warmupMs: WARMUP_MS,
+  requestTimeoutMs: REQUEST_TIMEOUT_MS,
+});
 
-/** Sends the target's request once; resolves the HTTP status (and the body when asked). */
-function send(t, keepBody = false) {
-  return new Promise((resolve, reject) => {
-    const req = request({ ...t.options, agent: t.agent, timeout: REQUEST_TIMEOUT_MS }, (res) => {
-      if (!keepBody) {
-        res.on('end', () => resolve({ status: res.statusCode }));
-        res.resume();
-        return;
-      }
-      const chunks = [];
-      res.on('data', (chunk) => chunks.push(chunk));
-      res.on('end', () =>
-        resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') }),
-      );
-    });
-    req.on('timeout', () => req.destroy(new Error(`${t.label}: no answer in 10 s`)));
-    req.on('error', reject);
-    req.end(t.payload);
-  });
-}
-
-/**
- * Keeps CONCURRENCY requests in flight for `ms`. Returns requests/s, the client's CPU share and
- * the server's CPU time per request. A non-200 answer is counted as an error, not as served.
- */
-async function load(t, ms) {
-  const serverBefore = await t.server.cpu();
-  const clientBefore = process.cpuUsage();
-  let served = 0;
-  let errors = 0;
-  const start = performance.now();
-  const deadline = start + ms;
-  const worker = async () => {
-    while (performance.now() < deadline) {
-      const { status } = await send(t);
-      if (status === 200) served++;
-      else errors++;
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  const seconds = (performance.now() - start) / 1000;
-  const client = process.cpuUsage(clientBefore);
-  const serverCpu = (await t.server.cpu()) - serverBefore;
-  return {
-    rps: served / seconds,
-    errors,
-    clientCpu: (client.user + client.system) / 1e6 / seconds,
-    serverUsPerRequest: serverCpu / Math.max(1, served + errors),
-  };
-}
-
-/** Sends the target's request once and checks the answer with `check` (throws when wrong). */
-async function verify(t, check) {
-  const { status, text } = await send(t, true);
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  if (status !== 200 || !check(json)) {
-    throw new Error(`${t.label} answered HTTP ${status}: ${String(text).slice(0, 300)}`);
-  }
-  return text;
-}
-
-const pad = (s, n) => String(s).padStart(n);
-
-/**
- * Warm-up, then ROUNDS rounds of every contender, the order rotated every round (with two, the
- * subject goes first in odd rounds and the baseline in even ones). `contenders` is a list of
- * `{ target, check }`, and `pairs` a list of `[numerator, denominator]` indexes into it: each pair
- * gets a ratio per round. Prints the rounds; returns each contender's medians, and for each pair
- * the median of its per-round ratios (`pairSummary` turns one pair into a summary row).
- */
+/** bench/load.mjs's comparison, with its medians on one line. */
 async function compareAll(title, contenders, pairs) {
-  console.log(`\n${title}`);
-  for (const { target: t, check } of contenders) {
-    await verify(t, check);
-    await load(t, WARMUP_MS);
-  }
-  const width = Math.max(...contenders.map((c) => c.target.label.length));
-  const cell = (r) =>
-    `${pad(fmt(r.rps), 7)} req/s ${pad(fmt(r.serverUsPerRequest), 5)} µs/req server` +
-    ` (client CPU ${fmt(r.clientCpu * 100)} %${r.errors ? `, ${r.errors} errors` : ''})`;
-  const pairLabel = ([i, j]) => `${contenders[i].target.label} ÷ ${contenders[j].target.label}`;
-  const rows = [];
-  for (let round = 1; round <= ROUNDS; round++) {
-    const shift = (round - 1) % contenders.length;
-    const order = [...contenders.slice(shift), ...contenders.slice(0, shift)];
-    const byTarget = new Map();
-    for (const { target: t } of order) byTarget.set(t, await load(t, ROUND_MS));
-    const row = {
-      results: contenders.map((c) => byTarget.get(c.target)),
-      ratios: pairs.map(
-        ([i, j]) => byTarget.get(contenders[i].target).rps / byTarget.get(contenders[j].target).rps,
-      ),
-    };
-    rows.push(row);
-    contenders.forEach((c, i) => {
-      const head = i === 0 ? `  round ${round}  ` : '           ';
-      console.log(`${head}${c.target.label.padEnd(width)}: ${cell(row.results[i])}`);
-    });
-    pairs.forEach((pair, k) => {
-      const label = pairs.length > 1 ? `${pairLabel(pair)} ` : '';
-      console.log(`           ratio ${label}${fmt(row.ratios[k], 3)}`);
-    });
-  }
-  for (const { target: t, check } of contenders) await verify(t, check);
-  const summary = {
-    labels: contenders.map((c) => c.target.label),
-    rps: contenders.map((_, i) => median(rows.map((r) => r.results[i].rps))),
-    us: contenders.map((_, i) => median(rows.map((r) => r.results[i].serverUsPerRequest))),
-    errors: contenders.map((_, i) => rows.reduce((n, r) => n + r.results[i].errors, 0)),
-    pairs: pairs.map((pair, k) => ({
-      pair,
-      ratio: median(rows.map((r) => r.ratios[k])),
-      ratios: rows.map((r) => r.ratios[k]),
-    })),
-  };
+  const summary = await generator.compareAll(title, contenders, pairs);
   const contenderLine = summary.labels
     .map((label, i) => `${label} ${fmt(summary.rps[i])} req/s (${fmt(summary.us[i])} µs/req)`)
     .join(', ');
   const ratioLine = summary.pairs
-    .map(({ pair, ratio }) => `${pairs.length > 1 ? `${pairLabel(pair)} ` : ''}${fmt(ratio, 3)}`)
+    .map(({ label, ratio }) => `${pairs.length > 1 ? `${label} ` : ''}${fmt(ratio, 3)}`)
     .join(', ');
   console.log(`  median: ${contenderLine}, ratio ${ratioLine}`);
   return summary;
@@ -432,7 +299,7 @@ async function compareAll(title, contenders, pairs) {
 
 /** One pair of a `compareAll` summary, as a summary row's figures. */
 function pairSummary(summary, k) {
-  const { pair, ratio, ratios } = summary.pairs[k];
+  const { pair, ratio, rounds: ratios } = summary.pairs[k];
   const [i, j] = pair;
   return {
     subject: summary.rps[i],

@@ -57,7 +57,7 @@
 //
 // It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
 // it cannot run (nothing built, a server that does not start or answers wrongly). A hard deadline
-// ends it (and its children) at 300 s whatever happens.
+// ends it (and its children) at 420 s whatever happens.
 //
 // Environment knobs (all optional): BENCH_PEERS_ROUNDS (5), BENCH_PEERS_ROUND_MS (2000),
 // BENCH_PEERS_WARMUP_MS (1000), BENCH_PEERS_ONLY (e.g. "1,2,6"; default all of 1–6),
@@ -89,6 +89,7 @@ import {
   stopChild,
   verdict,
 } from './common.mjs';
+import { loadGenerator } from './load.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -108,7 +109,7 @@ const POLL_MS = positiveEnv('BENCH_PEERS_POLL_MS', 500);
 /** How long `slow` works before it returns. */
 const WORK_MS = 200;
 /** Whatever happens, the whole run ends by then. */
-const HARD_DEADLINE_MS = 300_000;
+const HARD_DEADLINE_MS = 420_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 const STARTUP_TIMEOUT_MS = 30_000;
 const STARTUP_POLL_MS = 5;
@@ -596,154 +597,28 @@ async function pollCompleted(label, port, makeGet, everyMs, agent, timeoutMs = 1
   }
 }
 
-/** One load target: a server, and the exact bytes of the request sent to it again and again. */
-const targets = [];
-function target(label, server, { path, headers, body }) {
-  const payload = Buffer.from(body);
-  const t = {
-    label,
-    server,
-    agent: new Agent({ keepAlive: true, maxSockets: CONCURRENCY }),
-    options: {
-      host: '127.0.0.1',
-      port: server.port,
-      path,
-      method: 'POST',
-      headers: { ...headers, 'content-length': String(payload.length) },
-    },
-    payload,
-  };
-  targets.push(t);
-  return t;
-}
-
-/** Sends the target's request once; resolves the HTTP status (and the body when asked). */
-function send(t, keepBody = false) {
-  return new Promise((resolve, reject) => {
-    const req = request({ ...t.options, agent: t.agent, timeout: REQUEST_TIMEOUT_MS }, (res) => {
-      if (!keepBody) {
-        res.on('end', () => resolve({ status: res.statusCode }));
-        res.resume();
-        return;
-      }
-      const chunks = [];
-      res.on('data', (chunk) => chunks.push(chunk));
-      res.on('end', () =>
-        resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') }),
-      );
-    });
-    req.on('timeout', () => req.destroy(new Error(`${t.label}: no answer in 10 s`)));
-    req.on('error', reject);
-    req.end(t.payload);
-  });
-}
-
-/**
- * Keeps CONCURRENCY requests in flight for `ms`. Returns requests/s, the client's CPU share and
- * the server's CPU time per request. A non-200 answer is counted as an error, not as served.
- */
-async function load(t, ms) {
-  const serverBefore = await t.server.cpu();
-  const clientBefore = process.cpuUsage();
-  let served = 0;
-  let errors = 0;
-  const start = performance.now();
-  const deadline = start + ms;
-  const worker = async () => {
-    while (performance.now() < deadline) {
-      const { status } = await send(t);
-      if (status === 200) served++;
-      else errors++;
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  const seconds = (performance.now() - start) / 1000;
-  const client = process.cpuUsage(clientBefore);
-  const serverCpu = (await t.server.cpu()) - serverBefore;
-  return {
-    rps: served / seconds,
-    errors,
-    clientCpu: (client.user + client.system) / 1e6 / seconds,
-    serverUsPerRequest: serverCpu / Math.max(1, served + errors),
-  };
-}
-
-/** Sends the target's request once and checks the answer with `check` (throws when wrong). */
-async function verify(t, check) {
-  const { status, text } = await send(t, true);
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  if (status !== 200 || !check(json)) {
-    throw new Error(`${t.label} answered HTTP ${status}: ${String(text).slice(0, 300)}`);
-  }
-  return text;
-}
+const { targets, target, verify, ...generator } = loadGenerator({
+  concurrency: CONCURRENCY,
+  rounds: ROUNDS,
+  roundMs: ROUND_MS,
+  warmupMs: WARMUP_MS,
+  requestTimeoutMs: REQUEST_TIMEOUT_MS,
+});
 
 const pad = (s, n) => String(s).padStart(n);
 
-/**
- * Warm-up, then ROUNDS rounds of every contender, the order rotated every round. `contenders`
- * is a list of `{ target, check }`, `pairs` a list of `[numerator, denominator]` indexes into it:
- * each pair gets a ratio per round. Prints the rounds; returns each contender's medians (req/s,
- * server µs/req) and, for each pair, the median of its per-round ratios.
- */
+/** bench/load.mjs's comparison, with its medians one contender and one ratio a line. */
 async function compareAll(title, contenders, pairs) {
-  console.log(`\n${title}`);
-  for (const { target: t, check } of contenders) {
-    await verify(t, check);
-    await load(t, WARMUP_MS);
-  }
-  const width = Math.max(...contenders.map((c) => c.target.label.length));
-  const cell = (r) =>
-    `${pad(fmt(r.rps), 7)} req/s ${pad(fmt(r.serverUsPerRequest), 5)} µs/req server` +
-    ` (client CPU ${fmt(r.clientCpu * 100)} %${r.errors ? `, ${r.errors} errors` : ''})`;
-  const pairLabel = ([i, j]) => `${contenders[i].target.label} ÷ ${contenders[j].target.label}`;
-  const rows = [];
-  for (let round = 1; round <= ROUNDS; round++) {
-    const shift = (round - 1) % contenders.length;
-    const order = [...contenders.slice(shift), ...contenders.slice(0, shift)];
-    const byTarget = new Map();
-    for (const { target: t } of order) byTarget.set(t, await load(t, ROUND_MS));
-    const row = {
-      results: contenders.map((c) => byTarget.get(c.target)),
-      ratios: pairs.map(
-        ([i, j]) => byTarget.get(contenders[i].target).rps / byTarget.get(contenders[j].target).rps,
-      ),
-    };
-    rows.push(row);
-    contenders.forEach((c, i) => {
-      const head = i === 0 ? `  round ${round}  ` : '           ';
-      console.log(`${head}${c.target.label.padEnd(width)}: ${cell(row.results[i])}`);
-    });
-    console.log(
-      `           ratios ${pairs.map((pair, k) => `${pairLabel(pair)} ${fmt(row.ratios[k], 3)}`).join(', ')}`,
-    );
-  }
-  for (const { target: t, check } of contenders) await verify(t, check);
-  const summary = {
-    labels: contenders.map((c) => c.target.label),
-    rps: contenders.map((_, i) => median(rows.map((r) => r.results[i].rps))),
-    us: contenders.map((_, i) => median(rows.map((r) => r.results[i].serverUsPerRequest))),
-    errors: contenders.map((_, i) => rows.reduce((n, r) => n + r.results[i].errors, 0)),
-    ratios: pairs.map((pair, k) => ({
-      label: pairLabel(pair),
-      ratio: median(rows.map((r) => r.ratios[k])),
-      rounds: rows.map((r) => r.ratios[k]),
-    })),
-  };
+  const summary = await generator.compareAll(title, contenders, pairs);
   console.log('  median:');
   summary.labels.forEach((label, i) =>
     console.log(
-      `    ${label.padEnd(width)}: ${pad(fmt(summary.rps[i]), 7)} req/s, ` +
+      `    ${label.padEnd(summary.width)}: ${pad(fmt(summary.rps[i]), 7)} req/s, ` +
         `${pad(fmt(summary.us[i]), 5)} µs of server CPU per request` +
         (summary.errors[i] ? ` (${summary.errors[i]} non-200 answers)` : ''),
     ),
   );
-  for (const r of summary.ratios) {
+  for (const r of summary.pairs) {
     console.log(
       `    ratio ${r.label}: ${fmt(r.ratio, 3)} (rounds ${r.rounds.map((x) => fmt(x, 2)).join(' ')})`,
     );
@@ -1186,7 +1061,7 @@ async function main() {
       );
       rows.push([
         '(1) task creation, ours ÷ v1',
-        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(summary.ratios[0].ratio, 3)}`,
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(summary.pairs[0].ratio, 3)}`,
         'none',
         '—',
       ]);
@@ -1245,7 +1120,7 @@ async function main() {
           [0, 2],
         ],
       );
-      const toBare = summary.ratios[0].ratio;
+      const toBare = summary.pairs[0].ratio;
       rows.push([
         '(2) tasks/get, ours ÷ bare route (target 4)',
         `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toBare, 3)}`,
@@ -1254,7 +1129,7 @@ async function main() {
       ]);
       rows.push([
         '(2) tasks/get, ours ÷ v1',
-        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[2])} req/s = ${fmt(summary.ratios[1].ratio, 3)}`,
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[2])} req/s = ${fmt(summary.pairs[1].ratio, 3)}`,
         'none',
         '—',
       ]);
@@ -1292,7 +1167,7 @@ async function main() {
           [1, 4],
         ],
       );
-      const toSdk = summary.ratios[0].ratio;
+      const toSdk = summary.pairs[0].ratio;
       rows.push([
         '(3) echo, ours ÷ sdk-v2 (target 3)',
         `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toSdk, 3)}`,
@@ -1301,7 +1176,7 @@ async function main() {
       ]);
       rows.push([
         '(3) echo, ours ÷ v1',
-        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[2])} req/s = ${fmt(summary.ratios[1].ratio, 3)}`,
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[2])} req/s = ${fmt(summary.pairs[1].ratio, 3)}`,
         'none',
         '—',
       ]);
