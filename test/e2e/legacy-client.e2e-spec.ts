@@ -19,7 +19,7 @@ import { TasksService } from '../../src/tasks.service.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import { v1Client, v1Transport } from './v1-client.js';
 import { mcpRequest, post } from './raw.js';
-import { parseMessage } from './wire.js';
+import { legacyHeaders, parseMessage } from './wire.js';
 
 type V1Message = { type: string; task?: { taskId: string }; [key: string]: unknown };
 
@@ -238,12 +238,7 @@ describe.each(ADAPTERS)('2025-11-25 tasks with the v1 SDK client (%s)', (adapter
     const legacyPost = (body: unknown, accept: string) =>
       fetch(app.url, {
         method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept,
-          'mcp-protocol-version': '2025-11-25',
-          authorization: 'Bearer alice',
-        },
+        headers: legacyHeaders('alice', accept),
         body: JSON.stringify({ jsonrpc: '2.0', id: 7, ...(body as object) }),
       });
     // A task no method runs (a handed-off one, say), so shutdown waits for no tool call.
@@ -280,12 +275,7 @@ describe.each(ADAPTERS)('2025-11-25 tasks with the v1 SDK client (%s)', (adapter
     for (const key of ['__proto__', 'constructor', 'toString', 'nope']) {
       const answer = await fetch(app.url, {
         method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': '2025-11-25',
-          authorization: 'Bearer alice',
-        },
+        headers: legacyHeaders('alice'),
         body: JSON.stringify({
           jsonrpc: '2.0',
           id: `nestjs-mcp-tasks/input:${taskId}:${key}`,

@@ -26,6 +26,7 @@ import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
 import { RedisTaskStore, redisNotifier, RedisTaskNotifier } from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type AdapterName, type RunningApp, startApp } from './app.js';
+import { legacyHeaders } from './wire.js';
 
 /** Each run of this file gets its own keys and channel, also on a shared REDIS_URL. */
 const PREFIX = `e2e-legacy-redis-${process.pid}-${Date.now()}:`;
@@ -252,12 +253,7 @@ describe('2025-11-25 tasks with the v1 SDK client across two instances sharing o
     const alice = fresh('alice');
     const onA = await connect(a, alice);
     const task = await createTask(onA, 'greet');
-    const headers = {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2025-11-25',
-      authorization: `Bearer ${alice}`,
-    };
+    const headers = legacyHeaders(alice);
     const watching = new AbortController();
     const response = await fetch(a.url, {
       method: 'POST',

@@ -8,6 +8,8 @@
  */
 
 export const PROTOCOL_VERSION = '2026-07-28';
+/** The previous revision (SEP-1686 tasks), which the endpoint also serves. */
+export const LEGACY_PROTOCOL_VERSION = '2025-11-25';
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
 /** `params._meta` keys. */
@@ -51,6 +53,19 @@ export function standardHeaders(method: string, name?: string): Record<string, s
     'mcp-protocol-version': PROTOCOL_VERSION,
     'mcp-method': method,
     ...(name !== undefined && { 'mcp-name': name }),
+  };
+}
+
+/** The headers of a 2025-11-25 request (no standard headers in that revision), as `principal`. */
+export function legacyHeaders(
+  principal: string,
+  accept = 'application/json, text/event-stream',
+): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    accept,
+    'mcp-protocol-version': LEGACY_PROTOCOL_VERSION,
+    authorization: `Bearer ${principal}`,
   };
 }
 

@@ -15,6 +15,7 @@ import { Catalogue, CatalogueModule } from './catalogue.js';
 import { mcpRequest, post } from '../e2e/raw.js';
 import {
   CLIENT_CAPABILITIES_KEY,
+  legacyHeaders,
   PROTOCOL_VERSION,
   PROTOCOL_VERSION_KEY,
   standardHeaders,
@@ -163,12 +164,7 @@ describe.each(ADAPTERS)('the servers the endpoint reuses (%s)', (adapter) => {
   it('builds a new server for each 2025-11-25 request', async () => {
     const legacyCall = async () => {
       const answer = await post(app.url, {
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': '2025-11-25',
-          authorization: 'Bearer alice',
-        },
+        headers: legacyHeaders('alice'),
         body: JSON.stringify({
           jsonrpc: '2.0',
           id: 1,

@@ -13,6 +13,7 @@ import {
 import { type Draft, type Header, type Targets, TASK_TOOLS } from './cases.js';
 import { badArguments } from './params.js';
 import { bearer } from './requests.js';
+import { LEGACY_PROTOCOL_VERSION } from '../wire.js';
 import {
   absentOr,
   anArray,
@@ -41,7 +42,6 @@ import {
  * live own task's result waits by design): it must answer at once.
  */
 
-export const LEGACY_VERSION = '2025-11-25';
 const INPUT_PREFIX = 'nestjs-mcp-tasks/input:';
 /** The made-up id of a foreign id's twin request. */
 const MADE_UP = 'no-such-task';
@@ -62,7 +62,12 @@ function call(method: string, params: Maybe<J>, id: J = 1): Obj {
 }
 
 /** Versions a 2025-era client may send: the revision, none at all, the one before. */
-const version = fc.constantFrom<string | null>(LEGACY_VERSION, LEGACY_VERSION, null, '2025-06-18');
+const version = fc.constantFrom<string | null>(
+  LEGACY_PROTOCOL_VERSION,
+  LEGACY_PROTOCOL_VERSION,
+  null,
+  '2025-06-18',
+);
 
 interface LegacyDraft {
   label: string;
@@ -77,10 +82,10 @@ interface LegacyDraft {
 
 function draft(d: LegacyDraft): Draft {
   return {
-    label: `[2025-11-25${d.version === null ? ', no version header' : d.version && d.version !== LEGACY_VERSION ? `, version ${d.version}` : ''}] ${d.label}`,
+    label: `[2025-11-25${d.version === null ? ', no version header' : d.version && d.version !== LEGACY_PROTOCOL_VERSION ? `, version ${d.version}` : ''}] ${d.label}`,
     message: d.message,
     auth: d.auth,
-    headers: legacyHeaders(d.auth, d.version === undefined ? LEGACY_VERSION : d.version),
+    headers: legacyHeaders(d.auth, d.version === undefined ? LEGACY_PROTOCOL_VERSION : d.version),
     expect: d.expect,
     ...(d.twin !== undefined && { twin: draft(d.twin) }),
     ...(d.slowMs !== undefined && { slowMs: d.slowMs }),
