@@ -71,8 +71,9 @@ function dtoSchema(dto: DtoClass): StandardSchemaWithJSON {
   const { schema, hasAsyncConstraints: hasAsync } = dtoJsonSchema(dto);
   const jsonSchema = deepFreeze(schema);
   const declaresNothing = metadataOf(dto).length === 0;
-  const { plainToInstance } = dtoLibraries().transformer;
-  const { validate: validateAsync, validateSync } = dtoLibraries().validator;
+  const { transformer, validator } = dtoLibraries();
+  const { plainToInstance } = transformer;
+  const { validate: validateAsync, validateSync } = validator;
   const toJsonSchema = (): JsonObject => jsonSchema;
 
   const validate = (value: unknown): Result | Promise<Result> => {

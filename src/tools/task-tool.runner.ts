@@ -35,7 +35,8 @@ class TaskCancelled extends Error {
  * listener): a method that never looks at it costs none.
  */
 class RunningCall extends TaskWatch {
-  done: Promise<void> = Promise.resolve();
+  /** Set by the runner as soon as the call starts. */
+  done!: Promise<void>;
   private controller: AbortController | undefined;
   private abortedWith: { reason: unknown } | undefined;
 
