@@ -80,6 +80,7 @@ import { constants, PerformanceObserver } from 'node:perf_hooks';
 import {
   armHardDeadline,
   assert,
+  exitOnStop,
   fmt,
   fmtInt,
   fmtMiB,
@@ -394,15 +395,9 @@ async function serve(kind, mode) {
           });
         })();
         break;
-      case 'stop':
-        server.close().then(
-          () => process.exit(0),
-          () => process.exit(1),
-        );
-        break;
     }
   });
-  process.on('disconnect', () => process.exit(0));
+  exitOnStop(server);
   process.send({ type: 'ready', port: server.port });
 }
 

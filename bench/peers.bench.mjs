@@ -74,6 +74,7 @@ import { fileURLToPath, URL } from 'node:url';
 import {
   armHardDeadline,
   askChild,
+  exitOnStop,
   fmt,
   LEGACY_PROTOCOL_VERSION,
   listenBody,
@@ -477,15 +478,9 @@ async function serve(kind, port) {
         if (message.echo !== undefined) bare.echo = message.echo;
         process.send({ type: 'bare' });
         break;
-      case 'stop':
-        server.close().then(
-          () => process.exit(0),
-          () => process.exit(1),
-        );
-        break;
     }
   });
-  process.on('disconnect', () => process.exit(0));
+  exitOnStop(server);
   process.send({ type: 'ready', kind, port: server.port });
 }
 
