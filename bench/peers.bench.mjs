@@ -31,6 +31,9 @@
 //             shared store in the background) and the same plain `echo`. No auth. Requests are
 //             2025-11-25 (`params.task` on task-augmented calls), no initialize (stateless).
 //   bare-nest a minimal Nest app (Express adapter) with one controller: for startup only.
+//   nest-sdk  bare-nest plus a `POST /mcp` route of the same controller handing the request to the
+//             SDK v2's `createMcpHandler` (as sdk-v2, same `echo`): for startup only, the least any
+//             Nest module on the SDK loads and does before its first answer.
 //
 // Measures (each printed with its baseline and the ratio):
 //
@@ -54,6 +57,8 @@
 //       `GET …/ping` route is polled every 5 ms until it answers (listening; ours' behind its
 //       guard), then ours and sdk-v2 get their first MCP request, a `tools/call` of `echo` (served;
 //       for bare-nest, served = listening). Medians. Target 5: ours served ≤ 1.3 × bare-nest.
+//       nest-sdk is started the same way; its figure ÷ bare-nest is what loading and first using
+//       the SDK costs a Nest app before any code of this project runs.
 //
 // It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
 // it cannot run (nothing built, a server that does not start or answers wrongly). A hard deadline
@@ -336,6 +341,52 @@ async function listenExpress(app, port) {
   };
 }
 
+async function serveNestSdk(port) {
+  const { Controller, Get, Module, Post, Req, Res } = await import('@nestjs/common');
+  const { NestFactory } = await import('@nestjs/core');
+  const { ExpressAdapter } = await import('@nestjs/platform-express');
+  const { createMcpHandler, McpServer } = await import('@modelcontextprotocol/server');
+  const { toNodeHandler } = await import('@modelcontextprotocol/node');
+  const z = await import('zod');
+  const handler = createMcpHandler(() => {
+    const server = new McpServer({ name: 'peers-bench-nest-sdk', version: '1.0.0' });
+    server.registerTool(
+      'echo',
+      { description: 'Returns the text.', inputSchema: z.object({ text: z.string() }) },
+      ({ text }) => ({ content: [{ type: 'text', text }] }),
+    );
+    return server;
+  });
+  const nodeHandler = toNodeHandler(handler);
+  class PingController {
+    ping() {
+      return { ok: true };
+    }
+    mcp(req, res) {
+      return nodeHandler(req, res, req.body);
+    }
+  }
+  decorateMethod([Get('ping')], PingController.prototype, 'ping');
+  decorateMethod([Post('mcp')], PingController.prototype, 'mcp');
+  Req()(PingController.prototype, 'mcp', 0);
+  Res()(PingController.prototype, 'mcp', 1);
+  Reflect.decorate([Controller()], PingController);
+  class NestSdkModule {}
+  Reflect.decorate([Module({ controllers: [PingController] })], NestSdkModule);
+  const app = await NestFactory.create(NestSdkModule, new ExpressAdapter(), {
+    logger: false,
+    forceCloseConnections: true,
+  });
+  await app.listen(port, '127.0.0.1');
+  return {
+    port: app.getHttpServer().address().port,
+    close: async () => {
+      await handler.close();
+      await app.close();
+    },
+  };
+}
+
 async function serveSdkV2(port) {
   const { default: express } = await import('express');
   const { createMcpHandler, McpServer } = await import('@modelcontextprotocol/server');
@@ -462,6 +513,7 @@ async function serve(kind, port) {
   const starters = {
     ours: serveOurs,
     'bare-nest': serveBareNest,
+    'nest-sdk': serveNestSdk,
     'sdk-v2': serveSdkV2,
     v1: serveV1,
   };
@@ -849,6 +901,10 @@ const startupSteps = {
     { request: oursEcho(), ok: echoOk },
   ],
   'bare-nest': [{ request: ping('/ping'), ok: pingOk }],
+  'nest-sdk': [
+    { request: ping('/ping'), ok: pingOk },
+    { request: oursEcho(), ok: echoOk },
+  ],
   'sdk-v2': [
     { request: ping('/ping'), ok: pingOk },
     { request: oursEcho(), ok: echoOk },
@@ -898,10 +954,10 @@ async function startupOnce(kind) {
 }
 
 async function measureStartup() {
-  const kinds = ['ours', 'bare-nest', 'sdk-v2'];
+  const kinds = ['ours', 'bare-nest', 'nest-sdk', 'sdk-v2'];
   console.log(
     `\n(6) startup: fork → first answer of a bare GET /ping route (polled every ` +
-      `${STARTUP_POLL_MS} ms) → first served MCP request (tools/call echo, ours and sdk-v2); ` +
+      `${STARTUP_POLL_MS} ms) → first served MCP request (tools/call echo, all but bare-nest); ` +
       `each server ${STARTUPS} times, rotating order, after one start of each not counted`,
   );
   const samples = Object.fromEntries(kinds.map((kind) => [kind, []]));
@@ -1215,6 +1271,19 @@ async function main() {
       rows.push([
         '(6) startup to listening, ours ÷ bare Nest',
         `${fmt(o.listening)} vs ${fmt(b.listening)} ms = ${fmt(o.listening / b.listening, 3)}`,
+        'none',
+        '—',
+      ]);
+      const ns = startup['nest-sdk'];
+      rows.push([
+        '(6) startup to first served request, Nest + SDK alone ÷ bare Nest',
+        `${fmt(ns.served)} vs ${fmt(b.served)} ms = ${fmt(ns.served / b.served, 3)}`,
+        'none',
+        '—',
+      ]);
+      rows.push([
+        '(6) startup to first served request, ours ÷ Nest + SDK alone',
+        `${fmt(o.served)} vs ${fmt(ns.served)} ms = ${fmt(o.served / ns.served, 3)}`,
         'none',
         '—',
       ]);
