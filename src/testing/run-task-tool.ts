@@ -29,7 +29,7 @@ import { loadDtoLibraries, mayBeDtoClass } from '../tools/dto-libraries.js';
 import { formatIssue, toToolInputSchema, type ValidationIssue } from '../tools/input-schema.js';
 import type { TaskContext } from '../tools/task-context.js';
 import type { TaskToolOptions } from '../tools/task-tool.decorator.js';
-import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
+import { type TaskToolDefinition, TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { waitForTask } from '../tools/task-watch.js';
 
@@ -346,7 +346,8 @@ async function start(
   const store = options.store ?? new InMemoryTaskStore();
   const waiters = new WaiterFeed();
   const tasks = new TasksService(store, recorder, config, waiters);
-  const runner = new TaskToolRunner(tasks, waiters, config);
+  // A queue-run tool's method runs here, in the test's process, as its worker would run it.
+  const runner = new TaskToolRunner(tasks, waiters, config, new TaskToolRegistry(), null);
   const owner = options.owner ?? DEFAULT_OWNER;
   const timeoutMs = options.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : options.timeoutMs;
   const pollMs = tasks.rereadMs(tool.options.pollIntervalMs);
@@ -355,8 +356,10 @@ async function start(
   let context: TaskContext | undefined;
   let settle!: (outcome: TaskToolMethodOutcome) => void;
   const returned = new Promise<TaskToolMethodOutcome>((resolve) => (settle = resolve));
+  const { queue: _queue, ...inProcess } = tool.options;
   const traced: TaskToolDefinition = {
     ...tool,
+    options: inProcess,
     invoke: (value, given) => {
       context = given as TaskContext;
       let result: unknown;

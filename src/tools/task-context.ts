@@ -50,7 +50,7 @@ export class RunningTaskContext implements TaskContext {
   private received: Map<string, InputResponse> | undefined;
 
   constructor(
-    private readonly tasks: TasksService,
+    protected readonly tasks: TasksService,
     private readonly waiters: WaiterFeed,
     readonly taskId: string,
     readonly owner: Required<TaskOwner>,
@@ -85,8 +85,12 @@ export class RunningTaskContext implements TaskContext {
         'This tool needs input from the client, which requires the tasks extension',
       );
     }
-    const keys = Object.keys(requests) as K[];
     await this.tasks.requireInput(this.taskId, requests, options);
+    return await this.answersTo(Object.keys(requests) as K[]);
+  }
+
+  /** Waits until every one of `keys` is answered, then takes the answers from the task. */
+  protected async answersTo<K extends string>(keys: K[]): Promise<Record<K, InputResponse>> {
     const answered = await waitForTask(
       this.tasks,
       this.waiters,
@@ -96,6 +100,7 @@ export class RunningTaskContext implements TaskContext {
     );
     if (isTerminal(answered.status)) throw new TaskTerminalError(answered.status);
     const taken = await this.tasks.takeInputResponses(this.taskId);
+    await this.took(taken);
     const received = (this.received ??= new Map());
     for (const [key, response] of Object.entries(taken)) received.set(key, response);
     const answers = {} as Record<K, InputResponse>;
@@ -103,8 +108,73 @@ export class RunningTaskContext implements TaskContext {
       const response = received.get(key);
       if (response === undefined) continue;
       received.delete(key);
-      Object.defineProperty(answers, key, { value: response, enumerable: true, writable: true });
+      define(answers, key, response);
     }
     return answers;
+  }
+
+  /** Answers were taken from the task (a queue job keeps them for a later run). */
+  protected async took(_taken: Readonly<Record<string, InputResponse>>): Promise<void> {}
+}
+
+/** Sets an own property whatever its name (`__proto__` included). */
+function define(target: object, key: string, value: unknown): void {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true });
+}
+
+/**
+ * The TaskContext of a queue job's run (TaskToolRunner.runJob). The job keeps every answer the
+ * method took, so a later run of the job (after a worker stopped) gets them back from
+ * `requireInput` without asking again; a key an earlier run asked but did not see answered is
+ * waited for, not asked twice.
+ */
+export class JobTaskContext extends RunningTaskContext {
+  private readonly asked: ReadonlySet<string>;
+  private kept: Record<string, InputResponse>;
+
+  constructor(
+    tasks: TasksService,
+    waiters: WaiterFeed,
+    taskId: string,
+    owner: Required<TaskOwner>,
+    call: { readonly signal: AbortSignal },
+    pollMs: number | null,
+    asked: readonly string[],
+    private readonly job: {
+      readonly answers: Readonly<Record<string, InputResponse>>;
+      keepAnswers(answers: Readonly<Record<string, InputResponse>>): Promise<void>;
+    },
+  ) {
+    super(tasks, waiters, taskId, owner, call, false, pollMs);
+    this.asked = new Set(asked);
+    this.kept = { ...job.answers };
+  }
+
+  override async requireInput<K extends string>(
+    requests: Record<K, InputRequest>,
+    options: { statusMessage?: string } = {},
+  ): Promise<Record<K, InputResponse>> {
+    const keys = Object.keys(requests) as K[];
+    const fresh = keys.filter((key) => !this.asked.has(key) && !Object.hasOwn(this.kept, key));
+    if (fresh.length > 0) {
+      const ask = {} as Record<string, InputRequest>;
+      for (const key of fresh) define(ask, key, requests[key]);
+      await this.tasks.requireInput(this.taskId, ask, options);
+    }
+    const waiting = keys.filter((key) => !Object.hasOwn(this.kept, key));
+    const answers =
+      waiting.length > 0 ? await this.answersTo(waiting) : ({} as Record<K, InputResponse>);
+    for (const key of keys) {
+      if (!Object.hasOwn(answers, key) && Object.hasOwn(this.kept, key)) {
+        define(answers, key, this.kept[key]);
+      }
+    }
+    return answers;
+  }
+
+  protected override async took(taken: Readonly<Record<string, InputResponse>>): Promise<void> {
+    if (Object.keys(taken).length === 0) return;
+    for (const [key, response] of Object.entries(taken)) define(this.kept, key, response);
+    await this.job.keepAnswers(this.kept);
   }
 }

@@ -14,6 +14,12 @@ export interface TaskToolAnnotations {
   openWorldHint?: boolean;
 }
 
+/** The queue a tool's calls run on, with the options of each job (the queue library's own). */
+export interface TaskToolQueue {
+  name: string;
+  jobOptions?: Readonly<Record<string, unknown>>;
+}
+
 export interface TaskToolOptions {
   /** The tool name, unique in the app. */
   name: string;
@@ -45,6 +51,13 @@ export interface TaskToolOptions {
    * at once and asks them first, as `requireInput` would. Either way the method starts with the
    * answers in `task.firstInput`.
    */
+  /**
+   * Runs the method on a job queue instead of in the process that took the call (see
+   * `nestjs-mcp-tasks/bullmq`): the queue's name, or the name with options for this tool's jobs
+   * (the queue's own job options, e.g. BullMQ's `attempts`, `backoff`, `priority`). The call stores
+   * the task and enqueues a job; a worker with the same providers runs the method.
+   */
+  queue?: string | TaskToolQueue;
   requireInputFirst?:
     | Record<string, InputRequest>
     | ((

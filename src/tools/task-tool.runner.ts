@@ -1,6 +1,19 @@
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  Optional,
+} from '@nestjs/common';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
-import { INTERNAL_ERROR_MESSAGE, TaskTerminalError } from '../errors.js';
+import {
+  INTERNAL_ERROR_MESSAGE,
+  TaskInternalError,
+  TaskNotFoundError,
+  TaskTerminalError,
+  TasksConfigError,
+} from '../errors.js';
 import {
   type CallToolResult,
   type InputRequest,
@@ -16,8 +29,9 @@ import {
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
-import { RunningTaskContext } from './task-context.js';
-import type { TaskToolDefinition } from './task-tool.registry.js';
+import { JobTaskContext, RunningTaskContext } from './task-context.js';
+import { type QueuedCall, TaskQueue, toolQueue } from './task-queue.js';
+import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { TaskWatch, waitForTask } from './task-watch.js';
 
@@ -83,10 +97,31 @@ class RunningCall extends TaskWatch {
  * fails it with that code; any other throw fails it with -32603 and a generic message (the error
  * is logged here, never sent). Work that ends after a cancel leaves the task cancelled.
  */
+/** A job of a queue-run tool, as its worker runs it (see `TaskToolRunner.runJob`). */
+export interface TaskJob {
+  /** Which run of the job this is, from 1. A later run restarts the method from its start. */
+  readonly run: number;
+  /** False while the queue will run the job again if this run throws. */
+  readonly lastRun: boolean;
+  /** Answers the method took in earlier runs, by input key. */
+  readonly answers: Readonly<Record<string, InputResponse>>;
+  /** Keeps the answers taken so far with the job, for a later run. */
+  keepAnswers(answers: Readonly<Record<string, InputResponse>>): Promise<void>;
+}
+
+/**
+ * What a queue worker does with a job after `runJob`: nothing more (`settled`), run it again as
+ * a failed attempt (`retry`), or put it back for another worker as it was (`stopped`: this
+ * process is shutting down and stopped the method).
+ */
+export type JobOutcome = 'settled' | 'retry' | 'stopped';
+
 @Injectable()
-export class TaskToolRunner implements BeforeApplicationShutdown {
+export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationBootstrap {
   private readonly logger = new Logger('TaskToolRunner');
   private readonly running = new Map<string, RunningCall>();
+  /** The ids of the running calls that are queue jobs: shutdown leaves their tasks as they are. */
+  private readonly jobs = new Set<string>();
   /** Set at shutdown: ending calls then leave their tasks as shutdown decided. */
   private shuttingDown = false;
 
@@ -94,7 +129,21 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     private readonly tasks: TasksService,
     private readonly waiters: WaiterFeed,
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+    private readonly registry: TaskToolRegistry,
+    @Optional() @Inject(TaskQueue) private readonly queue: TaskQueue | null,
   ) {}
+
+  /** A queue-run tool without a queue to send its calls to fails the boot, naming the fix. */
+  onApplicationBootstrap(): void {
+    if (this.queue) return;
+    const queued = this.registry.all().filter((tool) => tool.options.queue !== undefined);
+    if (queued.length === 0) return;
+    const names = queued.map((tool) => `"${tool.name}"`).join(', ');
+    throw new TasksConfigError(
+      `Task tools ${names} run on a queue, but the app has no task queue: import ` +
+        `TasksQueueModule.forRoot() from 'nestjs-mcp-tasks/bullmq' (or bind TaskQueue)`,
+    );
+  }
 
   /** How many tool calls run in this process now. */
   get size(): number {
@@ -115,8 +164,65 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     firstInput?: Readonly<Record<string, InputResponse>>,
   ): Promise<TaskRecord> {
     const record = await this.create(tool, owner, requestedTtlMs);
-    this.run(tool, input, record, false, firstInput);
+    if (tool.options.queue !== undefined) await this.enqueue(tool, input, record, firstInput);
+    else this.run(tool, input, record, false, firstInput);
     return record;
+  }
+
+  /**
+   * Runs one job of a queue-run tool, in the worker that took it: the method with a TaskContext
+   * bound to the task, settled as an in-process call is. A task already finished or cancelled is
+   * left as it is (its job is over). An error that is not a JSON-RPC error leaves the task
+   * `working` and answers `'retry'` while the queue will run the job again.
+   */
+  async runJob(tool: TaskToolDefinition, call: QueuedCall, job: TaskJob): Promise<JobOutcome> {
+    let record: TaskRecord;
+    try {
+      record = await this.tasks.status(call.taskId);
+    } catch (error) {
+      if (error instanceof TaskNotFoundError) return 'settled';
+      throw error;
+    }
+    if (isTerminal(record.status)) return 'settled';
+    if (isCancellationRequested(record)) {
+      await this.acknowledgeCancel(call.taskId);
+      return 'settled';
+    }
+    if (job.run > 1) {
+      await this.settle(
+        this.tasks.progress(call.taskId, `Restarted (run ${job.run}): the previous run stopped`),
+      );
+    }
+    const { taskId } = record;
+    const pollMs = this.pollMs(tool);
+    const running = new RunningCall(this.tasks, this.waiters, taskId, pollMs);
+    const context = new JobTaskContext(
+      this.tasks,
+      this.waiters,
+      taskId,
+      record.owner,
+      running,
+      pollMs,
+      record.usedInputKeys ?? [],
+      job,
+    );
+    this.running.set(taskId, running);
+    this.jobs.add(taskId);
+    let outcome: JobOutcome = 'settled';
+    running.done = this.execute(tool, call.input, context, running, call.firstInput, (error) => {
+      if (job.lastRun) return false;
+      outcome = 'retry';
+      this.logger.warn(
+        `Task tool ${tool.name} failed in run ${job.run}; the queue runs it again: ${String(error)}`,
+      );
+      return true;
+    });
+    try {
+      await running.done;
+    } finally {
+      this.jobs.delete(taskId);
+    }
+    return this.shuttingDown && running.aborted && !context.isHandedOff ? 'stopped' : outcome;
   }
 
   /** The requests of the tool's `requireInputFirst` for this input, or none. */
@@ -137,7 +243,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     owner: TaskOwner,
   ): Promise<CallToolResult> {
     const record = await this.create(tool, owner);
-    this.run(tool, input, record, true);
+    if (tool.options.queue !== undefined) await this.enqueue(tool, input, record);
+    else this.run(tool, input, record, true);
     const end = await waitForTask(
       this.tasks,
       this.waiters,
@@ -160,7 +267,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
 
   /**
    * Ends every call still running: its signal fires, and (option `runningTasksOnShutdown`,
-   * default `'fail'`) its task fails with a clear error, or is left for another instance.
+   * default `'fail'`) its task fails with a clear error, or is left for another instance. A
+   * queue job's task is left as it is: its job goes back to the queue (see `runJob`).
    */
   async beforeApplicationShutdown(): Promise<void> {
     const running = [...this.running.entries()];
@@ -168,7 +276,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     const leave = this.config.runningTasksOnShutdown === 'leave';
     await Promise.all(
       running.map(async ([taskId, call]) => {
-        if (!leave) {
+        if (!leave && !this.jobs.has(taskId)) {
           await this.tasks
             .fail(taskId, [
               ProtocolErrorCode.InternalError,
@@ -194,6 +302,30 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
       ...(pollIntervalMs !== undefined && { pollIntervalMs }),
       ...(statusMessage !== undefined && { statusMessage }),
     });
+  }
+
+  /** Sends the call to the tool's queue; a queue that refuses it fails the task at once. */
+  private async enqueue(
+    tool: TaskToolDefinition,
+    input: unknown,
+    record: TaskRecord,
+    firstInput?: Readonly<Record<string, InputResponse>>,
+  ): Promise<void> {
+    const { taskId } = record;
+    try {
+      await this.queue!.enqueue(toolQueue(tool.options.queue!), {
+        tool: tool.name,
+        taskId,
+        input,
+        ...(firstInput !== undefined && { firstInput }),
+      });
+    } catch (error) {
+      this.logger.error(`Task tool ${tool.name} could not enqueue its job: ${String(error)}`);
+      await this.settle(
+        this.tasks.fail(taskId, [ProtocolErrorCode.InternalError, 'Task queue unavailable']),
+      ).catch(() => undefined);
+      throw new TaskInternalError('Task queue unavailable', { cause: error });
+    }
   }
 
   private pollMs(tool: TaskToolDefinition): number | null {
@@ -223,13 +355,17 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
     call.done = this.execute(tool, input, context, call, firstInput);
   }
 
-  /** Runs the method to its end and settles the task: one async frame per running call. */
+  /**
+   * Runs the method to its end and settles the task: one async frame per running call. `retry`
+   * (queue jobs): given an error that is not a JSON-RPC error, true leaves the task as it is.
+   */
   private async execute(
     tool: TaskToolDefinition,
     input: unknown,
     context: RunningTaskContext,
     call: RunningCall,
     firstInput: Readonly<Record<string, InputResponse>> | undefined,
+    retry?: (error: unknown) => boolean,
   ): Promise<void> {
     const taskId = context.taskId;
     try {
@@ -254,6 +390,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown {
         }
         // A thrown JSON-RPC error keeps its code; anything else is a generic internal error.
         const failure = thrownJsonRpcError(error);
+        if (failure === undefined && retry?.(error)) return;
         if (failure === undefined) {
           this.logger.error(
             `Task tool ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,

@@ -1,0 +1,27 @@
+import type { InputResponse } from '../task.js';
+import type { TaskToolQueue } from './task-tool.decorator.js';
+
+/** One call of a queue-run task tool, as a job carries it: enough for a worker to run it. */
+export interface QueuedCall {
+  /** The tool's name (the worker looks the method up by it). */
+  readonly tool: string;
+  readonly taskId: string;
+  /** The validated input. */
+  readonly input: unknown;
+  /** The answers to the tool's `requireInputFirst`, gathered before the task. */
+  readonly firstInput?: Readonly<Record<string, InputResponse>>;
+}
+
+/**
+ * Where queue-run task tools send their calls (`@TaskTool({ queue })`). Bound by
+ * `TasksQueueModule` of `nestjs-mcp-tasks/bullmq`; a custom queue may bind its own. `enqueue`
+ * resolves once the job is stored; a rejection fails the call's task.
+ */
+export abstract class TaskQueue {
+  abstract enqueue(queue: Readonly<TaskToolQueue>, call: QueuedCall): Promise<void>;
+}
+
+/** The queue of a tool, in one form. */
+export function toolQueue(queue: string | TaskToolQueue): Readonly<TaskToolQueue> {
+  return typeof queue === 'string' ? { name: queue } : queue;
+}
