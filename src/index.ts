@@ -30,9 +30,13 @@ export {
   TaskTool,
   type TaskToolAnnotations,
   type TaskToolOptions,
+  type TaskToolQueue,
   type WhenClientLacksTasks,
 } from './tools/task-tool.decorator.js';
 export type { TaskContext } from './tools/task-context.js';
+// Queue-run tools (`@TaskTool({ queue })`) send their calls to the TaskQueue port: bound by
+// TasksQueueModule of `nestjs-mcp-tasks/bullmq`, or by an app's own queue.
+export { type QueuedCall, TaskQueue } from './tools/task-queue.js';
 export type { TaskToolInput } from './tools/input-schema.js';
 
 // ----- Who asks -----------------------------------------------------------------------------------

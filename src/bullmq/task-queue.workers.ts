@@ -1,0 +1,126 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+  type OnModuleDestroy,
+} from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
+import { ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { INTERNAL_ERROR_MESSAGE, TaskTerminalError } from '../errors.js';
+import type { InputResponse } from '../task.js';
+import { TasksService } from '../tasks.service.js';
+import { toolQueue } from '../tools/task-queue.js';
+import { TaskToolRegistry } from '../tools/task-tool.registry.js';
+import { type TaskJob, TaskToolRunner } from '../tools/task-tool.runner.js';
+import { BullTaskQueue, type TaskJobData } from './bull-task-queue.js';
+import { TASKS_QUEUE_OPTIONS, type TasksQueueModuleOptions } from './tasks-queue.options.js';
+
+/**
+ * The BullMQ Workers of this process: one per queue that a `@TaskTool` names, started once the
+ * app is ready (never before its providers are), each running its jobs through
+ * TaskToolRunner.runJob. At shutdown they stop taking jobs first; the runner then stops the
+ * methods still running and their jobs go back to the queue for another worker; the workers close
+ * last.
+ */
+@Injectable()
+export class TaskQueueWorkers
+  implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown
+{
+  private readonly logger = new Logger('TaskQueueWorkers');
+  private readonly workers: Worker<TaskJobData>[] = [];
+
+  constructor(
+    @Inject(TASKS_QUEUE_OPTIONS) private readonly options: TasksQueueModuleOptions,
+    private readonly queues: BullTaskQueue,
+    private readonly modules: ModuleRef,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    // The registration's internals: found in the app, not exported by it.
+    const registry = this.modules.get(TaskToolRegistry, { strict: false });
+    const names = new Set<string>();
+    for (const tool of registry.all()) {
+      if (tool.options.queue !== undefined) names.add(toolQueue(tool.options.queue).name);
+    }
+    // Every named queue must be registered, in a process that takes calls as in a worker.
+    const queues = [...names].map((name) => this.queues.queue(name));
+    if (this.options.worker === false) return;
+    const runner = this.modules.get(TaskToolRunner, { strict: false });
+    const tasks = this.modules.get(TasksService, { strict: false });
+    for (const queue of queues) {
+      const worker = new Worker<TaskJobData>(
+        queue.name,
+        (job, token) => this.process(registry, runner, job, token),
+        {
+          ...this.options.workers?.[queue.name],
+          connection: queue.opts.connection,
+          ...(queue.opts.prefix !== undefined && { prefix: queue.opts.prefix }),
+        },
+      );
+      worker.on('failed', (job, error) => void this.failed(tasks, job, error));
+      worker.on('error', (error) => this.logger.error(`Queue ${queue.name}: ${String(error)}`));
+      this.workers.push(worker);
+    }
+  }
+
+  /** Stops taking jobs; the runner's shutdown then stops the running ones. */
+  async onModuleDestroy(): Promise<void> {
+    await Promise.all(this.workers.map((worker) => worker.pause(true)));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await Promise.all(this.workers.map((worker) => worker.close()));
+  }
+
+  private async process(
+    registry: TaskToolRegistry,
+    runner: TaskToolRunner,
+    job: Job<TaskJobData>,
+    token: string | undefined,
+  ): Promise<void> {
+    const tool = registry.get(job.data.tool);
+    if (tool === undefined || tool.options.queue === undefined) {
+      // A worker without the tool (another version of the app): it fails the task, not runs it.
+      throw new UnrecoverableError(`No queue-run task tool "${job.data.tool}" in this worker`);
+    }
+    const attempts = job.opts.attempts ?? 1;
+    const run: TaskJob = {
+      run: job.attemptsStarted,
+      lastRun: job.attemptsMade + 1 >= attempts,
+      answers: (job.data.answers ?? {}) as Readonly<Record<string, InputResponse>>,
+      keepAnswers: (answers) => job.updateData({ ...job.data, answers }),
+    };
+    const outcome = await runner.runJob(tool, job.data, run);
+    if (outcome === 'retry') throw new Error(`Task tool ${tool.name} failed; the queue retries it`);
+    if (outcome === 'stopped') {
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
+  }
+
+  /**
+   * A job that failed for good (its attempts spent, stalled more often than `maxStalledCount`, or
+   * unrecoverable) fails its task with a generic error, unless the run settled it already.
+   */
+  private async failed(
+    tasks: TasksService,
+    job: Job<TaskJobData> | undefined,
+    error: Error,
+  ): Promise<void> {
+    if (job === undefined) return;
+    const final =
+      error instanceof UnrecoverableError ||
+      error.name === 'UnrecoverableError' ||
+      job.attemptsMade >= (job.opts.attempts ?? 1);
+    if (!final) return;
+    try {
+      await tasks.fail(job.data.taskId, [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE]);
+    } catch (failure) {
+      if (failure instanceof TaskTerminalError) return;
+      this.logger.error(`Queue ${job.queueName}: could not fail a task: ${String(failure)}`);
+    }
+  }
+}
