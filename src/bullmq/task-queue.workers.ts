@@ -7,7 +7,7 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
+import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { INTERNAL_ERROR_MESSAGE, TaskTerminalError } from '../errors.js';
 import type { InputResponse } from '../task.js';
@@ -18,12 +18,15 @@ import { type TaskJob, TaskToolRunner } from '../tools/task-tool.runner.js';
 import { BullTaskQueue, type TaskJobData } from './bull-task-queue.js';
 import { TASKS_QUEUE_OPTIONS, type TasksQueueModuleOptions } from './tasks-queue.options.js';
 
+/** How long a job given back at shutdown waits before another worker may take it. */
+const PUT_BACK_DELAY_MS = 1_000;
+
 /**
  * The BullMQ Workers of this process: one per queue that a `@TaskTool` names, started once the
  * app is ready (never before its providers are), each running its jobs through
  * TaskToolRunner.runJob. At shutdown they stop taking jobs first; the runner then stops the
- * methods still running and their jobs go back to the queue for another worker; the workers close
- * last.
+ * methods still running, and their jobs go back to the queue (delayed a second) for another
+ * worker; the workers close last.
  */
 @Injectable()
 export class TaskQueueWorkers
@@ -31,6 +34,7 @@ export class TaskQueueWorkers
 {
   private readonly logger = new Logger('TaskQueueWorkers');
   private readonly workers: Worker<TaskJobData>[] = [];
+  private closed: Promise<unknown> | undefined;
 
   constructor(
     @Inject(TASKS_QUEUE_OPTIONS) private readonly options: TasksQueueModuleOptions,
@@ -66,13 +70,16 @@ export class TaskQueueWorkers
     }
   }
 
-  /** Stops taking jobs; the runner's shutdown then stops the running ones. */
-  async onModuleDestroy(): Promise<void> {
-    await Promise.all(this.workers.map((worker) => worker.pause(true)));
+  /**
+   * Stops taking jobs. Closing a worker waits for its running jobs, which the runner's shutdown
+   * (after this hook) stops, so the close is awaited only at the end.
+   */
+  onModuleDestroy(): void {
+    this.closed ??= Promise.all(this.workers.map((worker) => worker.close()));
   }
 
   async onApplicationShutdown(): Promise<void> {
-    await Promise.all(this.workers.map((worker) => worker.close()));
+    await this.closed;
   }
 
   private async process(
@@ -86,6 +93,8 @@ export class TaskQueueWorkers
       // A worker without the tool (another version of the app): it fails the task, not runs it.
       throw new UnrecoverableError(`No queue-run task tool "${job.data.tool}" in this worker`);
     }
+    // A process that is shutting down runs nothing more (its idle slots may still fetch a job).
+    if (runner.stopping) return await this.putBack(job, token);
     const attempts = job.opts.attempts ?? 1;
     const run: TaskJob = {
       run: job.attemptsStarted,
@@ -95,10 +104,16 @@ export class TaskQueueWorkers
     };
     const outcome = await runner.runJob(tool, job.data, run);
     if (outcome === 'retry') throw new Error(`Task tool ${tool.name} failed; the queue retries it`);
-    if (outcome === 'stopped') {
-      await job.moveToWait(token);
-      throw new WaitingError();
-    }
+    if (outcome === 'stopped') await this.putBack(job, token);
+  }
+
+  /**
+   * Gives a job back without spending an attempt or a stall: delayed by PUT_BACK_DELAY_MS, by
+   * which time this process has stopped fetching, so another worker takes it.
+   */
+  private async putBack(job: Job<TaskJobData>, token: string | undefined): Promise<never> {
+    await job.moveToDelayed(Date.now() + PUT_BACK_DELAY_MS, token);
+    throw new DelayedError();
   }
 
   /**

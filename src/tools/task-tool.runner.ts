@@ -145,6 +145,11 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     );
   }
 
+  /** Whether the app is shutting down: a queue worker then starts no job. */
+  get stopping(): boolean {
+    return this.shuttingDown;
+  }
+
   /** How many tool calls run in this process now. */
   get size(): number {
     return this.running.size;

@@ -1,0 +1,180 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestRedis, type TestRedis } from '../redis-server.js';
+import {
+  buildFixture,
+  call,
+  type FixtureProcess,
+  getTask,
+  killAll,
+  pollTask,
+  startFixture,
+  TERMINAL,
+} from './processes.js';
+
+/**
+ * Queue-run task tools across processes, nothing mocked: a real redis-server, the fixture app
+ * compiled and started as separate Node processes (instances that take calls over HTTP, BullMQ
+ * workers without HTTP), killed with SIGKILL where the test says so.
+ */
+
+let redis: TestRedis;
+let apiA: FixtureProcess;
+let apiB: FixtureProcess;
+/** The first worker: it hangs in q_hang (HANG=1), so killing it leaves a job mid-run. */
+let worker1: FixtureProcess;
+const created: string[] = [];
+
+const env = () => ({ REDIS_URL: redis.url, PREFIX: 'mpq:' });
+
+async function startTask(api: FixtureProcess, tool: string, args: Record<string, unknown> = {}) {
+  const answer = await call(api, 'tools/call', { name: tool, arguments: args });
+  const result = answer.result as { taskId?: string; status?: string } | undefined;
+  if (!result?.taskId) throw new Error(`tools/call ${tool}: ${JSON.stringify(answer)}`);
+  expect(result.status).toBe('working');
+  created.push(result.taskId);
+  return result.taskId;
+}
+
+const runsOf = (workers: FixtureProcess[], taskId: string) =>
+  workers.flatMap((worker) =>
+    worker.events.filter((event) => event.event === 'run' && event.taskId === taskId),
+  );
+
+const textOf = (task: Record<string, unknown>) =>
+  (task.result as { content: { text: string }[] }).content[0]!.text;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  buildFixture();
+  [apiA, apiB, worker1] = await Promise.all([
+    startFixture({ ...env(), ROLE: 'api' }),
+    startFixture({ ...env(), ROLE: 'api' }),
+    startFixture({ ...env(), ROLE: 'worker', HANG: '1' }),
+  ]);
+}, 120_000);
+
+afterAll(async () => {
+  await killAll();
+  await redis?.stop();
+});
+
+describe('queue-run task tools over BullMQ, across processes', () => {
+  it('completes a task on a worker process other than the instance that took the call', async () => {
+    const taskId = await startTask(apiA, 'q_echo', { text: 'hi' });
+    const done = await pollTask(apiA, taskId, (task) => TERMINAL.has(task.status as string));
+    expect(done.status).toBe('completed');
+    expect(textOf(done)).toBe(`hi from ${worker1.pid}`);
+    expect(worker1.pid).not.toBe(apiA.pid);
+    expect(runsOf([worker1], taskId)).toHaveLength(1);
+  });
+
+  it('round-trips an input request and progress through another instance', async () => {
+    const taskId = await startTask(apiA, 'q_ask');
+    const asking = await pollTask(apiB, taskId, (task) => task.status === 'input_required');
+    expect(Object.keys(asking.inputRequests as object)).toEqual(['name']);
+    const update = await call(apiB, 'tasks/update', {
+      taskId,
+      inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } },
+    });
+    expect(update.error).toBeUndefined();
+    const progressed = await pollTask(
+      apiB,
+      taskId,
+      (task) => task.statusMessage === 'greeting Ada',
+    );
+    expect(progressed.status).toBe('working');
+    const done = await pollTask(apiA, taskId, (task) => TERMINAL.has(task.status as string));
+    expect(done.status).toBe('completed');
+    expect(textOf(done)).toBe(`hello Ada from ${worker1.pid}`);
+  });
+
+  it('stops the job on the worker within 1 s of a cancel on another instance, and never runs it again', async () => {
+    const taskId = await startTask(apiA, 'q_until_cancel');
+    await worker1.waitFor((event) => event.event === 'run' && event.taskId === taskId);
+    const cancel = await call(apiB, 'tasks/cancel', { taskId });
+    const cancelledAt = Date.now();
+    expect(cancel.error).toBeUndefined();
+    const aborted = await worker1.waitFor(
+      (event) => event.event === 'aborted' && event.taskId === taskId,
+      5_000,
+    );
+    expect(aborted.at! - cancelledAt).toBeLessThan(1_000);
+    expect((await getTask(apiA, taskId)).status).toBe('cancelled');
+    // Past the lock and two stalled checks: a job run again would have reported by now.
+    await new Promise((resolve) => setTimeout(resolve, 3_500));
+    expect(runsOf([worker1], taskId)).toHaveLength(1);
+    expect((await getTask(apiA, taskId)).status).toBe('cancelled');
+  });
+
+  it('runs a job again on another worker when its worker is killed mid-job, and completes it', async () => {
+    const taskId = await startTask(apiA, 'q_hang');
+    await worker1.waitFor((event) => event.event === 'run' && event.taskId === taskId);
+    const worker2 = await startFixture({ ...env(), ROLE: 'worker' });
+    await worker1.kill();
+    await worker2.waitFor((event) => event.event === 'run' && event.taskId === taskId, 20_000);
+    const restarted = await pollTask(apiB, taskId, (task) =>
+      /^Restarted/.test(String(task.statusMessage)),
+    );
+    expect(restarted.status).toBe('working');
+    const done = await pollTask(
+      apiA,
+      taskId,
+      (task) => TERMINAL.has(task.status as string),
+      20_000,
+    );
+    expect(done.status).toBe('completed');
+    expect(textOf(done)).toBe(`done by ${worker2.pid}`);
+    expect(runsOf([worker1, worker2], taskId)).toHaveLength(2);
+    worker1 = worker2;
+  }, 60_000);
+
+  it('fails the task with -32603 and a generic message once its attempts are spent', async () => {
+    const taskId = await startTask(apiA, 'q_fail');
+    const done = await pollTask(apiA, taskId, (task) => TERMINAL.has(task.status as string));
+    expect(done.status).toBe('failed');
+    expect(done.error).toEqual({ code: -32603, message: 'Internal error' });
+    expect(runsOf([worker1], taskId)).toHaveLength(2);
+  });
+
+  it('gives a running job back to the queue when its worker stops gracefully; another worker runs it', async () => {
+    const taskId = await startTask(apiA, 'q_until_cancel');
+    await worker1.waitFor((event) => event.event === 'run' && event.taskId === taskId);
+    const worker3 = await startFixture({ ...env(), ROLE: 'worker', HANG: '1' });
+    await worker1.stop();
+    expect(worker1.events.some((e) => e.event === 'aborted' && e.taskId === taskId)).toBe(true);
+    await worker3.waitFor((event) => event.event === 'run' && event.taskId === taskId, 20_000);
+    expect((await getTask(apiA, taskId)).status).toBe('working');
+    await call(apiA, 'tasks/cancel', { taskId });
+    await worker3.waitFor((event) => event.event === 'aborted' && event.taskId === taskId, 5_000);
+    expect((await getTask(apiA, taskId)).status).toBe('cancelled');
+    worker1 = worker3;
+  }, 60_000);
+
+  it('gives a job run again after its worker died the answers taken before, without asking again', async () => {
+    const taskId = await startTask(apiA, 'q_ask_hang');
+    await pollTask(apiB, taskId, (task) => task.status === 'input_required');
+    await call(apiB, 'tasks/update', {
+      taskId,
+      inputResponses: { name: { action: 'accept', content: { name: 'Grace' } } },
+    });
+    // worker1 (HANG=1) took the answer and hangs; it dies there.
+    await worker1.waitFor((event) => event.event === 'answered' && event.taskId === taskId);
+    const worker4 = await startFixture({ ...env(), ROLE: 'worker' });
+    await worker1.kill();
+    const answered = await worker4.waitFor(
+      (event) => event.event === 'answered' && event.taskId === taskId,
+      20_000,
+    );
+    expect(answered.who).toBe('Grace');
+    const done = await pollTask(apiA, taskId, (task) => TERMINAL.has(task.status as string));
+    expect(done.status).toBe('completed');
+    expect(textOf(done)).toBe(`hello Grace from ${worker4.pid}`);
+    worker1 = worker4;
+  }, 60_000);
+
+  it('leaves no task working', async () => {
+    for (const taskId of created) {
+      expect(TERMINAL.has((await getTask(apiB, taskId)).status as string)).toBe(true);
+    }
+  });
+});
