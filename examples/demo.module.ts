@@ -1,14 +1,11 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import * as z from 'zod/v4';
-import {
-  TasksModule,
-  type TasksModuleExtras,
-} from '../src/index.js';
-import {
-  RedisTaskStore,
-  redisNotifier,
-} from '../src/redis/index.js';
+import { TasksModule, type TasksModuleExtras } from '../src/index.js';
+import { RedisTaskStore, redisNotifier } from '../src/redis/index.js';
+import { BullModule } from '@nestjs/bullmq';
+import { TasksQueueModule } from '../src/bullmq/index.js';
 import { DemoAuthGuard } from './demo-auth.guard.js';
+import { DemoQueueTools } from './demo-queue.tools.js';
 import { DemoTools } from './demo.tools.js';
 
 /** Where the demo keeps its tasks and how it shares their changes. */
@@ -24,6 +21,46 @@ export function demoStorage(env: NodeJS.ProcessEnv = process.env): DemoStorage |
   if (!url) return undefined;
   const redis = { connection: url, prefix: 'demo:' };
   return { store: new RedisTaskStore(redis), notifier: redisNotifier(redis) };
+}
+
+/**
+ * Where the demo's queue-run tool (`long_job`) sends its jobs: the Redis of `REDIS_URL` (queue
+ * `demo-jobs`, prefix `demo:bull`), or `undefined` without it (the tool is then not offered).
+ * `worker: false` for a process that only takes calls.
+ */
+export interface DemoQueue {
+  url: string;
+  worker?: boolean;
+}
+
+export function demoQueue(env: NodeJS.ProcessEnv = process.env): DemoQueue | undefined {
+  return env.REDIS_URL ? { url: env.REDIS_URL } : undefined;
+}
+
+/** BullMQ's connection options for a `redis://` URL. */
+function bullConnection(url: string) {
+  const parsed = new URL(url);
+  const db = Number(parsed.pathname.slice(1) || 0);
+  return {
+    host: parsed.hostname,
+    port: Number(parsed.port || 6379),
+    ...(parsed.username && { username: decodeURIComponent(parsed.username) }),
+    ...(parsed.password && { password: decodeURIComponent(parsed.password) }),
+    ...(db > 0 && { db }),
+    ...(parsed.protocol === 'rediss:' && { tls: {} }),
+  };
+}
+
+/** The modules and provider of the queue-run tool. */
+function demoQueueParts(queue: DemoQueue): Pick<DynamicModule, 'imports' | 'providers'> {
+  return {
+    imports: [
+      BullModule.forRoot({ connection: bullConnection(queue.url), prefix: 'demo:bull' }),
+      BullModule.registerQueue({ name: 'demo-jobs' }),
+      TasksQueueModule.forRoot({ worker: queue.worker !== false }),
+    ],
+    providers: [DemoQueueTools],
+  };
 }
 
 /** The demo's TasksModule on the given storage (the in-memory store by default). */
@@ -53,12 +90,16 @@ class DemoWithStorageModule {}
   providers: [DemoTools],
 })
 export class DemoModule {
-  /** The same app on another storage: `DemoModule.withStorage(demoStorage())`. */
-  static withStorage(storage: DemoStorage): DynamicModule {
+  /**
+   * The same app on another storage, `DemoModule.withStorage(demoStorage(), demoQueue())`; with
+   * a queue, it offers `long_job` and (unless `worker: false`) runs its jobs.
+   */
+  static withStorage(storage: DemoStorage, queue?: DemoQueue): DynamicModule {
+    const queued = queue ? demoQueueParts(queue) : { imports: [], providers: [] };
     return {
       module: DemoWithStorageModule,
-      imports: [demoTasks(storage)],
-      providers: [DemoTools],
+      imports: [demoTasks(storage), ...(queued.imports ?? [])],
+      providers: [DemoTools, ...(queued.providers ?? [])],
     };
   }
 }

@@ -1,21 +1,27 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import { DemoModule, demoStorage } from './demo.module.js';
+import { DemoModule, demoQueue, demoStorage } from './demo.module.js';
 
 /**
  * The demo server: the endpoint at /mcp, on PORT (default 3000). With REDIS_URL its tasks live in
- * Redis (prefix `demo:`) and instances on several ports share them; without, in memory.
+ * Redis (prefix `demo:`) and instances on several ports share them, and it offers `long_job`, a
+ * queue-run tool whose jobs it runs too; without, in memory.
  */
 async function main(): Promise<void> {
   const storage = demoStorage();
-  const app = await NestFactory.create(storage ? DemoModule.withStorage(storage) : DemoModule, {
-    forceCloseConnections: true,
-  });
+  const app = await NestFactory.create(
+    storage ? DemoModule.withStorage(storage, demoQueue()) : DemoModule,
+    {
+      forceCloseConnections: true,
+    },
+  );
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port, process.env.HOST ?? '127.0.0.1');
   console.log(`MCP endpoint: http://${process.env.HOST ?? '127.0.0.1'}:${port}/mcp`);
   console.log(`Tasks: ${storage ? 'in Redis (REDIS_URL), prefix demo:' : 'in memory'}`);
+  if (storage)
+    console.log('Queue-run tool long_job: jobs on demo-jobs, run here and by `npm run worker`');
 }
 
 void main();
