@@ -14,12 +14,18 @@ export { TasksModule } from './tasks.module.js';
 export type {
   PartProvider,
   TasksJanitorOptions,
+  TasksLeaseOptions,
   TasksListenOptions,
   TasksModuleExtras,
   TasksModuleOptions,
   TasksServerOptions,
 } from './interfaces/tasks-module-options.interface.js';
-export { TasksService, type CreateTaskParams, type StatusMessageOption } from './tasks.service.js';
+export {
+  TasksService,
+  type CreateTaskOptions,
+  type CreateTaskParams,
+  type StatusMessageOption,
+} from './tasks.service.js';
 export { TASKS_EXTENSION_ID } from './tasks.constants.js';
 export { McpServerNotifier } from './mcp/mcp-server.notifier.js';
 
@@ -95,6 +101,7 @@ export {
   TaskStore,
   type TaskStoreCleanupOptions,
   type TaskStoreCreateOptions,
+  type TaskStoreLeases,
 } from './store/task-store.js';
 export { InMemoryTaskStore } from './store/in-memory.task-store.js';
 export { InjectTaskNotifier, TaskNotifier } from './notify/task-notifier.js';

@@ -1,6 +1,7 @@
 import { defaultPrincipal, type PrincipalResolver } from './principal.js';
 import {
   DEFAULT_JANITOR_INTERVAL_MS,
+  DEFAULT_LEASE_TTL_MS,
   DEFAULT_MCP_PATH,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_BODY_BYTES,
@@ -9,11 +10,12 @@ import {
   DEFAULT_MAX_ROWS,
   DEFAULT_TERMINAL_TTL_MS,
   DEFAULT_TTL_MS,
+  MIN_LEASE_TTL_MS,
 } from './tasks.constants.js';
 import { show, TasksConfigError } from './errors.js';
 import { isPositiveInteger } from './task.js';
 import { isTaskNotifier } from './notify/task-notifier.js';
-import { missingStoreMethods } from './store/task-store.js';
+import { missingLeaseMethods, missingStoreMethods, type TaskStore } from './store/task-store.js';
 import type {
   TasksConfig,
   TasksListenOptions,
@@ -43,9 +45,11 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'maxBodyBytes',
   'listen',
   'runningTasksOnShutdown',
+  'lease',
 ]);
 const LISTEN_KEYS: ReadonlySet<string> = new Set(['keepAliveMs', 'maxStreams', 'maxTaskIds']);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
+const LEASE_KEYS: ReadonlySet<string> = new Set(['ttlMs']);
 
 const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
   new TasksConfigError(`${key} must be ${expectation}, got ${show(value)}`);
@@ -156,7 +160,24 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     maxBodyBytes: positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
     listen: listenOptions(raw.listen),
     runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
+    lease: leaseOptions(raw.lease),
   });
+}
+
+/**
+ * The lease of this instance (see TasksLease). It is renewed every third of its TTL, so two
+ * renewals may be late before it runs out; a TTL under MIN_LEASE_TTL_MS leaves no room for that.
+ */
+function leaseOptions(value: unknown): TasksConfig['lease'] {
+  if (value === false) return false;
+  const given = value ?? {};
+  if (!isObject(given)) throw mustBe('lease', 'an object or false', given);
+  refuseUnknownKeys('lease.', given, LEASE_KEYS);
+  const ttlMs = positiveInteger('lease.ttlMs', given.ttlMs, DEFAULT_LEASE_TTL_MS);
+  if (ttlMs < MIN_LEASE_TTL_MS) {
+    throw mustBe('lease.ttlMs', `at least ${MIN_LEASE_TTL_MS}`, ttlMs);
+  }
+  return Object.freeze({ ttlMs });
 }
 
 /**
@@ -279,7 +300,11 @@ export function checkPart<T>(
 /** What keeps a value from being the `store` part, or null. */
 export function storeProblem(value: unknown): string | null {
   const missing = missingStoreMethods(value);
-  return missing.length === 0 ? null : `must implement TaskStore (missing ${missing.join(', ')})`;
+  if (missing.length > 0) return `must implement TaskStore (missing ${missing.join(', ')})`;
+  const partial = missingLeaseMethods(value as TaskStore);
+  return partial.length === 0
+    ? null
+    : `must implement all of TaskStoreLeases or none of it (missing ${partial.join(', ')})`;
 }
 
 /** What keeps a value from being the `notifier` part, or null. */

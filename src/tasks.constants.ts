@@ -11,6 +11,14 @@ export const DEFAULT_TERMINAL_TTL_MS = 3_600_000;
 /** Compare-and-set attempts before a transition gives up (only other processes can cause conflicts). */
 export const MAX_TRANSITION_ATTEMPTS = 64;
 
+/** How long an instance's lease lasts unless configured otherwise (see TasksLease). */
+export const DEFAULT_LEASE_TTL_MS = 30_000;
+/**
+ * The shortest lease allowed. Tests use leases of a few hundred milliseconds; below this a
+ * renewal delayed by a busy event loop would let a live instance's lease run out.
+ */
+export const MIN_LEASE_TTL_MS = 300;
+
 /** Name of the janitor's interval in the SchedulerRegistry. */
 export const JANITOR_INTERVAL_NAME = 'nestjs-mcp-tasks:janitor';
 

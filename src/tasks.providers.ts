@@ -5,6 +5,7 @@ import type {
   TasksModuleOptions,
 } from './interfaces/tasks-module-options.interface.js';
 import { TasksJanitor } from './janitor/tasks.janitor.js';
+import { TasksLease } from './janitor/tasks.lease.js';
 import { BodyParsingInstaller } from './mcp/body-parsing.installer.js';
 import { ListenHandler } from './mcp/listen.handler.js';
 import { MCP_GUARDS } from './mcp/mcp-app.guard.js';
@@ -102,6 +103,7 @@ function coreProviders(optionsToken: InjectionToken): Provider[] {
     },
     TasksService,
     TasksJanitor,
+    TasksLease,
   ];
 }
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import {
   InvalidTaskParamsError,
@@ -8,7 +9,7 @@ import {
 } from './errors.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { WaiterFeed } from './notify/waiter-feed.js';
-import { type TaskListPage, TaskStore } from './store/task-store.js';
+import { hasLeases, type TaskListPage, TaskStore } from './store/task-store.js';
 import {
   type CallToolResult,
   cancelTask,
@@ -53,6 +54,16 @@ export interface CreateTaskParams {
   statusMessage?: string;
 }
 
+export interface CreateTaskOptions {
+  /**
+   * This process runs the task's work itself (as for an in-process `@TaskTool` call): on a store
+   * with leases (`lease` option) the task is held by this instance, and should the process die
+   * before the task ends, another instance fails it with -32603 "The server stopped before the
+   * task finished". Leave it off for work a queue or another service drives. Default false.
+   */
+  held?: boolean;
+}
+
 export interface ListTasksOptions {
   /** The `nextCursor` of the previous page. */
   cursor?: string;
@@ -84,6 +95,16 @@ export class TasksService {
   private readonly logger = new Logger('TasksService');
   /** The tail of the change queue of each task with changes in flight in this process. */
   private readonly queues = new Map<string, Promise<unknown>>();
+  /**
+   * This instance among those sharing the store: what its held tasks carry (`heldBy`) and what
+   * its lease is renewed under. Random per registration; not a secret (it gives no access).
+   */
+  readonly instanceId: string = randomUUID();
+  /**
+   * Whether this instance holds the tasks it runs under a lease: the `lease` option is on and the
+   * store has leases (see TasksLease).
+   */
+  readonly leased: boolean;
 
   constructor(
     @Inject(TaskStore) private readonly store: TaskStore,
@@ -91,18 +112,21 @@ export class TasksService {
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     /** Where each write is published for this process's waiters (see tools/task-watch.ts). */
     @Optional() private readonly waiters: WaiterFeed = new WaiterFeed(),
-  ) {}
+  ) {
+    this.leased = config.lease !== false && hasLeases(store);
+  }
 
   // ----- caller side ----------------------------------------------------------------------------
 
   /** Creates a `working` task owned by `owner`; it is stored before this resolves. */
-  async create(owner: TaskOwner, params: CreateTaskParams = {}): Promise<TaskRecord> {
-    const record = newTask(
-      newTaskId(),
-      owner,
-      validateNewTaskParams(params, this.config),
-      Date.now(),
-    );
+  async create(
+    owner: TaskOwner,
+    params: CreateTaskParams = {},
+    options: CreateTaskOptions = {},
+  ): Promise<TaskRecord> {
+    const valid = validateNewTaskParams(params, this.config);
+    if (options.held === true && this.leased) valid.heldBy = this.instanceId;
+    const record = newTask(newTaskId(), owner, valid, Date.now());
     try {
       await this.store.create(record, { maxRows: this.config.maxRows });
     } catch (error) {
@@ -231,6 +255,21 @@ export class TasksService {
   async progress(taskId: string, message: string | null): Promise<TaskRecord> {
     const valid = validateProgressMessage(message);
     return await this.transition(taskId, undefined, (task, now) => progressTask(task, valid, now));
+  }
+
+  /**
+   * Stops holding a task under this instance's lease: its work was handed to someone else, so
+   * should this process die, the task stays as it is. Without a lease, or for a task this instance
+   * does not hold, nothing happens.
+   */
+  async releaseHeld(taskId: string): Promise<void> {
+    const store = this.store;
+    if (!this.leased || !hasLeases(store)) return;
+    try {
+      await store.releaseTasks(this.instanceId, [validateTaskId(taskId)]);
+    } catch (error) {
+      throw this.storeFault(error);
+    }
   }
 
   /** The stored record, with the input responses received and not yet taken. */

@@ -88,6 +88,7 @@ describe('TasksModule.forRoot', () => {
       maxBodyBytes: 1_048_576,
       listen: { keepAliveMs: 15_000, maxStreams: 1_024, maxTaskIds: 256 },
       runningTasksOnShutdown: 'fail',
+      lease: { ttlMs: 30_000 },
     });
   });
 
@@ -167,6 +168,10 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
       { runningTasksOnShutdown: 'keep' as never },
       'runningTasksOnShutdown must be "fail" or "leave", got "keep"',
     ],
+    [{ lease: 'on' as never }, 'lease must be an object or false, got "on"'],
+    [{ lease: { ttlMs: 0 } }, 'lease.ttlMs must be a positive integer, got 0'],
+    [{ lease: { ttlMs: 299 } }, 'lease.ttlMs must be at least 300, got 299'],
+    [{ lease: { ttl: 5 } } as never, 'lease.ttl is not an option'],
     [{ listen: { maxStreams: 0 } }, 'listen.maxStreams must be a positive integer, got 0'],
     [{ listen: { keepAliveMs: -1 } }, 'listen.keepAliveMs must be a positive integer or 0, got -1'],
     [{ maxBodyBytes: 1.5 }, 'maxBodyBytes must be a positive integer, got 1.5'],
@@ -201,6 +206,14 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
     const error = await bootError([TasksModule.forRoot({ store: { get: () => null } as never })]);
     expect(error.message).toBe(
       'store must implement TaskStore (missing create, compareAndSet, delete, cleanup), got an object',
+    );
+  });
+
+  it('a store with some of the lease methods fails the boot naming the others', async () => {
+    const store = Object.assign(new InMemoryTaskStore(), { renewLease: async () => [] });
+    const error = await bootError([TasksModule.forRoot({ store })]);
+    expect(error.message).toMatch(
+      /^store must implement all of TaskStoreLeases or none of it \(missing heldTasks, releaseTasks, releaseLease\), got /,
     );
   });
 

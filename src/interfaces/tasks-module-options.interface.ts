@@ -76,6 +76,19 @@ export interface TasksModuleOptions {
    * instance or a worker takes them over.
    */
   runningTasksOnShutdown?: 'fail' | 'leave';
+  /**
+   * The lease of this instance, on a store shared between processes (one with leases, such as
+   * RedisTaskStore): it is renewed every third of `ttlMs`, and when an instance dies with tool
+   * calls running in it, another instance fails their tasks with -32603 "The server stopped
+   * before the task finished" once its lease has run out. Default `{ ttlMs: 30_000 }` (at least
+   * 300); `false` turns it off. A store without leases runs none.
+   */
+  lease?: TasksLeaseOptions | false;
+}
+
+export interface TasksLeaseOptions {
+  /** How long this instance's lease lasts after each renewal. Default 30 s. */
+  ttlMs?: number;
 }
 
 export interface TasksListenOptions {
@@ -148,4 +161,5 @@ export interface TasksConfig {
   readonly maxBodyBytes: number;
   readonly listen: Readonly<Required<TasksListenOptions>>;
   readonly runningTasksOnShutdown: 'fail' | 'leave';
+  readonly lease: Readonly<Required<TasksLeaseOptions>> | false;
 }

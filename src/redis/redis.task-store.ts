@@ -7,12 +7,14 @@ import type {
   TaskStore,
   TaskStoreCleanupOptions,
   TaskStoreCreateOptions,
+  TaskStoreLeases,
   TaskStoreListOptions,
 } from '../store/task-store.js';
 import {
   expiresAt,
   isExpired,
   isOwnedBy,
+  isTerminal,
   type TaskOwner,
   type TaskRecord,
   terminalSince,
@@ -74,11 +76,43 @@ else
 end
 return 1`;
 
+/** Redis's clock in epoch milliseconds, for the lease scripts: one clock for every instance. */
+const NOW = `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)`;
+
+/**
+ * Renews an instance's lease until now + ttl, drops from what it holds the tasks past their
+ * expiry (Redis removed them; no write will ever finish them), and returns the instances whose
+ * lease has run out. KEYS: instances, the instance's held tasks. ARGV: instance id, ttl ms.
+ */
+const RENEW_LEASE = `${NOW}
+redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now))
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('(%d', now))`;
+
+/**
+ * Stops holding tasks (ZREM in slices: Lua's unpack has a small stack), then forgets the instance
+ * when its lease has run out and it holds nothing more. KEYS: instances, the instance's held
+ * tasks. ARGV: instance id, task ids… Returns 1 when the instance is forgotten.
+ */
+const RELEASE_TASKS = `${NOW}
+for i = 2, #ARGV, 1000 do
+  redis.call('ZREM', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local until_ = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if until_ and tonumber(until_) > now then return 0 end
+if redis.call('ZCARD', KEYS[2]) > 0 then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+return 1`;
+
 const COMMANDS = {
   nestjsMcpTasksReserve: { numberOfKeys: 1, lua: RESERVE },
   nestjsMcpTasksCreate: { numberOfKeys: 1, lua: CREATE },
   nestjsMcpTasksCompareAndSet: { numberOfKeys: 1, lua: COMPARE_AND_SET },
   nestjsMcpTasksIndex: { numberOfKeys: 1, lua: INDEX },
+  nestjsMcpTasksRenewLease: { numberOfKeys: 2, lua: RENEW_LEASE },
+  nestjsMcpTasksReleaseTasks: { numberOfKeys: 2, lua: RELEASE_TASKS },
 } as const;
 
 type ScriptClient = Redis & {
@@ -86,6 +120,16 @@ type ScriptClient = Redis & {
   nestjsMcpTasksCreate(key: string, ...args: (string | number)[]): Promise<number>;
   nestjsMcpTasksCompareAndSet(key: string, ...args: (string | number)[]): Promise<number>;
   nestjsMcpTasksIndex(key: string, ...args: (string | number)[]): Promise<number>;
+  nestjsMcpTasksRenewLease(
+    instances: string,
+    held: string,
+    ...args: (string | number)[]
+  ): Promise<string[]>;
+  nestjsMcpTasksReleaseTasks(
+    instances: string,
+    held: string,
+    ...args: (string | number)[]
+  ): Promise<number>;
 };
 
 /**
@@ -104,14 +148,21 @@ type ScriptClient = Redis & {
  *   the set expires with its longest-lived task.
  * - Every call is bounded by `timeoutMs` (default 5 s): with Redis away a request fails in bounded
  *   time, and ioredis reconnects by itself when Redis is back.
+ * - Leases (TaskStoreLeases): `{prefix}{lease}instances` scores each instance by the instant its
+ *   lease runs out, on Redis's clock; `{prefix}{lease}held:<instance>` scores the tasks it holds
+ *   by their expiry. Both share the hash tag `{lease}`, so a lease script touches one slot. A held
+ *   task is added in the round trip that writes the task and dropped in the one that writes it
+ *   terminal (the task's own key is in another slot, so not in its script); a renewal is one
+ *   script of two writes, whatever the number of tasks held.
  */
-export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
+export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplicationShutdown {
   readonly client: Redis;
   private readonly owned: boolean;
   private readonly prefix: string;
   private readonly timeoutMs: number;
   private readonly rowsKey: string;
   private readonly terminalKey: string;
+  private readonly instancesKey: string;
 
   constructor(options: RedisConnectionOptions) {
     ({ client: this.client, owned: this.owned } = connect(options, 'RedisTaskStore'));
@@ -119,6 +170,7 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
     this.rowsKey = `${this.prefix}rows`;
     this.terminalKey = `${this.prefix}terminal`;
+    this.instancesKey = `${this.prefix}{lease}instances`;
     for (const [name, definition] of Object.entries(COMMANDS)) {
       if (!(name in this.client)) this.client.defineCommand(name, definition);
     }
@@ -163,6 +215,10 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
             listingKey(record),
             at ?? '',
           ),
+          // A task an instance runs is held by it from this same round trip on.
+          record.heldBy === undefined
+            ? undefined
+            : this.client.zadd(this.heldKey(record.heldBy), at ?? '+inf', record.taskId),
         ]),
       );
     } catch (error) {
@@ -237,8 +293,54 @@ export class RedisTaskStore implements TaskStore, OnApplicationShutdown {
     const since = terminalSince(record);
     const remember =
       since === null ? undefined : this.client.zadd(this.terminalKey, 'NX', since, record.taskId);
-    const [written] = await this.call(Promise.all([write, remember]));
+    // A task written terminal is no longer held, in the same round trip too. Should the write
+    // lose, the task was changed by someone else meanwhile; the caller's retry writes it terminal
+    // or finds it so, so dropping it early costs nothing.
+    const release =
+      record.heldBy !== undefined && isTerminal(record.status)
+        ? this.client.zrem(this.heldKey(record.heldBy), record.taskId)
+        : undefined;
+    const [written] = await this.call(Promise.all([write, remember, release]));
     return written === 1;
+  }
+
+  /** The tasks an instance holds; `{lease}` is the hash tag of every lease key. */
+  heldKey(instanceId: string): string {
+    return `${this.prefix}{lease}held:${instanceId}`;
+  }
+
+  async renewLease(instanceId: string, ttlMs: number): Promise<string[]> {
+    const expired = await this.call(
+      this.scripts.nestjsMcpTasksRenewLease(
+        this.instancesKey,
+        this.heldKey(instanceId),
+        instanceId,
+        ttlMs,
+      ),
+    );
+    return expired.filter((id) => id !== instanceId);
+  }
+
+  heldTasks(instanceId: string): Promise<string[]> {
+    return this.call(this.client.zrange(this.heldKey(instanceId), '0', '-1'));
+  }
+
+  async releaseTasks(instanceId: string, taskIds: readonly string[]): Promise<boolean> {
+    const forgotten = await this.call(
+      this.scripts.nestjsMcpTasksReleaseTasks(
+        this.instancesKey,
+        this.heldKey(instanceId),
+        instanceId,
+        ...taskIds,
+      ),
+    );
+    return forgotten === 1;
+  }
+
+  async releaseLease(instanceId: string): Promise<void> {
+    await this.call(
+      this.client.multi().zrem(this.instancesKey, instanceId).del(this.heldKey(instanceId)).exec(),
+    );
   }
 
   async delete(taskId: string): Promise<boolean> {

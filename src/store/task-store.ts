@@ -26,12 +26,48 @@ export interface TaskStoreCleanupOptions {
 }
 
 /**
+ * Leases: how instances sharing a store learn that one of them died with tool calls running. A
+ * store that several processes share implements all four methods; a store one process uses needs
+ * none (without them no lease runs). An instance renews its lease on a timer; a task whose record
+ * has `heldBy` is held by that instance from its `create` until a `compareAndSet` writes it
+ * terminal. When an instance's lease runs out, any other instance fails what it still holds.
+ *
+ * The cost must not depend on how many tasks run: a renewal is a constant number of writes, and
+ * holding a task rides on the writes that create and finish it.
+ */
+export interface TaskStoreLeases {
+  /**
+   * Renews the lease of `instanceId` until `ttlMs` from now, and returns the instances whose lease
+   * has run out (never `instanceId` itself). Instances may run on different machines: a store
+   * with a clock of its own (Redis's) should judge by it.
+   */
+  renewLease(instanceId: string, ttlMs: number): Promise<string[]>;
+
+  /** The ids of the tasks `instanceId` holds; it may include tasks since gone or finished. */
+  heldTasks(instanceId: string): Promise<string[]>;
+
+  /**
+   * Stops holding `taskIds` for `instanceId`: tasks it handed to someone else, or tasks of a dead
+   * instance that another instance has just failed (or found finished or gone). Then, when its
+   * lease has run out and it holds nothing else, forgets the instance. Returns whether it was
+   * forgotten. Several instances may do this at once for one dead instance.
+   */
+  releaseTasks(instanceId: string, taskIds: readonly string[]): Promise<boolean>;
+
+  /**
+   * Ends the lease of `instanceId`, which is leaving (a graceful shutdown that leaves its running
+   * tasks as they are): what it holds is no longer held, and no one fails it.
+   */
+  releaseLease(instanceId: string): Promise<void>;
+}
+
+/**
  * Where tasks live. A store is small and atomic: it never applies lifecycle rules (those are the
  * pure functions of `task.ts`); it stores, finds, and swaps whole records by version.
  *
  * Every store passes the same contract suite (`taskStoreContract` of `nestjs-mcp-tasks/testing`).
  */
-export interface TaskStore {
+export interface TaskStore extends Partial<TaskStoreLeases> {
   /**
    * True when only this process writes the store (the in-memory store): every change of a task
    * then passes through this process's TasksService, and code waiting on a task hears it without
@@ -41,7 +77,8 @@ export interface TaskStore {
 
   /**
    * Stores a new record. Refuses with `TaskStoreFullError` when `maxRows` tasks are stored
-   * (expired tasks do not count) and with a `TaskError` when the id is taken.
+   * (expired tasks do not count) and with a `TaskError` when the id is taken. A store with leases
+   * holds a record with `heldBy` for that instance, in the same write.
    */
   create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void>;
 
@@ -53,7 +90,8 @@ export interface TaskStore {
 
   /**
    * Replaces the stored record by `record` if, and only if, the stored version is
-   * `expectedVersion` and the task has not expired. Returns whether the write happened.
+   * `expectedVersion` and the task has not expired. Returns whether the write happened. A store
+   * with leases stops holding a task written terminal for its `heldBy` instance.
    */
   compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean>;
 
@@ -82,9 +120,27 @@ export const InjectTaskStore = (): PropertyDecorator & ParameterDecorator => Inj
 
 const STORE_METHODS = ['create', 'get', 'compareAndSet', 'delete', 'cleanup'] as const;
 
+const LEASE_METHODS = ['renewLease', 'heldTasks', 'releaseTasks', 'releaseLease'] as const;
+
 /** The names of TaskStore methods `candidate` lacks (empty when it is a store). */
 export function missingStoreMethods(candidate: unknown): string[] {
   if (candidate === null || typeof candidate !== 'object') return [...STORE_METHODS];
   const object = candidate as Record<string, unknown>;
   return STORE_METHODS.filter((name) => typeof object[name] !== 'function');
+}
+
+/**
+ * The lease methods a store lacks when it has some of them: a store has leases whole or not at
+ * all. Empty for a store with all four or none.
+ */
+export function missingLeaseMethods(store: TaskStore): string[] {
+  const object = store as unknown as Record<string, unknown>;
+  const missing = LEASE_METHODS.filter((name) => typeof object[name] !== 'function');
+  return missing.length === LEASE_METHODS.length ? [] : missing;
+}
+
+/** Whether the store has leases (all four methods of TaskStoreLeases). */
+export function hasLeases(store: TaskStore): store is TaskStore & TaskStoreLeases {
+  const object = store as unknown as Record<string, unknown>;
+  return LEASE_METHODS.every((name) => typeof object[name] === 'function');
 }

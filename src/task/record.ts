@@ -47,6 +47,11 @@ export interface TaskRecord {
   readonly error?: JsonRpcErrorObject;
   /** Cooperative cancellation: the caller asked, the worker has not yet honoured it. */
   readonly cancelRequested?: boolean;
+  /**
+   * The instance (`TasksService.instanceId`) whose process runs the task's work, on a store with
+   * leases: should that instance die, another one fails the task. Never on the wire.
+   */
+  readonly heldBy?: string;
   readonly version: number;
 }
 
@@ -72,6 +77,8 @@ export interface NewTaskParams {
   ttlMs: number | null;
   pollIntervalMs?: number;
   statusMessage?: string;
+  /** The instance that runs the task's work (see `TaskRecord.heldBy`). */
+  heldBy?: string;
 }
 
 /** The module's TTL settings that decide a new task's TTL (see `resolveTtlMs`). */

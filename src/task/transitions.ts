@@ -45,6 +45,7 @@ export function newTask(
   };
   if (params.pollIntervalMs !== undefined) record.pollIntervalMs = params.pollIntervalMs;
   if (params.statusMessage !== undefined) record.statusMessage = params.statusMessage;
+  if (params.heldBy !== undefined) record.heldBy = params.heldBy;
   return record;
 }
 

@@ -69,7 +69,10 @@ export class RunningTaskContext implements TaskContext {
   }
 
   handOff(): void {
+    if (this.handedOff) return;
     this.handedOff = true;
+    // Whoever drives the task now may outlive this process: its lease no longer answers for it.
+    this.tasks.releaseHeld(this.taskId).catch(() => undefined);
   }
 
   async progress(message: string | null): Promise<void> {

@@ -302,11 +302,17 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
   ): Promise<TaskRecord> {
     const { pollIntervalMs, statusMessage } = tool.options;
     const ttlMs = requestedTtlMs ?? tool.options.ttlMs;
-    return this.tasks.create(owner, {
-      ...(ttlMs !== undefined && { ttlMs }),
-      ...(pollIntervalMs !== undefined && { pollIntervalMs }),
-      ...(statusMessage !== undefined && { statusMessage }),
-    });
+    // An in-process call is held by this instance's lease; a queue-run one by no one (a worker
+    // runs it, and the queue runs it again should that worker die).
+    return this.tasks.create(
+      owner,
+      {
+        ...(ttlMs !== undefined && { ttlMs }),
+        ...(pollIntervalMs !== undefined && { pollIntervalMs }),
+        ...(statusMessage !== undefined && { statusMessage }),
+      },
+      { held: tool.options.queue === undefined },
+    );
   }
 
   /** Sends the call to the tool's queue; a queue that refuses it fails the task at once. */

@@ -74,3 +74,114 @@ describe('RedisTaskStore', () => {
     expect(store.client.status).toBe('end');
   });
 });
+
+describe('RedisTaskStore: leases', () => {
+  const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
+  let store: RedisTaskStore;
+  let raw: Redis;
+  let prefix: string;
+
+  beforeEach(() => {
+    prefix = `lease-${++prefixes}:`;
+    store = new RedisTaskStore({ connection: redis.url, prefix });
+    raw = new Redis(redis.url);
+  });
+  afterEach(async () => {
+    raw.disconnect();
+    await store.onApplicationShutdown();
+  });
+
+  const held = (instance: string): Promise<string[]> =>
+    raw.zrange(`${prefix}{lease}held:${instance}`, '0', '-1');
+
+  it('holds a task created with heldBy, in the create, until a write makes it terminal', async () => {
+    const now = Date.now();
+    const task = { ...newTask('t1', { principal: 'p' }, { ttlMs: 60_000 }, now), heldBy: 'i1' };
+    const free = newTask('t2', { principal: 'p' }, { ttlMs: null }, now);
+    await store.create(task, { maxRows: null });
+    await store.create(free, { maxRows: null });
+    expect(await store.heldTasks('i1')).toEqual(['t1']);
+    expect(await raw.zscore(`${prefix}{lease}held:i1`, 't1')).toBe(String(now + 60_000));
+    expect(await store.get('t1')).toEqual(task);
+
+    // A write that leaves it live keeps it held; the terminal one releases it.
+    const working = { ...task, statusMessage: 'half way', version: 2 };
+    expect(await store.compareAndSet(working, 1)).toBe(true);
+    expect(await held('i1')).toEqual(['t1']);
+    const done = completeTask(working, toStoredResult({ content: [] }), {}, Date.now());
+    if (done instanceof Error) throw done;
+    expect(done.heldBy).toBe('i1');
+    expect(await store.compareAndSet(done, 2)).toBe(true);
+    expect(await held('i1')).toEqual([]);
+  });
+
+  it('renews a lease on Redis’s clock and names the instances whose lease ran out', async () => {
+    expect(await store.renewLease('a', 300)).toEqual([]);
+    expect(await store.renewLease('b', 60_000)).toEqual([]);
+    const [seconds, micros] = await raw.time();
+    const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const until = Number(await raw.zscore(`${prefix}{lease}instances`, 'a'));
+    expect(until).toBeGreaterThan(redisNow);
+    expect(until).toBeLessThanOrEqual(redisNow + 300);
+    await sleep(350);
+    // Never the renewing instance itself, even when its own lease had run out.
+    expect(await store.renewLease('b', 60_000)).toEqual(['a']);
+    expect(await store.renewLease('a', 60_000)).toEqual([]);
+  });
+
+  it('a renewal drops the held tasks past their expiry (Redis removed them)', async () => {
+    const now = Date.now();
+    const short = { ...newTask('s', { principal: 'p' }, { ttlMs: 200 }, now), heldBy: 'i1' };
+    const long = { ...newTask('l', { principal: 'p' }, { ttlMs: null }, now), heldBy: 'i1' };
+    await store.create(short, { maxRows: null });
+    await store.create(long, { maxRows: null });
+    await sleep(250);
+    await store.renewLease('i1', 60_000);
+    expect(await store.heldTasks('i1')).toEqual(['l']);
+  });
+
+  it('releaseTasks drops tasks, and forgets an instance only once its lease ran out and it holds nothing', async () => {
+    const now = Date.now();
+    for (const id of ['x1', 'x2']) {
+      await store.create(
+        { ...newTask(id, { principal: 'p' }, { ttlMs: null }, now), heldBy: 'dead' },
+        { maxRows: null },
+      );
+    }
+    await store.renewLease('dead', 300);
+    // Live: the tasks go, the instance stays.
+    expect(await store.releaseTasks('dead', ['x1'])).toBe(false);
+    expect(await store.heldTasks('dead')).toEqual(['x2']);
+    await sleep(350);
+    expect(await store.renewLease('other', 60_000)).toEqual(['dead']);
+    // Run out, but holding x2: it stays, so the next sweep tries x2 again.
+    expect(await store.releaseTasks('dead', [])).toBe(false);
+    expect(await store.releaseTasks('dead', ['x2'])).toBe(true);
+    expect(await store.renewLease('other', 60_000)).toEqual([]);
+    // Idempotent: a second sweeper finds nothing left.
+    expect(await store.releaseTasks('dead', ['x2'])).toBe(true);
+    expect(await raw.exists(`${prefix}{lease}held:dead`)).toBe(0);
+  });
+
+  it('releaseTasks takes thousands of ids in one call', async () => {
+    const ids = Array.from({ length: 5_000 }, (_, i) => `t${i}`);
+    const key = `${prefix}{lease}held:many`;
+    await raw.zadd(key, ...ids.flatMap((id) => ['+inf', id]));
+    expect(await store.releaseTasks('many', ids)).toBe(true);
+    expect(await raw.exists(key)).toBe(0);
+  });
+
+  it('releaseLease ends a live lease with what it holds; the tasks stay as they are', async () => {
+    const task = {
+      ...newTask('r1', { principal: 'p' }, { ttlMs: null }, Date.now()),
+      heldBy: 'leaving',
+    };
+    await store.create(task, { maxRows: null });
+    await store.renewLease('leaving', 300);
+    await store.releaseLease('leaving');
+    await sleep(350);
+    expect(await store.renewLease('other', 60_000)).toEqual([]);
+    expect(await store.heldTasks('leaving')).toEqual([]);
+    expect(await store.get('r1')).toEqual(task);
+  });
+});

@@ -1,0 +1,179 @@
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { TaskNotFoundError, TaskTerminalError } from '../errors.js';
+import { hasLeases, TaskStore, type TaskStoreLeases } from '../store/task-store.js';
+import { isTerminal } from '../task.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
+import { TasksService } from '../tasks.service.js';
+
+/** What the tasks of an instance that died get. */
+export const STOPPED_MESSAGE = 'The server stopped before the task finished';
+
+/** How many tasks of a dead instance are failed at once: a sweep never floods the store. */
+const SWEEP_BATCH = 32;
+
+/**
+ * This instance's lease on a store shared with other instances (one with leases, such as
+ * RedisTaskStore). Every third of the lease's TTL it renews the lease, which also tells it the
+ * instances whose lease ran out: those died without shutting down, and the tool calls they were
+ * running will never settle their tasks. It fails each task such an instance still holds with
+ * -32603 "The server stopped before the task finished", through TasksService (compare-and-set: a
+ * task finished meanwhile stays as it is), then forgets the instance. Several instances may sweep
+ * one dead instance at once; each write is idempotent.
+ *
+ * A renewal is one store call whatever the number of running tasks: tasks are held by the writes
+ * that create and finish them, never by the timer.
+ *
+ * At shutdown the timer stops. With `runningTasksOnShutdown: 'leave'` the lease is released, so
+ * the tasks this instance leaves are not failed by the others; with `'fail'` it is left to run
+ * out, so that a task the runner could not fail (the store away at that moment) is failed by
+ * another instance later.
+ */
+@Injectable()
+export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('TasksLease');
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private renewing: Promise<void> | undefined;
+  private sweeping: Promise<void> | undefined;
+
+  constructor(
+    private readonly tasks: TasksService,
+    @Inject(TaskStore) private readonly store: TaskStore,
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+  ) {}
+
+  /** The lease's TTL, or null when no lease runs (option off, or a store without leases). */
+  get ttlMs(): number | null {
+    return this.tasks.leased && this.config.lease !== false ? this.config.lease.ttlMs : null;
+  }
+
+  /**
+   * Renews the lease once before the app serves (a task created next is held by an instance the
+   * others know of), then every third of the TTL on an unref'd timer.
+   */
+  async onApplicationBootstrap(): Promise<void> {
+    const ttlMs = this.ttlMs;
+    if (ttlMs === null || this.timer !== undefined) return;
+    this.timer = setInterval(() => void this.renew(), Math.ceil(ttlMs / 3));
+    this.timer.unref();
+    await this.renew();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    if (this.timer === undefined) return;
+    this.stop();
+    await Promise.all([this.renewing, this.sweeping]);
+    if (this.config.runningTasksOnShutdown !== 'leave') return;
+    try {
+      await this.leases.releaseLease(this.tasks.instanceId);
+    } catch (error) {
+      this.logger.error(`Could not release the lease: ${describe(error)}`);
+    }
+  }
+
+  /**
+   * Stops renewing, without releasing the lease: the others fail this instance's held tasks once
+   * it runs out, as if the process had died. Shutdown calls it; tests call it to play a crash.
+   */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * One renewal; a tick while one is in flight is skipped. A sweep of dead instances runs beside
+   * the renewals, never in their way: a long sweep must not let this instance's own lease run out.
+   */
+  renew(): Promise<void> {
+    this.renewing ??= this.renewOnce().finally(() => {
+      this.renewing = undefined;
+    });
+    return this.renewing;
+  }
+
+  /** Resolves when the sweep in flight (if any) has finished. */
+  settled(): Promise<void> {
+    return this.sweeping ?? Promise.resolve();
+  }
+
+  private get leases(): TaskStoreLeases {
+    if (!hasLeases(this.store)) throw new Error('The task store has no leases');
+    return this.store;
+  }
+
+  private async renewOnce(): Promise<void> {
+    const ttlMs = this.ttlMs;
+    if (ttlMs === null) return;
+    let expired: string[];
+    try {
+      expired = await this.leases.renewLease(this.tasks.instanceId, ttlMs);
+    } catch (error) {
+      this.logger.error(`Could not renew the lease: ${describe(error)}`);
+      return;
+    }
+    if (expired.length > 0 && this.sweeping === undefined) {
+      this.sweeping = this.sweep(expired).finally(() => {
+        this.sweeping = undefined;
+      });
+    }
+  }
+
+  private async sweep(instances: string[]): Promise<void> {
+    for (const instance of instances) {
+      if (instance === this.tasks.instanceId) continue;
+      try {
+        await this.sweepInstance(instance);
+      } catch (error) {
+        this.logger.error(`Could not sweep a stopped instance: ${describe(error)}`);
+      }
+    }
+  }
+
+  /**
+   * Fails what a dead instance still holds, then forgets it. Only the tasks that are settled here
+   * (failed, or found finished or gone) are dropped from it: one this sweep could not fail stays
+   * held, and the next sweep tries it again.
+   */
+  private async sweepInstance(instance: string): Promise<void> {
+    const held = await this.leases.heldTasks(instance);
+    const settled: string[] = [];
+    for (let i = 0; i < held.length; i += SWEEP_BATCH) {
+      const batch = held.slice(i, i + SWEEP_BATCH);
+      const outcomes = await Promise.all(batch.map((taskId) => this.failHeld(taskId, instance)));
+      batch.forEach((taskId, j) => {
+        if (outcomes[j]) settled.push(taskId);
+      });
+    }
+    await this.leases.releaseTasks(instance, settled);
+    if (held.length > 0) {
+      this.logger.warn(
+        `An instance stopped with ${held.length} task(s) held; ${settled.length} settled now`,
+      );
+    }
+  }
+
+  /** Fails one task of a dead instance; true when it is settled (failed here or already over). */
+  private async failHeld(taskId: string, instance: string): Promise<boolean> {
+    try {
+      const record = await this.store.get(taskId);
+      if (record === null || isTerminal(record.status) || record.heldBy !== instance) return true;
+      await this.tasks.fail(taskId, [ProtocolErrorCode.InternalError, STOPPED_MESSAGE]);
+      return true;
+    } catch (error) {
+      if (error instanceof TaskTerminalError || error instanceof TaskNotFoundError) return true;
+      this.logger.error(`Could not fail a task of a stopped instance: ${describe(error)}`);
+      return false;
+    }
+  }
+}
+
+function describe(error: unknown): string {
+  return (error as Error)?.message ?? String(error);
+}
