@@ -113,7 +113,7 @@ export class TasksService {
     /** Where each write is published for this process's waiters (see tools/task-watch.ts). */
     @Optional() private readonly waiters: WaiterFeed = new WaiterFeed(),
   ) {
-    this.leased = config.lease !== false && hasLeases(store);
+    this.leased = Boolean(config.lease) && hasLeases(store);
   }
 
   // ----- caller side ----------------------------------------------------------------------------

@@ -51,7 +51,7 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
 
   /** The lease's TTL, or null when no lease runs (option off, or a store without leases). */
   get ttlMs(): number | null {
-    return this.tasks.leased && this.config.lease !== false ? this.config.lease.ttlMs : null;
+    return this.tasks.leased && this.config.lease ? this.config.lease.ttlMs : null;
   }
 
   /**
