@@ -1,0 +1,969 @@
+// Queue benchmark for nestjs-mcp-tasks (issue 14): queue-run task tools on BullMQ, next to bare
+// BullMQ jobs doing the same Redis work, and what the lease writes with 10 vs 10,000 running calls.
+//
+//   npm run bench         (builds dist/, then runs every benchmark)
+//   npm run bench:queue   (builds dist/, then runs this file)
+//
+// It starts its own redis-server (from PATH, on a free loopback port, in a temporary directory,
+// without persistence) and stops it at the end; with REDIS_URL set it uses that server instead,
+// under a key prefix of its own that it removes at the end (then (c) counts every client's
+// writes, so it needs a server nobody else uses at that moment).
+//
+// Process layout. Each contender is one Node process (this file run as `--serve <side>`), kept
+// alive for the whole comparison: it takes the calls, runs the jobs on its own BullMQ Worker
+// (concurrency BENCH_QUEUE_CONCURRENCY, 16) and counts the completions, as a single app instance
+// with `worker: true` (the default) does. The parent only starts rounds over IPC and reads
+// Redis's CPU time, so it runs nothing while a round runs.
+//
+//   ours  a Nest application context (no HTTP) with `BullModule.forRoot({ connection, prefix })`,
+//         `BullModule.registerQueue({ name: 'bench-work' })` (@nestjs/bullmq),
+//         `TasksModule.forRoot({ path: false, store: new RedisTaskStore(...), notifier:
+//         redisNotifier(...), maxRows: null, defaultTtlMs: 1 h })` and
+//         `TasksQueueModule.forRoot({ workers: { 'bench-work': { concurrency } } })` from dist/,
+//         and one `@TaskTool({ name: 'instant', queue: 'bench-work' })` whose method returns its
+//         result at once. A task is started with `TaskToolRunner.start(tool, {}, owner)`, found by
+//         class name through Nest's DiscoveryService (`providerNamed` in common.mjs): the call the
+//         `tools/call` handler makes once the request is parsed and its input validated. HTTP is
+//         not the subject here (bench/http measures it); calling the runner keeps the request
+//         parsing, which the baseline would not pay, out of the comparison. That call stores the
+//         task (RedisTaskStore) and adds the job; the Worker takes the job, TaskToolRunner.runJob
+//         reads the task, runs the method and completes the task, whose change the notifier
+//         publishes on its channel (`<store prefix>changes`).
+//   bare  plain BullMQ on the same Redis: a `Queue` and a `Worker` (same connection options and
+//         concurrency, `removeOnComplete: true` as ours sets it; a BullMQ prefix of its own, so
+//         neither side's Worker takes the other's jobs) and two ioredis clients (records,
+//         publishing). A task: a new id (made as the service makes its own),
+//         `HSET` of a `working` record as JSON (the fields our record has, built by `taskRecord`
+//         in common.mjs), then `queue.add` of a job with the same data as ours (tool, taskId,
+//         input). The job's handler reads the record (`HGET`), writes it back `completed` with
+//         the same result (`HSET`), and publishes the completed record as JSON on a channel
+//         (`PUBLISH`, not awaited, as our notifier's is not).
+//
+// Both count a task done when its completion is seen: a subscriber connection of the process
+// (one more ioredis client, the same on both sides) listens on the side's change channel, parses
+// every message and counts those that say `completed`. A round is N tasks with a fixed number in
+// flight (BENCH_QUEUE_IN_FLIGHT, 64): a slot starts a task, waits until its completion is seen,
+// and starts the next.
+//
+//   (a) Redis commands per task, seen by MONITOR over BENCH_QUEUE_MONITOR_TASKS tasks of each
+//       side: those the process sent, and those its scripts ran, by command name. No target:
+//       the breakdown behind (b).
+//   (b) tasks per second, end to end: after a warm-up, BENCH_QUEUE_ROUNDS rounds, the side that
+//       goes first alternating from round to round; medians of the rounds, the CPU time per task
+//       of the contender's process and of Redis, and the median of the per-round ratios ours ÷
+//       bare. Target: ≥ 0.7. A context line gives the CPU ratio per task and how busy each
+//       process was: both run at about 100 % of one core, so CPU per task sets the rate.
+//   (c) the lease's store writes: a third process with `TasksModule.forRoot({ store:
+//       RedisTaskStore, notifier: redisNotifier, lease: { ttlMs: 3000 }, runningTasksOnShutdown:
+//       'leave' })` (so its stop does not fail 10,000 tasks one by one) and one in-process
+//       `@TaskTool` whose method awaits its signal. With 10 calls running, then with 10,000, the
+//       write commands Redis executed (deltas of `INFO commandstats` over the commands whose
+//       `COMMAND INFO` flags say `write`, scripts' commands included) per second, over a quiet
+//       window of BENCH_QUEUE_LEASE_WINDOW_MS (12 s, four lease periods; the renewal runs every
+//       third of the TTL). Target: 10,000 ÷ 10 ≤ 1.1, i.e. independent of the task count. All
+//       commands per second are shown too; each running call's safety-net re-read (once per
+//       janitor interval, 30 s) falls outside a window shorter than that interval.
+//
+// It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only
+// when it cannot run (dist/ missing, no redis-server, a process that fails, a broken invariant,
+// the hard deadline, 240 s). Every child process and the redis-server it started are stopped on
+// every way out (SIGINT and SIGTERM included); the hard deadline kills them.
+//
+// Environment knobs (all optional): REDIS_URL, BENCH_QUEUE_ROUNDS (5), BENCH_QUEUE_TASKS (tasks
+// per round and side, 8000), BENCH_QUEUE_WARMUP_TASKS (3000), BENCH_QUEUE_IN_FLIGHT (64),
+// BENCH_QUEUE_CONCURRENCY (16), BENCH_QUEUE_MONITOR_TASKS (200), BENCH_QUEUE_LEASE_TASKS
+// (10000), BENCH_QUEUE_LEASE_WINDOW_MS (12000), BENCH_QUEUE_ONLY (a,b,c: only those parts),
+// BENCH_QUEUE_CPU_PROF=<dir> (the two contenders run with --cpu-prof and write
+// <dir>/<side>.cpuprofile when they stop).
+
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve as resolvePath } from 'node:path';
+import { clearTimeout, setTimeout } from 'node:timers';
+import { URL } from 'node:url';
+import { Redis } from 'ioredis';
+import {
+  armHardDeadline,
+  assert,
+  fmt,
+  fmtInt,
+  loadBuiltPackage,
+  median,
+  newTaskId,
+  nowNs,
+  msSince,
+  platformLine,
+  positiveEnv,
+  printTargetTable,
+  providerNamed,
+  sleep,
+  startChild,
+  taskRecord,
+  verdict,
+} from './common.mjs';
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------------------------
+
+const ROUNDS = positiveEnv('BENCH_QUEUE_ROUNDS', 5);
+const TASKS = positiveEnv('BENCH_QUEUE_TASKS', 8_000);
+const WARMUP_TASKS = positiveEnv('BENCH_QUEUE_WARMUP_TASKS', 3_000);
+const IN_FLIGHT = positiveEnv('BENCH_QUEUE_IN_FLIGHT', 64);
+const CONCURRENCY = positiveEnv('BENCH_QUEUE_CONCURRENCY', 16);
+const MONITOR_TASKS = positiveEnv('BENCH_QUEUE_MONITOR_TASKS', 200);
+const LEASE_TASKS = positiveEnv('BENCH_QUEUE_LEASE_TASKS', 10_000);
+const LEASE_FEW = 10;
+const LEASE_WINDOW_MS = positiveEnv('BENCH_QUEUE_LEASE_WINDOW_MS', 12_000);
+const LEASE_TTL_MS = 3_000;
+/** Calls started at once in (c) while filling up (in-process calls return once stored). */
+const LEASE_START_IN_FLIGHT = 64;
+const ONLY = new Set((process.env.BENCH_QUEUE_ONLY ?? 'a,b,c').split(',').map((s) => s.trim()));
+const CPU_PROF = process.env.BENCH_QUEUE_CPU_PROF;
+/** Whatever happens, the whole run ends by then. */
+const HARD_DEADLINE_MS = 240_000;
+
+const THROUGHPUT_TARGET = 0.7;
+const LEASE_TARGET = 1.1;
+
+const HOUR = 3_600_000;
+const QUEUE = 'bench-work';
+const TOOL = 'instant';
+const OWNER = Object.freeze({ principal: 'bench' });
+const RESULT = Object.freeze({ content: [{ type: 'text', text: 'ok' }] });
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+const fmt2 = (n) => n.toFixed(2);
+
+/** A Redis URL fit to print: its password, if any, masked. */
+function shown(url) {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(REDIS_URL)';
+  }
+}
+
+/** BullMQ's connection options for a redis:// URL (host, port, password, db). */
+function bullConnection(url) {
+  const parsed = new URL(url);
+  return {
+    host: parsed.hostname,
+    port: Number(parsed.port || 6379),
+    ...(parsed.username && { username: decodeURIComponent(parsed.username) }),
+    ...(parsed.password && { password: decodeURIComponent(parsed.password) }),
+    ...(parsed.pathname.length > 1 && { db: Number(parsed.pathname.slice(1)) }),
+  };
+}
+
+/** Sends `message` to a child and resolves its first answer of the same type (60 s at most). */
+function ask(child, message, timeoutMs = 60_000) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`no answer to ${message.type} in ${timeoutMs / 1000} s`));
+    }, timeoutMs);
+    const onMessage = (answer) => {
+      if (answer?.type !== message.type) return;
+      cleanup();
+      if (answer.error) reject(new Error(`child: ${answer.error}`));
+      else resolve(answer);
+    };
+    const onExit = (code) => {
+      cleanup();
+      reject(new Error(`the child exited with ${code} during ${message.type}`));
+    };
+    const cleanup = () => {
+      clearTimeout(timer);
+      child.off('message', onMessage);
+      child.off('exit', onExit);
+    };
+    child.on('message', onMessage);
+    child.once('exit', onExit);
+    child.send(message);
+  });
+}
+
+/** Asks a child to stop (IPC `stop`); SIGKILL after 15 s. */
+function stopProcess(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    try {
+      child.send({ type: 'stop' });
+    } catch {
+      child.kill('SIGKILL');
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child side: `node bench/queue.bench.mjs --serve <ours|bare|lease> <redis url> <prefix>`
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Completions seen on a change channel, by task id: `wait(id)` resolves once a message says the
+ * task is `completed` (also when it came before the wait). A `failed` or `cancelled` task stops
+ * the process: the bench counts only tasks that did their work.
+ */
+function completionFeed(url, channel) {
+  const subscriber = new Redis(url, { maxRetriesPerRequest: null });
+  const waiting = new Map();
+  const early = new Set();
+  let completed = 0;
+  subscriber.on('message', (from, message) => {
+    if (from !== channel) return;
+    const record = JSON.parse(message);
+    if (record.status === 'working') return;
+    if (record.status !== 'completed') {
+      console.error(`A bench task ended ${record.status}: ${message}`);
+      process.exit(1);
+    }
+    completed++;
+    const resolve = waiting.get(record.taskId);
+    if (resolve === undefined) early.add(record.taskId);
+    else {
+      waiting.delete(record.taskId);
+      resolve();
+    }
+  });
+  return {
+    ready: subscriber.subscribe(channel),
+    get completed() {
+      return completed;
+    },
+    get pending() {
+      return waiting.size + early.size;
+    },
+    wait(taskId) {
+      if (early.delete(taskId)) return Promise.resolve();
+      return new Promise((resolve) => waiting.set(taskId, resolve));
+    },
+    close: () => subscriber.quit().catch(() => subscriber.disconnect()),
+  };
+}
+
+/** `n` tasks, `inFlight` at a time: each slot starts one, waits until it is seen completed. */
+async function runTasks(n, inFlight, start, feed) {
+  let next = 0;
+  const slot = async () => {
+    while (next < n) {
+      next++;
+      await feed.wait(await start());
+    }
+  };
+  const cpu = process.cpuUsage();
+  const begin = nowNs();
+  await Promise.all(Array.from({ length: Math.min(inFlight, n) }, slot));
+  const ms = msSince(begin);
+  const used = process.cpuUsage(cpu);
+  return { ms, cpuUs: used.user + used.system };
+}
+
+async function serveOurs(url, prefix) {
+  const lib = await loadBuiltPackage();
+  const { Injectable, Module } = await import('@nestjs/common');
+  const { DiscoveryModule, NestFactory } = await import('@nestjs/core');
+  const { BullModule } = await import('@nestjs/bullmq');
+  const { TasksQueueModule } = await import('../dist/bullmq/index.js');
+  const { TasksModule, TaskTool, TasksService, RedisTaskStore, redisNotifier } = lib;
+
+  class QueueTools {
+    instant() {
+      return RESULT;
+    }
+  }
+  Object.defineProperty(
+    QueueTools.prototype,
+    'instant',
+    Reflect.decorate(
+      [TaskTool({ name: TOOL, description: 'Returns at once.', queue: QUEUE })],
+      QueueTools.prototype,
+      'instant',
+      Object.getOwnPropertyDescriptor(QueueTools.prototype, 'instant'),
+    ),
+  );
+  Reflect.decorate([Injectable()], QueueTools);
+  const connection = { connection: url, prefix: `${prefix}tasks:` };
+  class OursModule {}
+  Reflect.decorate(
+    [
+      Module({
+        imports: [
+          DiscoveryModule,
+          BullModule.forRoot({ connection: bullConnection(url), prefix: `${prefix}ours-bull` }),
+          BullModule.registerQueue({ name: QUEUE }),
+          TasksModule.forRoot({
+            path: false,
+            store: new RedisTaskStore(connection),
+            notifier: redisNotifier(connection),
+            maxRows: null,
+            defaultTtlMs: HOUR,
+          }),
+          TasksQueueModule.forRoot({ workers: { [QUEUE]: { concurrency: CONCURRENCY } } }),
+        ],
+        providers: [QueueTools],
+      }),
+    ],
+    OursModule,
+  );
+  const app = await NestFactory.createApplicationContext(OursModule, {
+    logger: ['error', 'warn'],
+    abortOnError: false,
+  });
+  await app.init();
+  const runner = await providerNamed(app, 'TaskToolRunner');
+  const registry = await providerNamed(app, 'TaskToolRegistry');
+  const tool = registry.get(TOOL);
+  assert(tool?.options.queue !== undefined, `no queue-run tool ${TOOL}`);
+  const service = app.get(TasksService);
+  const feed = completionFeed(url, `${prefix}tasks:changes`);
+  await feed.ready;
+  const start = async () => (await runner.start(tool, {}, OWNER)).taskId;
+  return {
+    start,
+    feed,
+    /** One task end to end, its stored result checked. */
+    async check() {
+      const taskId = await start();
+      await feed.wait(taskId);
+      const task = await service.get(taskId, OWNER);
+      assert(task.status === 'completed', `ours: task ${task.status}`);
+      assert(task.result?.content?.[0]?.text === 'ok', `ours: result ${JSON.stringify(task)}`);
+      return { taskId, key: `${prefix}tasks:{${taskId}}` };
+    },
+    close: async () => {
+      await feed.close();
+      await app.close();
+    },
+  };
+}
+
+async function serveBare(url, prefix) {
+  const { Queue, Worker } = await import('bullmq');
+  const connection = bullConnection(url);
+  const bullPrefix = `${prefix}bare-bull`;
+  const records = new Redis(url, { maxRetriesPerRequest: null });
+  const publisher = new Redis(url, { maxRetriesPerRequest: null });
+  const channel = `${prefix}bare:changes`;
+  const keyOf = (taskId) => `${prefix}bare:{${taskId}}`;
+  const queue = new Queue(QUEUE, { connection, prefix: bullPrefix });
+  const worker = new Worker(
+    QUEUE,
+    async (job) => {
+      const key = keyOf(job.data.taskId);
+      const current = JSON.parse(await records.hget(key, 'j'));
+      const version = current.version + 1;
+      const completed = {
+        ...current,
+        status: 'completed',
+        lastUpdatedAt: Math.max(Date.now(), current.lastUpdatedAt),
+        version,
+        result: { ...RESULT, resultType: 'complete' },
+      };
+      const json = JSON.stringify(completed);
+      await records.hset(key, 'v', version, 'j', json);
+      publisher.publish(channel, json).catch(() => undefined);
+    },
+    { connection, prefix: bullPrefix, concurrency: CONCURRENCY },
+  );
+  worker.on('failed', (job, error) => {
+    console.error(`bare: job failed: ${String(error)}`);
+    process.exit(1);
+  });
+  await worker.waitUntilReady();
+  const feed = completionFeed(url, channel);
+  await feed.ready;
+  const start = async () => {
+    const taskId = newTaskId();
+    const record = taskRecord(taskId, OWNER, { ttlMs: HOUR }, Date.now());
+    await records.hset(keyOf(taskId), 'v', 1, 'j', JSON.stringify(record));
+    await queue.add(TOOL, { tool: TOOL, taskId, input: {} }, { removeOnComplete: true });
+    return taskId;
+  };
+  return {
+    start,
+    feed,
+    async check() {
+      const taskId = await start();
+      await feed.wait(taskId);
+      const task = JSON.parse(await records.hget(keyOf(taskId), 'j'));
+      assert(task.status === 'completed', `bare: task ${task.status}`);
+      assert(task.result?.content?.[0]?.text === 'ok', `bare: result ${JSON.stringify(task)}`);
+      return { taskId, key: keyOf(taskId) };
+    },
+    close: async () => {
+      await feed.close();
+      await worker.close();
+      await queue.close();
+      await Promise.all([records.quit(), publisher.quit()]);
+    },
+  };
+}
+
+/** (c): an app with a short lease and one in-process tool that awaits its signal. */
+async function serveLease(url, prefix) {
+  const lib = await loadBuiltPackage();
+  const { Injectable, Module } = await import('@nestjs/common');
+  const { DiscoveryModule, NestFactory } = await import('@nestjs/core');
+  const { TasksModule, TaskTool, RedisTaskStore, redisNotifier } = lib;
+  let running = 0;
+  class WaitTools {
+    async wait(_input, task) {
+      running++;
+      try {
+        await new Promise((resolve) =>
+          task.signal.addEventListener('abort', resolve, { once: true }),
+        );
+        return { content: [{ type: 'text', text: 'cancelled' }] };
+      } finally {
+        running--;
+      }
+    }
+  }
+  Object.defineProperty(
+    WaitTools.prototype,
+    'wait',
+    Reflect.decorate(
+      [TaskTool({ name: 'wait_for_signal', description: 'Works until its signal fires.' })],
+      WaitTools.prototype,
+      'wait',
+      Object.getOwnPropertyDescriptor(WaitTools.prototype, 'wait'),
+    ),
+  );
+  Reflect.decorate([Injectable()], WaitTools);
+  const connection = { connection: url, prefix: `${prefix}lease:` };
+  class LeaseModule {}
+  Reflect.decorate(
+    [
+      Module({
+        imports: [
+          DiscoveryModule,
+          TasksModule.forRoot({
+            path: false,
+            store: new RedisTaskStore(connection),
+            notifier: redisNotifier(connection),
+            maxRows: null,
+            defaultTtlMs: HOUR,
+            lease: { ttlMs: LEASE_TTL_MS },
+            // At shutdown the calls are left running, not failed one by one (10,000 writes).
+            runningTasksOnShutdown: 'leave',
+          }),
+        ],
+        providers: [WaitTools],
+      }),
+    ],
+    LeaseModule,
+  );
+  const app = await NestFactory.createApplicationContext(LeaseModule, {
+    logger: ['error', 'warn'],
+    abortOnError: false,
+  });
+  await app.init();
+  const runner = await providerNamed(app, 'TaskToolRunner');
+  const registry = await providerNamed(app, 'TaskToolRegistry');
+  const lease = await providerNamed(app, 'TasksLease');
+  const tool = registry.get('wait_for_signal');
+  assert(tool !== undefined && tool.options.queue === undefined, 'no in-process tool');
+  assert(lease.ttlMs === LEASE_TTL_MS, `the lease does not run (ttlMs ${lease.ttlMs})`);
+  return {
+    /** Starts calls until `total` are running; resolves when each has been stored. */
+    async fill(total) {
+      let missing = total - running;
+      const slot = async () => {
+        while (missing > 0) {
+          missing--;
+          await runner.start(tool, {}, OWNER);
+        }
+      };
+      await Promise.all(Array.from({ length: LEASE_START_IN_FLIGHT }, slot));
+      // The methods start in the background; wait until every one runs.
+      const until = Date.now() + 10_000;
+      while (running !== total || runner.size !== total) {
+        assert(Date.now() < until, `${running} calls running, ${runner.size} in the runner`);
+        await sleep(10);
+      }
+      return { running, size: runner.size };
+    },
+    close: () => app.close(),
+  };
+}
+
+async function serve(side, url, prefix) {
+  // A lost parent ends the child at once.
+  process.on('disconnect', () => process.exit(0));
+  const make = { ours: serveOurs, bare: serveBare, lease: serveLease }[side];
+  assert(make !== undefined, `unknown side ${side}`);
+  const contender = await make(url, prefix);
+  let stopping = false;
+  process.on('message', (message) => {
+    const reply = (fields) => process.send({ type: message.type, ...fields });
+    const fail = (error) => reply({ error: error?.stack ?? String(error) });
+    switch (message?.type) {
+      case 'check':
+        contender.check().then(reply, fail);
+        break;
+      case 'round':
+        runTasks(message.n, message.inFlight, contender.start, contender.feed).then((result) => {
+          assert(contender.feed.pending === 0, `${contender.feed.pending} completions left over`);
+          reply(result);
+        }, fail);
+        break;
+      case 'fill':
+        contender.fill(message.total).then(reply, fail);
+        break;
+      case 'stop':
+        if (stopping) return;
+        stopping = true;
+        contender.close().then(
+          () => process.exit(0),
+          (error) => {
+            console.error(error);
+            process.exit(1);
+          },
+        );
+        break;
+      default:
+        fail(new Error(`unknown message ${JSON.stringify(message)}`));
+    }
+  });
+  process.send({ type: 'ready', pid: process.pid });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Redis server: a private one from PATH, or REDIS_URL
+// ---------------------------------------------------------------------------------------------
+
+/** What the hard deadline and signals kill: the children and the redis-server, by their pid. */
+const started = new Set();
+
+/** The private redis-server's temporary directory, removed on every way out. */
+const directories = new Set();
+
+function killEverything() {
+  for (const child of started) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+  for (const dir of directories) rmSync(dir, { recursive: true, force: true });
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPing(url, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const probe = new Redis(url, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: null,
+    });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      if ((await probe.ping()) === 'PONG') return;
+    } catch {
+      // not up yet
+    } finally {
+      probe.disconnect();
+    }
+    if (Date.now() > deadline) throw new Error(`redis-server did not answer at ${url}`);
+    await sleep(50);
+  }
+}
+
+async function startRedis() {
+  if (process.env.REDIS_URL) {
+    return { url: process.env.REDIS_URL, own: false, stop: async () => undefined };
+  }
+  if (spawnSync('redis-server', ['--version']).status !== 0) {
+    console.error('This benchmark needs redis-server on PATH, or REDIS_URL.');
+    process.exit(1);
+  }
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'nestjs-mcp-tasks-bench-queue-'));
+  directories.add(dir);
+  const server = spawn(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+    ],
+    { stdio: 'ignore' },
+  );
+  started.add(server);
+  const url = `redis://127.0.0.1:${port}`;
+  const stop = async () => {
+    if (server.exitCode === null && server.signalCode === null) {
+      await new Promise((resolve) => {
+        server.once('exit', resolve);
+        server.kill('SIGTERM');
+      });
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitForPing(url, 10_000);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url, own: true, stop };
+}
+
+/** Removes every key under `prefix` (at the end, on a shared REDIS_URL). */
+async function removeKeys(client, prefix) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    if (keys.length > 0) await client.unlink(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+/** The server's CPU time so far, in µs (`INFO cpu`: user + system). */
+async function serverCpuUs(admin) {
+  const info = await admin.info('cpu');
+  const field = (name) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent side
+// ---------------------------------------------------------------------------------------------
+
+async function startSide(side, url, prefix) {
+  const execArgv = [];
+  if (CPU_PROF && side !== 'lease') {
+    const dir = resolvePath(CPU_PROF);
+    mkdirSync(dir, { recursive: true });
+    execArgv.push('--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-name', `${side}.cpuprofile`);
+  }
+  const { child } = await startChild(import.meta.url, ['--serve', side, url, prefix], {
+    execArgv,
+    label: side,
+  }).catch((error) => {
+    throw new Error(`${side} did not start: ${error.message}`);
+  });
+  started.add(child);
+  child.on('exit', (code, signal) => {
+    if (!child.stopping && code !== 0) {
+      console.error(`The ${side} process exited (${code ?? signal}) during the run.`);
+    }
+  });
+  return {
+    side,
+    child,
+    ask: (message, timeoutMs) => ask(child, message, timeoutMs),
+    stop: () => {
+      child.stopping = true;
+      return stopProcess(child);
+    },
+  };
+}
+
+/**
+ * (a) MONITOR on its own connection: the commands Redis ran while `count` tasks of one side ran
+ * (none other works meanwhile), by name, split into those clients sent and those scripts ran.
+ * A marker (ECHO on another connection) tells when MONITOR has shown everything sent before it.
+ */
+async function monitorTasks(url, contender, count) {
+  const admin = new Redis(url);
+  const monitor = await admin.monitor();
+  const marker = new Redis(url);
+  const markerInfo = await marker.client('INFO');
+  const markerAddress = /\baddr=(\S+)/.exec(markerInfo)?.[1];
+  let counting = false;
+  const seenMarkers = new Set();
+  const sent = new Map();
+  const scripted = new Map();
+  monitor.on('monitor', (_time, args, source) => {
+    if (source === markerAddress) {
+      seenMarkers.add(args[1]);
+      return;
+    }
+    if (!counting) return;
+    const name = String(args[0]).toLowerCase();
+    const into = source === 'lua' ? scripted : sent;
+    into.set(name, (into.get(name) ?? 0) + 1);
+  });
+  const flush = async () => {
+    const id = `bench-marker-${seenMarkers.size}-${Date.now()}`;
+    await marker.echo(id);
+    const until = Date.now() + 5_000;
+    while (!seenMarkers.has(id)) {
+      assert(Date.now() < until, 'MONITOR did not show the marker');
+      await sleep(5);
+    }
+  };
+  try {
+    await flush();
+    counting = true;
+    await contender.ask({ type: 'round', n: count, inFlight: IN_FLIGHT });
+    await flush();
+    counting = false;
+  } finally {
+    monitor.disconnect();
+    admin.disconnect();
+    marker.disconnect();
+  }
+  const per = (map) =>
+    [...map.entries()].map(([name, n]) => [name, n / count]).sort((a, b) => b[1] - a[1]);
+  const total = (map) => [...map.values()].reduce((a, b) => a + b, 0) / count;
+  return {
+    sent: per(sent),
+    scripted: per(scripted),
+    sentTotal: total(sent),
+    scriptedTotal: total(scripted),
+  };
+}
+
+/** One measured run of `n` tasks on a side: tasks/s, CPU µs per task of its process and of Redis. */
+async function measure(contender, admin, n) {
+  const before = await serverCpuUs(admin);
+  const { ms, cpuUs } = await contender.ask({ type: 'round', n, inFlight: IN_FLIGHT }, 120_000);
+  const redisUs = (await serverCpuUs(admin)) - before;
+  return { rate: n / (ms / 1000), cpuUs: cpuUs / n, redisUs: redisUs / n };
+}
+
+/** The names of Redis's write commands (`COMMAND INFO` flags), cached. */
+const writeFlags = new Map();
+async function isWrite(admin, name) {
+  if (!writeFlags.has(name)) {
+    const [info] = await admin.command('INFO', name);
+    writeFlags.set(name, Array.isArray(info) && info[2].includes('write'));
+  }
+  return writeFlags.get(name);
+}
+
+/** Calls per command name since the server started (`INFO commandstats`). */
+async function commandCalls(admin) {
+  const info = await admin.info('commandstats');
+  const calls = new Map();
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    calls.set(match[1], Number(match[2]));
+  }
+  return calls;
+}
+
+/** (c) Commands per second over a quiet window of `ms`: writes (by name), and all. */
+async function commandRates(admin, ms) {
+  const before = await commandCalls(admin);
+  const start = nowNs();
+  await sleep(ms);
+  const after = await commandCalls(admin);
+  const seconds = msSince(start) / 1000;
+  const writes = [];
+  let all = 0;
+  for (const [name, calls] of after) {
+    // The two INFO calls of this window are the bench's own.
+    const delta = calls - (before.get(name) ?? 0) - (name === 'info' ? 1 : 0);
+    if (delta <= 0) continue;
+    all += delta;
+    if (await isWrite(admin, name)) writes.push([name, delta / seconds]);
+  }
+  writes.sort((a, b) => b[1] - a[1]);
+  return {
+    writes: writes.reduce((sum, [, rate]) => sum + rate, 0),
+    byName: writes,
+    all: all / seconds,
+    seconds,
+  };
+}
+
+function printBreakdown(label, result) {
+  const list = (pairs) => pairs.map(([name, n]) => `${name} ${fmt2(n)}`).join(', ');
+  console.log(
+    `    ${label}: ${fmt2(result.sentTotal)} commands sent per task (${list(result.sent)})`,
+  );
+  console.log(
+    `    ${' '.repeat(label.length)}  ${fmt2(result.scriptedTotal)} more run inside scripts (${list(result.scripted) || 'none'})`,
+  );
+}
+
+async function main() {
+  const totalStart = nowNs();
+  armHardDeadline(
+    HARD_DEADLINE_MS,
+    `The benchmark did not finish within ${HARD_DEADLINE_MS / 1000} s; stopping.`,
+    killEverything,
+  );
+  for (const signal of ['SIGINT', 'SIGTERM']) {
+    process.once(signal, () => {
+      killEverything();
+      process.exit(130);
+    });
+  }
+  process.once('exit', killEverything);
+  // Fail fast when nothing is built.
+  await loadBuiltPackage();
+  await import('../dist/bullmq/index.js').catch((error) => {
+    console.error('Cannot import ../dist/bullmq/index.js; run `npm run build` first.');
+    console.error(error);
+    process.exit(1);
+  });
+
+  const redis = await startRedis();
+  const admin = new Redis(redis.url);
+  const prefix = `bench-queue-${process.pid}:`;
+  const version = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1] ?? 'unknown';
+  console.log('nestjs-mcp-tasks queue benchmark (queue-run task tools on BullMQ)');
+  console.log(platformLine());
+  console.log(
+    `redis-server ${version} at ${shown(redis.url)} (${redis.own ? 'private, no persistence' : 'REDIS_URL'}), key prefix ${prefix}`,
+  );
+  const rows = [];
+  const sides = [];
+  try {
+    if (ONLY.has('a') || ONLY.has('b')) {
+      const ours = await startSide('ours', redis.url, prefix);
+      sides.push(ours);
+      const bare = await startSide('bare', redis.url, prefix);
+      sides.push(bare);
+      const names = {
+        ours: 'ours (TaskToolRunner.start → BullMQ → runJob)',
+        bare: 'bare BullMQ, same Redis work',
+      };
+      const width = Math.max(...Object.values(names).map((name) => name.length));
+      // One checked task each (this also loads the scripts), and the records' sizes.
+      for (const side of [ours, bare]) {
+        const { key } = await side.ask({ type: 'check' });
+        side.recordBytes = (await admin.hget(key, 'j')).length;
+      }
+      console.log(
+        `    one process per side: calls + BullMQ Worker (concurrency ${CONCURRENCY}) + a subscriber counting completions; ` +
+          `${IN_FLIGHT} tasks in flight; completed record ${ours.recordBytes} bytes (ours) vs ${bare.recordBytes} (bare)`,
+      );
+
+      if (ONLY.has('a')) {
+        console.log(`\n(a) Redis commands per task (MONITOR, ${MONITOR_TASKS} tasks of each side)`);
+        for (const side of [ours, bare]) {
+          side.monitored = await monitorTasks(redis.url, side, MONITOR_TASKS);
+          printBreakdown(names[side.side].padEnd(width), side.monitored);
+        }
+      }
+
+      if (ONLY.has('b')) {
+        console.log(`\n(b) tasks per second, end to end`);
+        console.log(
+          `    warm-up ${WARMUP_TASKS} tasks each, then ${ROUNDS} rounds of ${TASKS} tasks per side, the first side alternating`,
+        );
+        for (const side of [ours, bare]) await measure(side, admin, WARMUP_TASKS);
+        const results = new Map([
+          [ours, []],
+          [bare, []],
+        ]);
+        const ratios = [];
+        for (let i = 0; i < ROUNDS; i++) {
+          const order = i % 2 === 0 ? [ours, bare] : [bare, ours];
+          for (const side of order) results.get(side).push(await measure(side, admin, TASKS));
+          ratios.push(results.get(ours)[i].rate / results.get(bare)[i].rate);
+        }
+        for (const side of [ours, bare]) {
+          const rounds = results.get(side);
+          const med = (key) => median(rounds.map((r) => r[key]));
+          side.rate = med('rate');
+          side.cpuUs = med('cpuUs');
+          side.redisUs = med('redisUs');
+          console.log(
+            `    ${names[side.side].padEnd(width)}  median ${fmtInt(side.rate).padStart(6)} tasks/s, CPU per task: process ${fmtInt(med('cpuUs'))} µs, Redis ${fmtInt(med('redisUs'))} µs` +
+              `   rounds: ${rounds.map((r) => fmtInt(r.rate)).join(', ')}`,
+          );
+        }
+        const ratio = median(ratios);
+        console.log(
+          `    per-round ratios ours ÷ bare: ${ratios.map((r) => r.toFixed(3)).join(', ')}`,
+        );
+        // Each side's process runs its calls and its jobs on one event loop: when it is busy all
+        // the time, its CPU per task sets the rate, and this ratio predicts the one above.
+        console.log(
+          `    context: CPU per task bare ÷ ours, process ${(bare.cpuUs / ours.cpuUs).toFixed(3)}, ` +
+            `process + Redis ${((bare.cpuUs + bare.redisUs) / (ours.cpuUs + ours.redisUs)).toFixed(3)}; ` +
+            `busy share of one core: ours ${fmtInt((ours.rate * ours.cpuUs) / 1e4)} %, bare ${fmtInt((bare.rate * bare.cpuUs) / 1e4)} %`,
+        );
+        rows.push([
+          '(b) queue-run tool ÷ bare BullMQ, tasks/s',
+          `${ratio.toFixed(3)} (${fmtInt(ours.rate)} vs ${fmtInt(bare.rate)}/s)`,
+          `≥ ${THROUGHPUT_TARGET}`,
+          verdict(ratio >= THROUGHPUT_TARGET),
+        ]);
+      }
+      await Promise.all([ours.stop(), bare.stop()]);
+    }
+
+    if (ONLY.has('c')) {
+      console.log(
+        `\n(c) the lease's store writes (lease ttlMs ${LEASE_TTL_MS}, renewed every ${Math.ceil(LEASE_TTL_MS / 3)} ms; windows of ${fmt(LEASE_WINDOW_MS / 1000, 1)} s)`,
+      );
+      const lease = await startSide('lease', redis.url, prefix);
+      sides.push(lease);
+      const rates = [];
+      for (const total of [LEASE_FEW, LEASE_TASKS]) {
+        const fillStart = nowNs();
+        const { running } = await lease.ask({ type: 'fill', total }, 120_000);
+        const filled = msSince(fillStart);
+        await sleep(1_000); // what the starts sent has settled
+        const rate = await commandRates(admin, LEASE_WINDOW_MS);
+        rates.push(rate);
+        console.log(
+          `    ${fmtInt(running).padStart(6)} calls running (${fmt(filled / 1000, 1)} s to start): ${fmt2(rate.writes)} write commands/s ` +
+            `(${rate.byName.map(([name, r]) => `${name} ${fmt2(r)}`).join(', ') || 'none'}); all commands ${fmt2(rate.all)}/s`,
+        );
+      }
+      await lease.stop();
+      const [few, many] = rates;
+      const ratio = few.writes > 0 ? many.writes / few.writes : Infinity;
+      rows.push([
+        `(c) lease writes/s, ${fmtInt(LEASE_TASKS)} ÷ ${LEASE_FEW} running`,
+        `${ratio.toFixed(3)} (${fmt2(many.writes)} vs ${fmt2(few.writes)}/s)`,
+        `≤ ${LEASE_TARGET}`,
+        verdict(ratio <= LEASE_TARGET),
+      ]);
+    }
+    if (rows.length > 0) printTargetTable(rows);
+  } finally {
+    await Promise.all(sides.map((side) => side.stop()));
+    if (!redis.own) await removeKeys(admin, prefix).catch(() => undefined);
+    admin.disconnect();
+    await redis.stop();
+  }
+  console.log(`(total ${(msSince(totalStart) / 1000).toFixed(1)} s)`);
+  // A report, not a test: a missed target does not fail the run.
+  process.exitCode = 0;
+}
+
+if (process.argv[2] === '--serve') {
+  await serve(process.argv[3], process.argv[4], process.argv[5]);
+} else {
+  await main().catch((error) => {
+    console.error(error);
+    process.exit(1);
+  });
+}
