@@ -140,8 +140,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     if (queued.length === 0) return;
     const names = queued.map((tool) => `"${tool.name}"`).join(', ');
     throw new TasksConfigError(
-      `Task tools ${names} run on a queue, but the app has no task queue: import ` +
-        `TasksQueueModule.forRoot() from 'nestjs-mcp-tasks/bullmq' (or bind TaskQueue)`,
+      `Task tools ${names} run on a queue, but the app has no task queue: add ` +
+        `TasksQueueModule.forRoot() (entry nestjs-mcp-tasks/bullmq) to its imports`,
     );
   }
 

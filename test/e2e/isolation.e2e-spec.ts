@@ -14,6 +14,8 @@ import {
   TasksModule,
   type TasksModuleExtras,
 } from '../../src/index.js';
+import { BullModule } from '@nestjs/bullmq';
+import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type AdapterName, type RunningApp, startApp } from './app.js';
@@ -113,15 +115,53 @@ class IsolationTools {
   }
 }
 
+/** The same tools, run as BullMQ jobs by the app's own worker (the `redis-queue` configuration). */
+@Injectable()
+class IsolationQueueTools {
+  @TaskTool({ name: 'ask_forever', queue: 'isolation' })
+  async askForever(_input: unknown, task: TaskContext) {
+    for (let round = 1; ; round++) {
+      await task.requireInput({ [`q${round}`]: QUESTION });
+    }
+  }
+
+  @TaskTool({ name: 'ask_briefly', ttlMs: SHORT_TTL_MS, queue: 'isolation' })
+  async askBriefly(_input: unknown, task: TaskContext) {
+    await task.requireInput({ q1: QUESTION });
+    return { content: [] };
+  }
+}
+
 /** `Authorization: Bearer <name>` makes `<name>` the principal; no header is anonymous. */
 const principal = (request: unknown): string | undefined => {
   const header = (request as { headers: Record<string, string | undefined> }).headers.authorization;
   return header === undefined ? undefined : /^Bearer\s+(\S+)$/i.exec(header)?.[1];
 };
 
-function isolationModule(extras: Pick<TasksModuleExtras, 'store' | 'notifier'>): Type<unknown> {
+/** Where the queue-run tools send their jobs: the test's Redis, its port and a prefix. */
+interface IsolationQueue {
+  port: number;
+  prefix: string;
+}
+
+function isolationModule(
+  extras: Pick<TasksModuleExtras, 'store' | 'notifier'>,
+  queue?: IsolationQueue,
+): Type<unknown> {
+  const queued = queue
+    ? [
+        BullModule.forRoot({
+          connection: { host: '127.0.0.1', port: queue.port },
+          prefix: `${queue.prefix}bull`,
+        }),
+        BullModule.registerQueue({ name: 'isolation' }),
+        // Every job of ask_forever waits for input for the whole test: a slot each.
+        TasksQueueModule.forRoot({ workers: { isolation: { concurrency: 64 } } }),
+      ]
+    : [];
   @Module({
     imports: [
+      ...queued,
       TasksModule.forRoot({
         principal,
         janitor: false,
@@ -129,7 +169,7 @@ function isolationModule(extras: Pick<TasksModuleExtras, 'store' | 'notifier'>):
         ...extras,
       }),
     ],
-    providers: [IsolationTools],
+    providers: [queue ? IsolationQueueTools : IsolationTools],
   })
   class IsolationTestModule {}
   return IsolationTestModule;
@@ -173,11 +213,13 @@ function firstLine(error: unknown): string {
   return String((error as Error)?.message ?? error).split('\n')[0]!;
 }
 
-type StoreKind = 'memory' | 'redis';
+/** `redis-queue`: the Redis store and notifier, with the tools run as BullMQ jobs. */
+type StoreKind = 'memory' | 'redis' | 'redis-queue';
 const CONFIGS: Array<[StoreKind, AdapterName]> = [
   ['memory', 'express'],
   ['memory', 'fastify'],
   ['redis', 'express'],
+  ['redis-queue', 'fastify'],
 ];
 
 describe.each(CONFIGS)('principal isolation (%s store, %s)', (storeKind, adapter) => {
@@ -294,17 +336,17 @@ describe.each(CONFIGS)('principal isolation (%s store, %s)', (storeKind, adapter
   // ----- setup and teardown ---------------------------------------------------------------------
 
   beforeAll(async () => {
-    if (storeKind === 'redis') {
+    if (storeKind !== 'memory') {
       redis = await startTestRedis();
       const connection = {
         connection: redis.url,
         prefix: `e2e-isolation-${process.pid}-${Date.now()}-${adapter}:`,
       };
       running = await startApp(
-        isolationModule({
-          store: new RedisTaskStore(connection),
-          notifier: redisNotifier(connection),
-        }),
+        isolationModule(
+          { store: new RedisTaskStore(connection), notifier: redisNotifier(connection) },
+          storeKind === 'redis-queue' ? { port: redis.port, prefix: connection.prefix } : undefined,
+        ),
         adapter,
       );
       const notifier = running.app.get<RedisTaskNotifier>(TaskNotifier);
@@ -314,7 +356,7 @@ describe.each(CONFIGS)('principal isolation (%s store, %s)', (storeKind, adapter
       running = await startApp(isolationModule({}), adapter);
     }
     store = running.app.get<TaskStore>(TaskStore);
-    if (storeKind === 'redis') expect(store).toBeInstanceOf(RedisTaskStore);
+    if (storeKind !== 'memory') expect(store).toBeInstanceOf(RedisTaskStore);
 
     const expiredAt: number[] = [];
     for (const who of PRINCIPALS) {
