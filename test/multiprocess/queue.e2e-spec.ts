@@ -24,7 +24,9 @@ let apiB: FixtureProcess;
 let worker1: FixtureProcess;
 const created: string[] = [];
 
-const env = () => ({ REDIS_URL: redis.url, PREFIX: 'mpq:' });
+/** The instances' lease: short, so a dead instance's calls fail within the test. */
+const LEASE_MS = 1_500;
+const env = () => ({ REDIS_URL: redis.url, PREFIX: 'mpq:', LEASE_MS: String(LEASE_MS) });
 
 async function startTask(api: FixtureProcess, tool: string, args: Record<string, unknown> = {}) {
   const answer = await call(api, 'tools/call', { name: tool, arguments: args });
@@ -170,6 +172,50 @@ describe('queue-run task tools over BullMQ, across processes', () => {
     expect(done.status).toBe('completed');
     expect(textOf(done)).toBe(`hello Grace from ${worker4.pid}`);
     worker1 = worker4;
+  }, 60_000);
+
+  it("fails an instance's in-process calls within the lease when it is killed; a live instance's stay", async () => {
+    const apiC = await startFixture({ ...env(), ROLE: 'api' });
+    const doomed = await startTask(apiC, 'p_until_cancel');
+    const kept = await startTask(apiA, 'p_until_cancel');
+    await apiC.waitFor((event) => event.event === 'run' && event.taskId === doomed);
+    await apiC.kill();
+    const killedAt = Date.now();
+    const failed = await pollTask(apiA, doomed, (task) => TERMINAL.has(task.status as string));
+    const after = Date.now() - killedAt;
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toEqual({
+      code: -32603,
+      message: 'The server stopped before the task finished',
+    });
+    // Renewed every third of the lease: the lease runs out at most LEASE_MS after the kill, and
+    // a sweep comes within a third more (the polling adds its 50 ms).
+    expect(after).toBeLessThan(LEASE_MS * 1.5 + 500);
+    expect((await getTask(apiB, kept)).status).toBe('working');
+    await call(apiA, 'tasks/cancel', { taskId: kept });
+    expect((await getTask(apiB, kept)).status).toBe('cancelled');
+  }, 30_000);
+
+  it('fails the task with -32603 once its job stalled more often than maxStalledCount (1)', async () => {
+    await worker1.kill();
+    const first = await startFixture({ ...env(), ROLE: 'worker', HANG: '1' });
+    const taskId = await startTask(apiA, 'q_hang');
+    await first.waitFor((event) => event.event === 'run' && event.taskId === taskId);
+    const second = await startFixture({ ...env(), ROLE: 'worker', HANG: '1' });
+    await first.kill();
+    await second.waitFor((event) => event.event === 'run' && event.taskId === taskId, 20_000);
+    const third = await startFixture({ ...env(), ROLE: 'worker', HANG: '1' });
+    await second.kill();
+    const done = await pollTask(
+      apiA,
+      taskId,
+      (task) => TERMINAL.has(task.status as string),
+      20_000,
+    );
+    expect(done.status).toBe('failed');
+    expect(done.error).toEqual({ code: -32603, message: 'Internal error' });
+    expect(runsOf([first, second, third], taskId)).toHaveLength(2);
+    worker1 = third;
   }, 60_000);
 
   it('leaves no task working', async () => {
