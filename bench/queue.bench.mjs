@@ -59,7 +59,7 @@
 //       `@TaskTool` whose method awaits its signal. With 10 calls running, then with 10,000, the
 //       write commands Redis executed (deltas of `INFO commandstats` over the commands whose
 //       `COMMAND INFO` flags say `write`, scripts' commands included) per second, over a quiet
-//       window of BENCH_QUEUE_LEASE_WINDOW_MS (12 s, four lease periods; the renewal runs every
+//       window of BENCH_QUEUE_LEASE_WINDOW_MS (24 s, eight lease periods; the renewal runs every
 //       third of the TTL). Target: 10,000 ÷ 10 ≤ 1.1, i.e. independent of the task count. All
 //       commands per second are shown too; each running call's safety-net re-read (once per
 //       janitor interval, 30 s) falls outside a window shorter than that interval.
@@ -69,10 +69,10 @@
 // the hard deadline, 240 s). Every child process and the redis-server it started are stopped on
 // every way out (SIGINT and SIGTERM included); the hard deadline kills them.
 //
-// Environment knobs (all optional): REDIS_URL, BENCH_QUEUE_ROUNDS (5), BENCH_QUEUE_TASKS (tasks
+// Environment knobs (all optional): REDIS_URL, BENCH_QUEUE_ROUNDS (7), BENCH_QUEUE_TASKS (tasks
 // per round and side, 8000), BENCH_QUEUE_WARMUP_TASKS (3000), BENCH_QUEUE_IN_FLIGHT (64),
 // BENCH_QUEUE_CONCURRENCY (16), BENCH_QUEUE_MONITOR_TASKS (200), BENCH_QUEUE_LEASE_TASKS
-// (10000), BENCH_QUEUE_LEASE_WINDOW_MS (12000), BENCH_QUEUE_ONLY (a,b,c: only those parts),
+// (10000), BENCH_QUEUE_LEASE_WINDOW_MS (24000), BENCH_QUEUE_ONLY (a,b,c: only those parts),
 // BENCH_QUEUE_CPU_PROF=<dir> (the two contenders run with --cpu-prof and write
 // <dir>/<side>.cpuprofile when they stop).
 
@@ -94,7 +94,7 @@ import {
   newTaskId,
   nowNs,
   msSince,
-  platformLine,
+  machineLine,
   positiveEnv,
   printTargetTable,
   providerNamed,
@@ -108,7 +108,7 @@ import {
 // Parameters
 // ---------------------------------------------------------------------------------------------
 
-const ROUNDS = positiveEnv('BENCH_QUEUE_ROUNDS', 5);
+const ROUNDS = positiveEnv('BENCH_QUEUE_ROUNDS', 7);
 const TASKS = positiveEnv('BENCH_QUEUE_TASKS', 8_000);
 const WARMUP_TASKS = positiveEnv('BENCH_QUEUE_WARMUP_TASKS', 3_000);
 const IN_FLIGHT = positiveEnv('BENCH_QUEUE_IN_FLIGHT', 64);
@@ -116,7 +116,7 @@ const CONCURRENCY = positiveEnv('BENCH_QUEUE_CONCURRENCY', 16);
 const MONITOR_TASKS = positiveEnv('BENCH_QUEUE_MONITOR_TASKS', 200);
 const LEASE_TASKS = positiveEnv('BENCH_QUEUE_LEASE_TASKS', 10_000);
 const LEASE_FEW = 10;
-const LEASE_WINDOW_MS = positiveEnv('BENCH_QUEUE_LEASE_WINDOW_MS', 12_000);
+const LEASE_WINDOW_MS = positiveEnv('BENCH_QUEUE_LEASE_WINDOW_MS', 24_000);
 const LEASE_TTL_MS = 3_000;
 /** Calls started at once in (c) while filling up (in-process calls return once stored). */
 const LEASE_START_IN_FLIGHT = 64;
@@ -782,11 +782,14 @@ async function commandRates(admin, ms) {
   const seconds = msSince(start) / 1000;
   const writes = [];
   let all = 0;
+  let renewals = 0;
   for (const [name, calls] of after) {
     // The two INFO calls of this window are the bench's own.
     const delta = calls - (before.get(name) ?? 0) - (name === 'info' ? 1 : 0);
     if (delta <= 0) continue;
     all += delta;
+    // TIME runs only inside the lease scripts: once per renewal in an idle instance.
+    if (name === 'time') renewals = delta;
     if (await isWrite(admin, name)) writes.push([name, delta / seconds]);
   }
   writes.sort((a, b) => b[1] - a[1]);
@@ -794,6 +797,7 @@ async function commandRates(admin, ms) {
     writes: writes.reduce((sum, [, rate]) => sum + rate, 0),
     byName: writes,
     all: all / seconds,
+    renewals,
     seconds,
   };
 }
@@ -835,7 +839,7 @@ async function main() {
   const prefix = `bench-queue-${process.pid}:`;
   const version = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1] ?? 'unknown';
   console.log('nestjs-mcp-tasks queue benchmark (queue-run task tools on BullMQ)');
-  console.log(platformLine());
+  console.log(machineLine());
   console.log(
     `redis-server ${version} at ${shown(redis.url)} (${redis.own ? 'private, no persistence' : 'REDIS_URL'}), key prefix ${prefix}`,
   );
@@ -934,7 +938,8 @@ async function main() {
         rates.push(rate);
         console.log(
           `    ${fmtInt(running).padStart(6)} calls running (${fmt(filled / 1000, 1)} s to start): ${fmt2(rate.writes)} write commands/s ` +
-            `(${rate.byName.map(([name, r]) => `${name} ${fmt2(r)}`).join(', ') || 'none'}); all commands ${fmt2(rate.all)}/s`,
+            `(${rate.byName.map(([name, r]) => `${name} ${fmt2(r)}`).join(', ') || 'none'}); all commands ${fmt2(rate.all)}/s; ` +
+            `${rate.renewals} renewals in ${fmt(rate.seconds, 1)} s`,
         );
       }
       await lease.stop();
@@ -954,7 +959,7 @@ async function main() {
     admin.disconnect();
     await redis.stop();
   }
-  console.log(`(total ${(msSince(totalStart) / 1000).toFixed(1)} s)`);
+  console.log(`(total ${(msSince(totalStart) / 1000).toFixed(1)} s; ${machineLine()})`);
   // A report, not a test: a missed target does not fail the run.
   process.exitCode = 0;
 }
