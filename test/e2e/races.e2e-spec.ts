@@ -1,7 +1,9 @@
-import { Module, type Type } from '@nestjs/common';
+import { Injectable, Module, type Type } from '@nestjs/common';
+import { BullModule } from '@nestjs/bullmq';
 import { TaskStatusNotificationParamsV2Schema } from '@modelcontextprotocol/ext-tasks/core/v2';
 import {
   isTerminal,
+  type TaskContext,
   TaskNotifier,
   type TaskRecord,
   TaskStore,
@@ -9,8 +11,10 @@ import {
   TasksModule,
   type TasksModuleExtras,
   TasksService,
+  TaskTool,
   toWire,
 } from '../../src/index.js';
+import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { accept, elicit, seededRandom } from '../helpers.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
@@ -76,9 +80,52 @@ const principal = (request: unknown): string | undefined => {
 
 const PREFIX = `e2e-races-${process.pid}-${Date.now()}:`;
 
-function racesModule(extras: Pick<TasksModuleExtras, 'store' | 'notifier'> = {}): Type<unknown> {
+/** How many progress writes a queue-run call makes at most, one every TICK_MS. */
+const TICKS = 20;
+const TICK_MS = 100;
+
+/**
+ * The queue-run tool of the third suite: its method, run by a BullMQ worker of either instance,
+ * writes progress into its task (a writer racing the others) until the task ends, which ends it.
+ */
+@Injectable()
+class RaceQueueTools {
+  @TaskTool({ name: 'race_worker', queue: 'races' })
+  async work(_input: unknown, task: TaskContext) {
+    for (let tick = 1; tick <= TICKS && !task.signal.aborted; tick++) {
+      await task.progress(`tick ${tick}`);
+      await new Promise((resolve) => setTimeout(resolve, TICK_MS));
+    }
+    task.handOff();
+    return { content: [] };
+  }
+}
+
+/** The queue of the third suite: the test's Redis and a prefix. */
+interface RacesQueue {
+  port: number;
+  prefix: string;
+}
+
+function racesModule(
+  extras: Pick<TasksModuleExtras, 'store' | 'notifier'> = {},
+  queue?: RacesQueue,
+): Type<unknown> {
   @Module({
-    imports: [TasksModule.forRoot({ principal, janitor: false, maxRows: null, ...extras })],
+    imports: [
+      TasksModule.forRoot({ principal, janitor: false, maxRows: null, ...extras }),
+      ...(queue
+        ? [
+            BullModule.forRoot({
+              connection: { host: '127.0.0.1', port: queue.port },
+              prefix: `${queue.prefix}bull`,
+            }),
+            BullModule.registerQueue({ name: 'races' }),
+            TasksQueueModule.forRoot({ workers: { races: { concurrency: 200 } } }),
+          ]
+        : []),
+    ],
+    providers: queue ? [RaceQueueTools] : [],
   })
   class RacesModule {}
   return RacesModule;
@@ -95,8 +142,9 @@ interface Instance {
 async function boot(
   name: string,
   extras: Pick<TasksModuleExtras, 'store' | 'notifier'> = {},
+  queue?: RacesQueue,
 ): Promise<Instance> {
-  const running = await startApp(racesModule(extras), 'express');
+  const running = await startApp(racesModule(extras, queue), 'express');
   return {
     name,
     running,
@@ -174,6 +222,17 @@ class History {
     return [...(this.records.get(taskId)?.values() ?? [])].sort((a, b) => a.version - b.version);
   }
 
+  /** How many accepted writes set a status message that starts with `prefix`. */
+  progressWrites(prefix: string): number {
+    let count = 0;
+    for (const versions of this.records.values()) {
+      for (const record of versions.values()) {
+        if (record.statusMessage?.startsWith(prefix)) count++;
+      }
+    }
+    return count;
+  }
+
   last(taskId: string): TaskRecord {
     const records = this.of(taskId);
     if (records.length === 0) throw new Error(`no record of ${taskId}`);
@@ -223,7 +282,29 @@ async function runSteps(steps: readonly Step[], concurrency: number): Promise<vo
 }
 
 /** The race, run on `instances` (one app, or two sharing a store). */
-async function race(instances: readonly Instance[], history: History): Promise<void> {
+/** How a task of the race is made on an instance: by TasksService, or by a tool call. */
+type Maker = (instance: Instance) => Promise<string>;
+
+const byService: Maker = async (instance) => (await instance.service.create(owner)).taskId;
+
+/** A `tools/call` of the queue-run tool over HTTP, as the owner. */
+const byQueueRunTool: Maker = async (instance) => {
+  const answer = await rpc(
+    instance.url,
+    'tools/call',
+    { name: 'race_worker', arguments: {} },
+    { principal: OWNER, declareTasks: true },
+  );
+  const taskId = (answer.body.result as { taskId?: string } | undefined)?.taskId;
+  if (taskId === undefined) throw new Error(`race_worker: ${JSON.stringify(answer.body)}`);
+  return taskId;
+};
+
+async function race(
+  instances: readonly Instance[],
+  history: History,
+  make: Maker = byService,
+): Promise<void> {
   const random = seededRandom(SEED);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const problems: string[] = [];
@@ -238,11 +319,11 @@ async function race(instances: readonly Instance[], history: History): Promise<v
   // The tasks, created before the streams open (a listen only watches tasks that exist).
   const tasks: string[] = [];
   for (let t = 0; t < TASKS; t++) {
-    tasks.push((await instances[t % instances.length]!.service.create(owner)).taskId);
+    tasks.push(await make(instances[t % instances.length]!));
   }
   const inputTasks: string[] = [];
   for (let t = 0; t < INPUT_TASKS; t++) {
-    inputTasks.push((await instances[t % instances.length]!.service.create(owner)).taskId);
+    inputTasks.push(await make(instances[t % instances.length]!));
   }
   const everyTask = [...tasks, ...inputTasks];
 
@@ -794,4 +875,37 @@ describe('races over HTTP: RedisTaskStore + redisNotifier (two apps on one Redis
     // The two instances did collide on the store; compare-and-set settled every collision.
     expect(history.conflicts).toBeGreaterThan(0);
   }, 120_000);
+});
+
+describe('races over HTTP: the tasks made by a queue-run tool, its method a writer too (two apps on one Redis, a BullMQ worker in each)', () => {
+  let redis: TestRedis | undefined;
+  const instances: Instance[] = [];
+
+  afterAll(async () => {
+    for (const instance of instances) await instance.running.close();
+    await redis?.stop();
+  });
+
+  it('10,000 concurrent mixed operations over 100 tasks while their jobs write progress', async () => {
+    redis = await startTestRedis();
+    const prefix = `${PREFIX}queue:`;
+    const connection = { connection: redis.url, prefix };
+    for (const name of ['A', 'B']) {
+      instances.push(
+        await boot(
+          name,
+          { store: new RedisTaskStore(connection), notifier: redisNotifier(connection) },
+          { port: redis.port, prefix },
+        ),
+      );
+    }
+    const history = new History();
+    for (const instance of instances) {
+      await instance.running.app.get<RedisTaskNotifier>(TaskNotifier).ready;
+      history.observe(instance.store);
+    }
+    await race(instances, history, byQueueRunTool);
+    // The jobs did write: more versions than the race's own operations could make alone.
+    expect(history.progressWrites('tick')).toBeGreaterThan(0);
+  }, 180_000);
 });
