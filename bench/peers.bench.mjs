@@ -341,15 +341,16 @@ async function listenExpress(app, port) {
   };
 }
 
-async function serveNestSdk(port) {
-  const { Controller, Get, Module, Post, Req, Res } = await import('@nestjs/common');
-  const { NestFactory } = await import('@nestjs/core');
-  const { ExpressAdapter } = await import('@nestjs/platform-express');
+/**
+ * The SDK v2 serving `echo` on its own (`createMcpHandler`, a McpServer per request) and its
+ * Node handler, which takes the parsed body.
+ */
+async function sdkEcho(name) {
   const { createMcpHandler, McpServer } = await import('@modelcontextprotocol/server');
   const { toNodeHandler } = await import('@modelcontextprotocol/node');
   const z = await import('zod');
   const handler = createMcpHandler(() => {
-    const server = new McpServer({ name: 'peers-bench-nest-sdk', version: '1.0.0' });
+    const server = new McpServer({ name, version: '1.0.0' });
     server.registerTool(
       'echo',
       { description: 'Returns the text.', inputSchema: z.object({ text: z.string() }) },
@@ -357,7 +358,14 @@ async function serveNestSdk(port) {
     );
     return server;
   });
-  const nodeHandler = toNodeHandler(handler);
+  return { handler, nodeHandler: toNodeHandler(handler) };
+}
+
+async function serveNestSdk(port) {
+  const { Controller, Get, Module, Post, Req, Res } = await import('@nestjs/common');
+  const { NestFactory } = await import('@nestjs/core');
+  const { ExpressAdapter } = await import('@nestjs/platform-express');
+  const { handler, nodeHandler } = await sdkEcho('peers-bench-nest-sdk');
   class PingController {
     ping() {
       return { ok: true };
@@ -389,23 +397,11 @@ async function serveNestSdk(port) {
 
 async function serveSdkV2(port) {
   const { default: express } = await import('express');
-  const { createMcpHandler, McpServer } = await import('@modelcontextprotocol/server');
-  const { toNodeHandler } = await import('@modelcontextprotocol/node');
-  const z = await import('zod');
-  const handler = createMcpHandler(() => {
-    const server = new McpServer({ name: 'peers-bench-sdk-v2', version: '1.0.0' });
-    server.registerTool(
-      'echo',
-      { description: 'Returns the text.', inputSchema: z.object({ text: z.string() }) },
-      ({ text }) => ({ content: [{ type: 'text', text }] }),
-    );
-    return server;
-  });
+  const { handler, nodeHandler } = await sdkEcho('peers-bench-sdk-v2');
   const app = express();
   // As an Express app has it (the SDK's createMcpExpressApp installs express.json()): the parsed
   // body handed on, so the handler reads nothing again. In trial runs this wiring served about
   // 1.4× the requests/s of the handler reading the stream itself: the stronger baseline.
-  const nodeHandler = toNodeHandler(handler);
   app.post('/mcp', express.json(), (req, res) => nodeHandler(req, res, req.body));
   app.post('/bare/echo', express.json(), (_req, res) => res.json(bare.echo));
   app.get('/ping', (_req, res) => res.json({ ok: true }));
