@@ -77,6 +77,12 @@ export const MAX_LIST_LIMIT = 100;
 
 export interface StatusMessageOption {
   statusMessage?: string;
+  /**
+   * The caller's latest copy of the task (a running call's watch hears every write): the change
+   * is tried on it first, without a read; a stale copy loses the compare-and-set and the task is
+   * read as usual.
+   */
+  known?: TaskRecord;
 }
 
 type Transition = (record: TaskRecord, now: number) => TransitionResult;
@@ -217,8 +223,12 @@ export class TasksService {
   ): Promise<TaskRecord> {
     const stored = toStoredResult(result);
     const message = validateStatusMessage(options.statusMessage);
-    return await this.transition(taskId, undefined, (task, now) =>
-      completeTask(task, stored, { statusMessage: message }, now),
+    return await this.transition(
+      taskId,
+      undefined,
+      (task, now) => completeTask(task, stored, { statusMessage: message }, now),
+      true,
+      options.known,
     );
   }
 
@@ -230,8 +240,12 @@ export class TasksService {
   ): Promise<TaskRecord> {
     const error = toJsonRpcError(failure);
     const message = validateStatusMessage(options.statusMessage);
-    return await this.transition(taskId, undefined, (task, now) =>
-      failTask(task, error, { statusMessage: message }, now),
+    return await this.transition(
+      taskId,
+      undefined,
+      (task, now) => failTask(task, error, { statusMessage: message }, now),
+      true,
+      options.known,
     );
   }
 
@@ -321,16 +335,23 @@ export class TasksService {
     return record;
   }
 
-  /** read → pure transition → compare-and-set, one change at a time per task in this process. */
+  /**
+   * read → pure transition → compare-and-set, one change at a time per task in this process. A
+   * `known` copy (worker side only) stands in for the first read.
+   */
   private transition(
     taskId: string,
     owner: TaskOwner | undefined,
     change: Transition,
     announce = true,
+    known?: TaskRecord,
   ): Promise<TaskRecord> {
     return this.serialize(taskId, async () => {
       for (let attempt = 1; ; attempt++) {
-        const current = await this.read(taskId, owner);
+        const current =
+          attempt === 1 && known?.taskId === taskId && owner === undefined
+            ? known
+            : await this.read(taskId, owner);
         const next = change(current, Date.now());
         if (next instanceof TaskError) throw next;
         if (next === current) return current;

@@ -52,7 +52,12 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     );
   }
 
-  notify(record: TaskRecord): Promise<void> {
+  /**
+   * Publishes a change to every instance. A new task (version 1) is not published: no one can
+   * wait for an id before its creation returns it, and whoever learns the id reads the task.
+   */
+  notify(record: TaskRecord): Promise<void> | undefined {
+    if (record.version === 1) return undefined;
     return this.publisher.publish(this.channel, JSON.stringify(record)).then(() => undefined);
   }
 

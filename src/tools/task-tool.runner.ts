@@ -92,6 +92,23 @@ class RunningCall extends TaskWatch {
 }
 
 /**
+ * The running call of a queue job: its first read of the task (made once it listens, so no change
+ * falls between the two) is the job's look at the task before the method runs.
+ */
+class JobCall extends RunningCall {
+  private settleFirst: ((outcome: TaskRecord | Error) => void) | undefined;
+  /** The task as first read, or the error of that read. */
+  readonly first = new Promise<TaskRecord | Error>((resolve) => (this.settleFirst = resolve));
+
+  protected override read(outcome: TaskRecord | unknown): void {
+    const settle = this.settleFirst;
+    if (settle === undefined) return;
+    this.settleFirst = undefined;
+    settle(outcome instanceof Error ? outcome : (outcome as TaskRecord));
+  }
+}
+
+/**
  * Runs `@TaskTool` methods. The task is created and stored first; the method then runs in the
  * background with a TaskContext. Its return value completes the task; a thrown JSON-RPC error
  * fails it with that code; any other throw fails it with -32603 and a generic message (the error
@@ -181,26 +198,22 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
    * `working` and answers `'retry'` while the queue will run the job again.
    */
   async runJob(tool: TaskToolDefinition, call: QueuedCall, job: TaskJob): Promise<JobOutcome> {
-    let record: TaskRecord;
-    try {
-      record = await this.tasks.status(call.taskId);
-    } catch (error) {
-      if (error instanceof TaskNotFoundError) return 'settled';
-      throw error;
-    }
-    if (isTerminal(record.status)) return 'settled';
-    if (isCancellationRequested(record)) {
-      await this.acknowledgeCancel(call.taskId);
+    const { taskId } = call;
+    const pollMs = this.pollMs(tool);
+    const running = new JobCall(this.tasks, this.waiters, taskId, pollMs);
+    const record = await running.first;
+    if (record instanceof Error || isTerminal(record.status) || isCancellationRequested(record)) {
+      running.stop();
+      if (record instanceof TaskNotFoundError) return 'settled';
+      if (record instanceof Error) throw record;
+      if (!isTerminal(record.status)) await this.acknowledgeCancel(taskId);
       return 'settled';
     }
     if (job.run > 1) {
       await this.settle(
-        this.tasks.progress(call.taskId, `Restarted (run ${job.run}): the previous run stopped`),
+        this.tasks.progress(taskId, `Restarted (run ${job.run}): the previous run stopped`),
       );
     }
-    const { taskId } = record;
-    const pollMs = this.pollMs(tool);
-    const running = new RunningCall(this.tasks, this.waiters, taskId, pollMs);
     const context = new JobTaskContext(
       this.tasks,
       this.waiters,
@@ -393,7 +406,9 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
           if (this.shuttingDown) return;
           return await this.acknowledgeCancel(taskId);
         }
-        await this.settle(this.tasks.complete(taskId, toCallToolResult(value)));
+        await this.settle(
+          this.tasks.complete(taskId, toCallToolResult(value), { known: call.latest }),
+        );
       } catch (error) {
         if (call.aborted) {
           if (this.shuttingDown) return;

@@ -29,6 +29,8 @@ export abstract class TaskWatch {
   /** Set while the watch waits for its task's expiry (no periodic re-read). */
   private expiry: (() => void) | undefined;
   private readonly heard: (record: TaskRecord) => void = this.check.bind(this);
+  /** The newest state of the task this watch has seen (heard or read). */
+  latest: TaskRecord | undefined;
 
   constructor(
     protected readonly tasks: TasksService,
@@ -43,6 +45,9 @@ export abstract class TaskWatch {
   protected abstract matched(record: TaskRecord): void;
   /** The task is gone. */
   protected abstract gone(error: TaskNotFoundError): void;
+
+  /** Each read of the task ends here, with the record or the error (after `check`). */
+  protected read(_outcome: TaskRecord | unknown): void {}
 
   /** Starts watching: listens to the feed, re-reads as `pollMs` says, and reads the task once. */
   protected watch(): void {
@@ -64,7 +69,9 @@ export abstract class TaskWatch {
   }
 
   private check(record: TaskRecord): void {
-    if (this.stopped || !this.matches(record)) return;
+    if (this.stopped) return;
+    if (this.latest === undefined || record.version > this.latest.version) this.latest = record;
+    if (!this.matches(record)) return;
     this.stop();
     this.matched(record);
   }
@@ -78,6 +85,7 @@ export abstract class TaskWatch {
     this.tasks.status(this.taskId).then(
       (record) => {
         this.check(record);
+        this.read(record);
         if (this.stopped || this.pollMs !== null || this.expiry !== undefined) return;
         const at = expiresAt(record);
         if (at === null) return;
@@ -85,6 +93,7 @@ export abstract class TaskWatch {
         this.waiters.atExpiry(this.taskId, at, this.expiry);
       },
       (error: unknown) => {
+        this.read(error);
         // Only a task that is gone ends the watch; a store fault is waited out (the next re-read
         // tries again), so an outage does not cancel the work that waits.
         if (this.stopped || !(error instanceof TaskNotFoundError)) return;
