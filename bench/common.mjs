@@ -3,9 +3,12 @@
 // child processes, and the MCP request envelope.
 
 import { Buffer } from 'node:buffer';
-import { fork } from 'node:child_process';
+import { fork, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { randomFillSync } from 'node:crypto';
-import { cpus, loadavg } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 import { fileURLToPath } from 'node:url';
 
@@ -449,4 +452,84 @@ export function listenRequest(path, port, body) {
     '\r\n' +
     body
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loopback ports and a private redis-server
+// ---------------------------------------------------------------------------------------------
+
+/** A free loopback port (asked of the OS, then released). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPing(url, ms) {
+  const { Redis } = await import('ioredis');
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const probe = new Redis(url, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: null,
+    });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      if ((await probe.ping()) === 'PONG') return;
+    } catch {
+      // not up yet
+    } finally {
+      probe.disconnect();
+    }
+    if (Date.now() > deadline) throw new Error(`redis-server did not answer at ${url}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * The Redis of a bench: REDIS_URL when set, else a private redis-server from PATH on a free
+ * loopback port, in a temporary directory (`name` in its name) and without persistence. `track`
+ * gets the server process and its directory at once, so the caller's hard deadline can kill and
+ * remove them. Exits the process with a message when there is neither.
+ * @returns {Promise<{ url: string, own: boolean, stop(): Promise<void> }>}
+ */
+export async function startBenchRedis(name, track = () => undefined) {
+  if (process.env.REDIS_URL) {
+    return { url: process.env.REDIS_URL, own: false, stop: async () => undefined };
+  }
+  if (spawnSync('redis-server', ['--version']).status !== 0) {
+    console.error('This benchmark needs redis-server on PATH, or REDIS_URL.');
+    process.exit(1);
+  }
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), `nestjs-mcp-tasks-bench-${name}-`));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir];
+  const server = spawn('redis-server', [...args, '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  track(server, dir);
+  const url = `redis://127.0.0.1:${port}`;
+  const stop = async () => {
+    if (server.exitCode === null && server.signalCode === null) {
+      await new Promise((resolve) => {
+        server.once('exit', resolve);
+        server.kill('SIGTERM');
+      });
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitForPing(url, 10_000);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url, own: true, stop };
 }

@@ -73,7 +73,6 @@ import 'reflect-metadata';
 import { Buffer } from 'node:buffer';
 import { fork, spawn } from 'node:child_process';
 import { Agent, request } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, URL } from 'node:url';
 import {
@@ -94,6 +93,7 @@ import {
   startChild,
   stopChild,
   verdict,
+  freePort,
 } from './common.mjs';
 import { loadGenerator } from './load.mjs';
 
@@ -868,18 +868,6 @@ async function measureLatency(ours, v1) {
 // ---------------------------------------------------------------------------------------------
 // (6) startup to first served request
 // ---------------------------------------------------------------------------------------------
-
-/** A free loopback port (asked of the OS, then released). */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createNetServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const pingOk = (r) => r.status === 200 && r.text === '{"ok":true}';
 const echoOk = (r) => r.status === 200 && /"text":"hello"/.test(r.text);

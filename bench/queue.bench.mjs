@@ -79,11 +79,8 @@
 // BENCH_QUEUE_CPU_PROF=<dir> (the two contenders run with --cpu-prof and write
 // <dir>/<side>.cpuprofile when they stop).
 
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve as resolvePath } from 'node:path';
+import { mkdirSync, rmSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { URL } from 'node:url';
 import { Redis } from 'ioredis';
@@ -105,6 +102,7 @@ import {
   startChild,
   taskRecord,
   verdict,
+  startBenchRedis,
 } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -564,84 +562,12 @@ function killEverything() {
   for (const dir of directories) rmSync(dir, { recursive: true, force: true });
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
+/** A private redis-server (or REDIS_URL), its process and directory tracked for killEverything. */
+function startRedis() {
+  return startBenchRedis('queue', (server, dir) => {
+    started.add(server);
+    directories.add(dir);
   });
-}
-
-async function waitForPing(url, ms) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const probe = new Redis(url, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: null,
-    });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      if ((await probe.ping()) === 'PONG') return;
-    } catch {
-      // not up yet
-    } finally {
-      probe.disconnect();
-    }
-    if (Date.now() > deadline) throw new Error(`redis-server did not answer at ${url}`);
-    await sleep(50);
-  }
-}
-
-async function startRedis() {
-  if (process.env.REDIS_URL) {
-    return { url: process.env.REDIS_URL, own: false, stop: async () => undefined };
-  }
-  if (spawnSync('redis-server', ['--version']).status !== 0) {
-    console.error('This benchmark needs redis-server on PATH, or REDIS_URL.');
-    process.exit(1);
-  }
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'nestjs-mcp-tasks-bench-queue-'));
-  directories.add(dir);
-  const server = spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--dir',
-      dir,
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-    ],
-    { stdio: 'ignore' },
-  );
-  started.add(server);
-  const url = `redis://127.0.0.1:${port}`;
-  const stop = async () => {
-    if (server.exitCode === null && server.signalCode === null) {
-      await new Promise((resolve) => {
-        server.once('exit', resolve);
-        server.kill('SIGTERM');
-      });
-    }
-    rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    await waitForPing(url, 10_000);
-  } catch (error) {
-    await stop();
-    throw error;
-  }
-  return { url, own: true, stop };
 }
 
 /** Removes every key under `prefix` (at the end, on a shared REDIS_URL). */

@@ -27,11 +27,6 @@
 // Environment knobs (all optional): REDIS_URL, BENCH_REDIS_ROUNDS (default 5),
 // BENCH_REDIS_ROUND_MS (1500), BENCH_REDIS_WARMUP_MS (1000).
 
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { URL } from 'node:url';
 import { Redis } from 'ioredis';
 import {
@@ -49,6 +44,7 @@ import {
   sleep,
   tasksContext,
   verdict,
+  startBenchRedis,
 } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -127,83 +123,11 @@ function shown(url) {
 // The Redis server: a private one from PATH, or REDIS_URL
 // ---------------------------------------------------------------------------------------------
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
+/** A private redis-server (or REDIS_URL), killed by the hard deadline. */
+function startRedis() {
+  return startBenchRedis('redis', (server) => {
+    stopOnDeadline = () => server.kill('SIGKILL');
   });
-}
-
-async function waitForPing(url, ms) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const probe = new Redis(url, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: null,
-    });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      if ((await probe.ping()) === 'PONG') return;
-    } catch {
-      // not up yet
-    } finally {
-      probe.disconnect();
-    }
-    if (Date.now() > deadline) throw new Error(`redis-server did not answer at ${url}`);
-    await sleep(50);
-  }
-}
-
-/** @returns {Promise<{ url: string, own: boolean, stop(): Promise<void>, version: string }>} */
-async function startRedis() {
-  if (process.env.REDIS_URL) {
-    return { url: process.env.REDIS_URL, own: false, stop: async () => undefined };
-  }
-  const version = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
-  if (version.status !== 0) {
-    console.error('This benchmark needs redis-server on PATH, or REDIS_URL.');
-    process.exit(1);
-  }
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'nestjs-mcp-tasks-bench-redis-'));
-  const child = spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--dir',
-      dir,
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-    ],
-    { stdio: 'ignore' },
-  );
-  stopOnDeadline = () => child.kill('SIGKILL');
-  const url = `redis://127.0.0.1:${port}`;
-  await waitForPing(url, 10_000);
-  return {
-    url,
-    own: true,
-    stop: async () => {
-      if (child.exitCode === null) {
-        await new Promise((resolve) => {
-          child.once('exit', resolve);
-          child.kill('SIGTERM');
-        });
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
 
 let stopOnDeadline = () => undefined;
