@@ -209,6 +209,31 @@ describe('architecture of src/', () => {
     expect(read('janitor/tasks.janitor.ts')).toContain("import('@nestjs/schedule')");
   });
 
+  it('imports bullmq, @nestjs/bullmq and ioredis only under their own entries', () => {
+    // The main entry (and every folder it loads) must not load an optional peer it does not need:
+    // the queue's peers live under bullmq/, ioredis under redis/ (reached through their subpaths).
+    const PEERS: Record<string, RegExp> = {
+      bullmq: /from\s+['"](bullmq|@nestjs\/bullmq)['"]/,
+      redis: /from\s+['"]ioredis['"]/,
+    };
+    const VALUE = (pattern: RegExp) =>
+      new RegExp(`(?:^|[\\s;])import\\s+(?!type\\s)[^'";]*?${pattern.source}`, 'm');
+    const offenders: string[] = [];
+    for (const file of files) {
+      const text = stripComments(readFileSync(join(ROOT, file), 'utf8'));
+      for (const [folder, pattern] of Object.entries(PEERS)) {
+        if (folderOf(file) !== folder && VALUE(pattern).test(text)) offenders.push(file);
+      }
+    }
+    expect(offenders).toEqual([]);
+    expect(VALUE(PEERS.bullmq!).test("import { Worker } from 'bullmq';")).toBe(true);
+    expect(VALUE(PEERS.bullmq!).test("import type { Job } from 'bullmq';")).toBe(false);
+    expect(VALUE(PEERS.bullmq!).test("import { getQueueToken } from '@nestjs/bullmq';")).toBe(true);
+    expect(readFileSync(join(ROOT, 'bullmq/task-queue.workers.ts'), 'utf8')).toMatch(
+      VALUE(PEERS.bullmq!),
+    );
+  });
+
   it('exports from the module only what index.ts names', () => {
     const named = new Set<unknown>(Object.values(publicApi));
     for (const token of EXPORTED_TOKENS) {
