@@ -1,0 +1,101 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { BullModule, getQueueToken } from '@nestjs/bullmq';
+import { Test } from '@nestjs/testing';
+import type { Queue } from 'bullmq';
+import { BullTaskQueue, TasksQueueModule } from '../../src/bullmq/index.js';
+import { TasksConfigError } from '../../src/errors.js';
+import { TaskQueue, TaskTool, TasksModule, TasksService } from '../../src/index.js';
+import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
+import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';
+import { startTestRedis, type TestRedis } from '../redis-server.js';
+
+/** How TasksQueueModule is wired into an app: its boot errors, forRootAsync, what a call enqueues. */
+
+@Injectable()
+class QueuedTools {
+  @TaskTool({ name: 'queued', queue: { name: 'reports', jobOptions: { priority: 3 } } })
+  queued() {
+    return { content: [] };
+  }
+}
+
+const apps: INestApplicationContext[] = [];
+let redis: TestRedis;
+
+async function boot(imports: unknown[]): Promise<INestApplicationContext> {
+  const moduleRef = await Test.createTestingModule({
+    imports: imports as never[],
+    providers: [QueuedTools],
+  }).compile();
+  const app = await moduleRef.init();
+  apps.push(app);
+  return app;
+}
+
+const bootError = (imports: unknown[]) =>
+  boot(imports).then(
+    () => {
+      throw new Error('expected the boot to fail');
+    },
+    (error: Error) => error,
+  );
+
+const bull = () =>
+  BullModule.forRoot({
+    connection: { host: '127.0.0.1', port: redis.port },
+    prefix: `spec-${process.pid}`,
+  });
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+});
+
+afterEach(async () => {
+  while (apps.length > 0) await apps.pop()!.close();
+});
+
+afterAll(async () => {
+  await redis?.stop();
+});
+
+describe('TasksQueueModule', () => {
+  it('a queue-run tool in an app without TasksQueueModule fails the boot, naming the fix', async () => {
+    const error = await bootError([TasksModule.forRoot({ janitor: false })]);
+    expect(error).toBeInstanceOf(TasksConfigError);
+    expect(error.message).toContain('"queued"');
+    expect(error.message).toContain('TasksQueueModule.forRoot()');
+  });
+
+  it('a tool naming a queue the app does not register fails the boot, naming the fix', async () => {
+    const error = await bootError([
+      bull(),
+      TasksModule.forRoot({ janitor: false }),
+      TasksQueueModule.forRoot(),
+    ]);
+    expect(error).toBeInstanceOf(TasksConfigError);
+    expect(error.message).toContain("BullModule.registerQueue({ name: 'reports' })");
+  });
+
+  it('forRootAsync binds TaskQueue; a call stores its task and adds a job with the tool options', async () => {
+    const app = await boot([
+      bull(),
+      BullModule.registerQueue({ name: 'reports' }),
+      TasksModule.forRoot({ janitor: false }),
+      TasksQueueModule.forRootAsync({ useFactory: async () => ({ worker: false }) }),
+    ]);
+    expect(app.get(TaskQueue)).toBeInstanceOf(BullTaskQueue);
+    const tool = app.get(TaskToolRegistry).get('queued')!;
+    const record = await app.get(TaskToolRunner).start(tool, {}, { principal: 'alice' });
+    expect(record.status).toBe('working');
+    expect((await app.get(TasksService).status(record.taskId)).status).toBe('working');
+    const queue = app.get<Queue>(getQueueToken('reports'));
+    // No worker in this process (worker: false): the job waits.
+    const [job] = await queue.getJobs(['prioritized', 'waiting']);
+    expect(job?.name).toBe('queued');
+    expect(job?.data).toEqual({ tool: 'queued', taskId: record.taskId, input: {} });
+    expect(job?.opts.priority).toBe(3);
+    expect(job?.opts.removeOnComplete).toBe(true);
+    await queue.obliterate({ force: true });
+  });
+});
