@@ -209,12 +209,14 @@ describe('architecture of src/', () => {
     expect(read('janitor/tasks.janitor.ts')).toContain("import('@nestjs/schedule')");
   });
 
-  it('imports bullmq, @nestjs/bullmq and ioredis only under their own entries', () => {
+  it('imports bullmq, @nestjs/bullmq, ioredis and @nestjs/terminus only under their own entries', () => {
     // The main entry (and every folder it loads) must not load an optional peer it does not need:
-    // the queue's peers live under bullmq/, ioredis under redis/ (reached through their subpaths).
+    // the queue's peers live under bullmq/, ioredis under redis/, @nestjs/terminus under health/
+    // (reached through their subpaths).
     const PEERS: Record<string, RegExp> = {
       bullmq: /from\s+['"](bullmq|@nestjs\/bullmq)['"]/,
       redis: /from\s+['"]ioredis['"]/,
+      health: /from\s+['"]@nestjs\/terminus['"]/,
     };
     const VALUE = (pattern: RegExp) =>
       new RegExp(`(?:^|[\\s;])import\\s+(?!type\\s)[^'";]*?${pattern.source}`, 'm');
@@ -231,6 +233,12 @@ describe('architecture of src/', () => {
     expect(VALUE(PEERS.bullmq!).test("import { getQueueToken } from '@nestjs/bullmq';")).toBe(true);
     expect(readFileSync(join(ROOT, 'bullmq/task-queue.workers.ts'), 'utf8')).toMatch(
       VALUE(PEERS.bullmq!),
+    );
+    expect(VALUE(PEERS.health!).test("import { TerminusModule } from '@nestjs/terminus';")).toBe(
+      true,
+    );
+    expect(readFileSync(join(ROOT, 'health/tasks-health.module.ts'), 'utf8')).toMatch(
+      VALUE(PEERS.health!),
     );
   });
 

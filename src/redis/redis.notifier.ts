@@ -53,6 +53,14 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   }
 
   /**
+   * Whether the subscriber is connected (and so subscribed: ioredis subscribes again after a
+   * reconnect). While it is not, this instance hears no change written elsewhere.
+   */
+  get subscribed(): boolean {
+    return this.subscriber.status === 'ready';
+  }
+
+  /**
    * Publishes a change to every instance. A new task (version 1) is not published: no one can
    * wait for an id before its creation returns it, and whoever learns the id reads the task.
    */

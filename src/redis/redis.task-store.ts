@@ -272,6 +272,11 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     };
   }
 
+  /** One PING, bounded by `timeoutMs` like every call. */
+  async ping(): Promise<void> {
+    await this.call(this.client.ping());
+  }
+
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
     const json = await this.call(this.client.hget(this.keyOf(taskId), 'j'));
     if (json === null) return null;

@@ -59,6 +59,9 @@ export class InMemoryTaskStore implements TaskStore {
     this.ownedBy(record.owner).add(record.taskId);
   }
 
+  /** Always answers: the Map is in this process. */
+  async ping(): Promise<void> {}
+
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
     const record = this.tasks.get(taskId);
     if (record === undefined || isExpired(record, Date.now())) return null;

@@ -110,6 +110,13 @@ export interface TaskStore extends Partial<TaskStoreLeases> {
    * `InvalidTaskParamsError`. Optional: without it the server does not offer listing.
    */
   list?(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage>;
+
+  /**
+   * Resolves when the store answers, rejects when it cannot be reached: the cheapest round trip
+   * it has (a health check times it). Optional: without it a health check reads a task that does
+   * not exist.
+   */
+  ping?(): Promise<void>;
 }
 
 /** Injection token of the active TaskStore (same name as the interface, one import for both). */
