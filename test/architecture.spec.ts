@@ -260,7 +260,14 @@ describe('architecture of src/', () => {
  * shadows it: an app importing both would otherwise meet two different `Task`s.
  */
 describe('public names beside the SDK', () => {
-  const ENTRIES = ['index.ts', 'redis/index.ts', 'client/index.ts', 'testing/index.ts'];
+  const ENTRIES = [
+    'index.ts',
+    'redis/index.ts',
+    'bullmq/index.ts',
+    'health/index.ts',
+    'client/index.ts',
+    'testing/index.ts',
+  ];
   const SDK = ['@modelcontextprotocol/server', '@modelcontextprotocol/client'];
 
   function exportsOf(
