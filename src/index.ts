@@ -24,6 +24,7 @@ export {
   TasksService,
   type CreateTaskOptions,
   type CreateTaskParams,
+  type ListTasksOptions,
   type StatusMessageOption,
 } from './tasks.service.js';
 export { TASKS_EXTENSION_ID } from './tasks.constants.js';
@@ -100,8 +101,10 @@ export {
   InjectTaskStore,
   TaskStore,
   type TaskStoreCleanupOptions,
+  type TaskListPage,
   type TaskStoreCreateOptions,
   type TaskStoreLeases,
+  type TaskStoreListOptions,
 } from './store/task-store.js';
 export { InMemoryTaskStore } from './store/in-memory.task-store.js';
 export { InjectTaskNotifier, TaskNotifier } from './notify/task-notifier.js';

@@ -34,8 +34,11 @@ import {
   validateInputResponses,
   validateNewTaskParams,
   validateProgressMessage,
+  validateStatusFilter,
+  validateTaskLabel,
   validateStatusMessage,
   validateTaskId,
+  type TaskState,
 } from './task.js';
 import { newTaskId } from './task-id.js';
 import {
@@ -62,6 +65,16 @@ export interface CreateTaskOptions {
    * task finished". Leave it off for work a queue or another service drives. Default false.
    */
   held?: boolean;
+  /**
+   * The tool whose call makes the task (`@TaskTool` calls set it): kept on the record and shown
+   * by `list`, never on the wire.
+   */
+  toolName?: string;
+  /**
+   * A copy of the call's arguments to keep on the record (redact it first): JSON data, at most
+   * 4 KiB serialized, else TasksConfigError. Shown by `list`, never on the wire.
+   */
+  arguments?: unknown;
 }
 
 export interface ListTasksOptions {
@@ -69,11 +82,15 @@ export interface ListTasksOptions {
   cursor?: string;
   /** Page size, 1–100. Default 50. */
   limit?: number;
+  /** Only tasks in this state, or in one of these states. Default: every state. */
+  status?: TaskState | TaskState[];
 }
 
 /** Page size of `list` when none is asked for, and the most one page holds. */
 export const DEFAULT_LIST_LIMIT = 50;
 export const MAX_LIST_LIMIT = 100;
+/** Store pages one `list` call reads at most when it filters by status for the store. */
+const LIST_FILTER_READS = 4;
 
 export interface StatusMessageOption {
   statusMessage?: string;
@@ -132,6 +149,7 @@ export class TasksService {
   ): Promise<TaskRecord> {
     const valid = validateNewTaskParams(params, this.config);
     if (options.held === true && this.leased) valid.heldBy = this.instanceId;
+    Object.assign(valid, validateTaskLabel(options));
     const record = newTask(newTaskId(), owner, valid, Date.now());
     try {
       await this.store.create(record, { maxRows: this.config.maxRows });
@@ -170,7 +188,9 @@ export class TasksService {
 
   /**
    * One page of the owner's tasks, newest first; expired and other owners' tasks never appear.
-   * A cursor that is not a `nextCursor` of this store is InvalidTaskParamsError (-32602).
+   * A cursor that is not a `nextCursor` of this store is InvalidTaskParamsError (-32602), and so
+   * is a `status` that is not a task state (or a list of them). A page may hold fewer than `limit`
+   * tasks while `nextCursor` is present: only its absence ends the listing.
    */
   async list(owner: TaskOwner, options: ListTasksOptions = {}): Promise<TaskListPage> {
     const { cursor, limit = DEFAULT_LIST_LIMIT } = options;
@@ -182,12 +202,48 @@ export class TasksService {
         `Invalid params: limit must be an integer from 1 to ${MAX_LIST_LIMIT}`,
       );
     }
+    const status = validateStatusFilter(options.status);
     if (!this.store.list) throw new TaskInternalError('The task store cannot list tasks');
     try {
-      return await this.store.list(owner, { limit, ...(cursor !== undefined && { cursor }) });
+      if (status !== undefined && this.store.listsByStatus !== true) {
+        return await this.listFiltering(owner, status, limit, cursor);
+      }
+      return await this.store.list(owner, {
+        limit,
+        ...(cursor !== undefined && { cursor }),
+        ...(status !== undefined && { status }),
+      });
     } catch (error) {
       throw this.storeFault(error);
     }
+  }
+
+  /**
+   * The status filter for a store that does not filter itself: reads the store's unfiltered
+   * pages and keeps the matching tasks. Each read asks for no more tasks than the page still
+   * lacks, so no page is cut short of what it read and the store's own cursor is where the next
+   * page goes on (a cursor stays the store's, opaque here). At most LIST_FILTER_READS reads per
+   * call; a page that is not full then ends with the cursor of the last read.
+   */
+  private async listFiltering(
+    owner: TaskOwner,
+    status: readonly TaskState[],
+    limit: number,
+    cursor: string | undefined,
+  ): Promise<TaskListPage> {
+    const wanted = new Set(status);
+    const tasks: TaskRecord[] = [];
+    let next = cursor;
+    for (let read = 0; read < LIST_FILTER_READS && tasks.length < limit; read++) {
+      const page = await this.store.list!(owner, {
+        limit: limit - tasks.length,
+        ...(next !== undefined && { cursor: next }),
+      });
+      for (const task of page.tasks) if (wanted.has(task.status)) tasks.push(task);
+      next = page.nextCursor;
+      if (next === undefined) break;
+    }
+    return { tasks: tasks.slice(0, limit), ...(next !== undefined && { nextCursor: next }) };
   }
 
   /**

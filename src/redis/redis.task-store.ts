@@ -1,7 +1,13 @@
 import type { OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { TaskInternalError, TaskStoreFullError } from '../errors.js';
-import { cursorAfter, keyOfCursor, listingKey, ownerKey } from '../store/task-listing.js';
+import {
+  cursorAfter,
+  keyOfCursor,
+  listingKey,
+  ownerKey,
+  statusFilter,
+} from '../store/task-listing.js';
 import type {
   TaskListPage,
   TaskStore,
@@ -106,6 +112,11 @@ if redis.call('ZCARD', KEYS[2]) > 0 then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 return 1`;
 
+/** Index entries a filtered listing reads per round trip pair, at least (see `list`). */
+const FILTERED_LIST_BATCH = 100;
+/** Batches a filtered listing reads per call at most: its round trips are twice this. */
+const FILTERED_LIST_BATCHES = 3;
+
 const COMMANDS = {
   nestjsMcpTasksReserve: { numberOfKeys: 1, lua: RESERVE },
   nestjsMcpTasksCreate: { numberOfKeys: 1, lua: CREATE },
@@ -145,7 +156,8 @@ type ScriptClient = Redis & {
  *   found in `{prefix}terminal` by the instant they finished.
  * - Listing reads one sorted set per owner (`{prefix}owner:<owner>`), written in the same round
  *   trip as the task; entries of tasks that are gone are dropped when a listing meets them, and
- *   the set expires with its longest-lived task.
+ *   the set expires with its longest-lived task. A status filter reads that set in bounded
+ *   batches (see `list`).
  * - Every call is bounded by `timeoutMs` (default 5 s): with Redis away a request fails in bounded
  *   time, and ioredis reconnects by itself when Redis is back.
  * - Leases (TaskStoreLeases): `{prefix}{lease}instances` scores each instance by the instant its
@@ -163,6 +175,8 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   private readonly rowsKey: string;
   private readonly terminalKey: string;
   private readonly instancesKey: string;
+  /** `list` filters by status itself. */
+  readonly listsByStatus: boolean = true;
 
   constructor(options: RedisConnectionOptions) {
     ({ client: this.client, owned: this.owned } = connect(options, 'RedisTaskStore'));
@@ -235,10 +249,52 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     return `${this.prefix}owner:${Buffer.from(ownerKey(owner)).toString('base64url')}`;
   }
 
-  /** Two round trips: the page of listing keys, then the page's records. */
+  /**
+   * Unfiltered, two round trips: the page of listing keys, then the page's records. With a status
+   * filter the index is read in batches of `max(limit, 100)` entries, two round trips each, until
+   * `limit` tasks match; at most 3 batches per call (6 round trips), after which the page ends
+   * where the reading stopped, shorter than `limit`, with a `nextCursor` to go on from there.
+   */
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
     const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
+    const states = statusFilter(options.status);
     const index = this.ownerIndexKey(owner);
+    if (states === undefined) {
+      const { keys, records } = await this.readListing(owner, index, after, options.limit);
+      return {
+        tasks: records.filter((record): record is TaskRecord => record !== null),
+        ...(keys.length === options.limit && { nextCursor: cursorAfter(keys[keys.length - 1]!) }),
+      };
+    }
+    const batch = Math.max(options.limit, FILTERED_LIST_BATCH);
+    const tasks: TaskRecord[] = [];
+    let last = after;
+    for (let read = 0; read < FILTERED_LIST_BATCHES; read++) {
+      const { keys, records } = await this.readListing(owner, index, last, batch);
+      for (let i = 0; i < keys.length; i++) {
+        last = keys[i]!;
+        const record = records[i];
+        if (record == null || !states.has(record.status)) continue;
+        tasks.push(record);
+        // The page is full: the next one starts right after this task, not after the batch.
+        if (tasks.length === options.limit) return { tasks, nextCursor: cursorAfter(last) };
+      }
+      if (keys.length < batch) return { tasks };
+    }
+    return { tasks, nextCursor: cursorAfter(last!) };
+  }
+
+  /**
+   * Up to `count` entries of an owner's index below `after` (newest first) and, aligned with
+   * them, their records (`null` for a task gone, expired or, by a forged entry, not the owner's).
+   * Entries of tasks that are gone are dropped on the way. Two round trips.
+   */
+  private async readListing(
+    owner: TaskOwner,
+    index: string,
+    after: string | undefined,
+    count: number,
+  ): Promise<{ keys: string[]; records: (TaskRecord | null)[] }> {
     const keys = await this.call(
       this.client.zrange(
         index,
@@ -248,28 +304,28 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         'REV',
         'LIMIT',
         0,
-        options.limit,
+        count,
       ),
     );
-    if (keys.length === 0) return { tasks: [] };
-    const ids = keys.map((key) => key.slice(key.indexOf(':') + 1));
+    if (keys.length === 0) return { keys, records: [] };
     const pipeline = this.client.pipeline();
-    for (const taskId of ids) pipeline.hget(this.keyOf(taskId), 'j');
+    for (const key of keys) pipeline.hget(this.keyOf(key.slice(key.indexOf(':') + 1)), 'j');
     const replies = (await this.call(pipeline.exec())) ?? [];
     const now = Date.now();
-    const tasks: TaskRecord[] = [];
+    const records: (TaskRecord | null)[] = [];
     const gone: string[] = [];
     replies.forEach(([error, json], i) => {
       if (error) throw error;
       const record = json === null ? null : (JSON.parse(json as string) as TaskRecord);
-      if (record === null || isExpired(record, now)) gone.push(keys[i]!);
-      else if (isOwnedBy(record, owner)) tasks.push(record);
+      if (record === null || isExpired(record, now)) {
+        gone.push(keys[i]!);
+        records.push(null);
+      } else {
+        records.push(isOwnedBy(record, owner) ? record : null);
+      }
     });
     if (gone.length > 0) this.client.zrem(index, ...gone).catch(() => undefined);
-    return {
-      tasks,
-      ...(keys.length === options.limit && { nextCursor: cursorAfter(keys[keys.length - 1]!) }),
-    };
+    return { keys, records };
   }
 
   /** One PING, bounded by `timeoutMs` like every call. */

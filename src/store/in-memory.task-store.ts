@@ -10,7 +10,7 @@ import {
   terminalSince,
 } from '../task.js';
 import { ExpiryIndex } from './expiry-index.js';
-import { cursorAfter, keyOfCursor, listingKey, ownerKey } from './task-listing.js';
+import { cursorAfter, keyOfCursor, listingKey, ownerKey, statusFilter } from './task-listing.js';
 import type {
   TaskListPage,
   TaskStore,
@@ -29,6 +29,8 @@ import type {
 export class InMemoryTaskStore implements TaskStore {
   /** One process, one Map: every write passes through this process. */
   readonly local = true;
+  /** `list` filters by status itself. */
+  readonly listsByStatus: boolean = true;
   private readonly tasks = new Map<string, TaskRecord>();
   /** Tasks with a TTL, by expiry instant, a lane per TTL. */
   private readonly byExpiry = new ExpiryIndex();
@@ -112,6 +114,7 @@ export class InMemoryTaskStore implements TaskStore {
 
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
     const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
+    const states = statusFilter(options.status);
     const owned = this.byOwner.get(ownerKey(owner));
     if (owned === undefined) return { tasks: [] };
     const now = Date.now();
@@ -124,6 +127,7 @@ export class InMemoryTaskStore implements TaskStore {
         continue;
       }
       if (isExpired(record, now) || !isOwnedBy(record, owner)) continue;
+      if (states !== undefined && !states.has(record.status)) continue;
       const key = listingKey(record);
       if (after === undefined || key < after) page.push({ key, record });
     }

@@ -3,7 +3,7 @@
  * by creation (then id) as plain strings, and a cursor is the last key of a page, encoded.
  */
 import { InvalidTaskParamsError } from '../errors.js';
-import type { TaskOwner, TaskRecord } from '../task.js';
+import type { TaskOwner, TaskRecord, TaskState } from '../task.js';
 
 const KEY = /^\d{15}:[A-Za-z0-9_-]{1,128}$/;
 
@@ -36,3 +36,14 @@ export function ownerKey(owner: TaskOwner): string {
 }
 
 const part = (value: string | null): string => (value === null ? '-' : `${value.length}:${value}`);
+
+/**
+ * The states a listing keeps, or `undefined` for every state. A store takes `status` as the
+ * service validated it; an empty list keeps nothing.
+ */
+export function statusFilter(
+  status: TaskState | readonly TaskState[] | undefined,
+): ReadonlySet<TaskState> | undefined {
+  if (status === undefined) return undefined;
+  return new Set(typeof status === 'string' ? [status] : status);
+}

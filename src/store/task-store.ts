@@ -1,5 +1,5 @@
 import { Inject } from '@nestjs/common';
-import type { TaskOwner, TaskRecord } from '../task.js';
+import type { TaskOwner, TaskRecord, TaskState } from '../task.js';
 
 export interface TaskStoreCreateOptions {
   /** Refuse the create with TaskStoreFullError when this many tasks are stored; `null` = no limit. */
@@ -11,6 +11,11 @@ export interface TaskStoreListOptions {
   cursor?: string;
   /** At most this many tasks in the page. */
   limit: number;
+  /**
+   * Only tasks in this state, or in one of these states (never empty when given). TasksService
+   * passes it only to a store that declares `listsByStatus`; it filters for any other store.
+   */
+  status?: TaskState | readonly TaskState[];
 }
 
 /** One page of an owner's tasks, newest first. */
@@ -108,8 +113,20 @@ export interface TaskStore extends Partial<TaskStoreLeases> {
    * One page of the owner's live tasks, newest first (by `createdAt`, then id); expired tasks and
    * other owners' never appear. A cursor this store did not hand out is refused with
    * `InvalidTaskParamsError`. Optional: without it the server does not offer listing.
+   *
+   * A page may hold fewer than `limit` tasks while `nextCursor` is present (entries of tasks that
+   * are gone, or a status filter that matched few of the tasks it looked at); only the absence of
+   * `nextCursor` says that the listing is done.
    */
   list?(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage>;
+
+  /**
+   * True when `list` honours `status` itself (both stores of this package). Absent or false:
+   * TasksService never hands this store a `status`; it pages the store's unfiltered listing and
+   * filters what it reads (see `TasksService.list`), so a store written before the filter existed
+   * keeps working.
+   */
+  readonly listsByStatus?: boolean;
 
   /**
    * Resolves when the store answers, rejects when it cannot be reached: the cheapest round trip

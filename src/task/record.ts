@@ -52,6 +52,16 @@ export interface TaskRecord {
    * leases: should that instance die, another one fails the task. Never on the wire.
    */
   readonly heldBy?: string;
+  /**
+   * The tool whose call made the task (set for `@TaskTool` calls, in-process and queue-run
+   * alike). Shown by listing; never on the wire, which has no field for it.
+   */
+  readonly toolName?: string;
+  /**
+   * What the tool chose to keep of the call's arguments (its `keepArguments`): JSON data, at most
+   * MAX_KEPT_ARGUMENTS_BYTES serialized. Shown by listing; never on the wire.
+   */
+  readonly arguments?: unknown;
   readonly version: number;
 }
 
@@ -79,6 +89,10 @@ export interface NewTaskParams {
   statusMessage?: string;
   /** The instance that runs the task's work (see `TaskRecord.heldBy`). */
   heldBy?: string;
+  /** The tool whose call made the task (see `TaskRecord.toolName`). */
+  toolName?: string;
+  /** The arguments kept, already checked (see `TaskRecord.arguments`). */
+  arguments?: unknown;
 }
 
 /** The module's TTL settings that decide a new task's TTL (see `resolveTtlMs`). */

@@ -2,8 +2,8 @@
  * Validation of what callers and workers hand in. Pure: each returns the normalized value or
  * throws the TaskError the caller gets.
  */
-import { InvalidTaskParamsError, show } from '../errors.js';
-import type { InputRequest, InputResponse, NewTaskParams, TtlLimits } from './record.js';
+import { InvalidTaskParamsError, show, TasksConfigError } from '../errors.js';
+import type { InputRequest, InputResponse, NewTaskParams, TaskState, TtlLimits } from './record.js';
 
 const INPUT_METHODS: ReadonlySet<string> = new Set([
   'elicitation/create',
@@ -45,6 +45,69 @@ export function resolveTtlMs(requested: unknown, limits: TtlLimits): number | nu
   }
   if (maxTtlMs === null) return requested as number | null;
   return requested === null ? maxTtlMs : Math.min(requested as number, maxTtlMs);
+}
+
+/** The most a task keeps of its call's arguments: 4 KiB of JSON (UTF-8). */
+export const MAX_KEPT_ARGUMENTS_BYTES = 4096;
+
+/**
+ * What a task records of the call that made it: the tool's name and, when the tool keeps them,
+ * its arguments as JSON data (a copy, so the record never shares objects with the call). These
+ * come from the server's own code, not from a client, so a bad value is a TasksConfigError: over
+ * MCP the call then fails with -32603 "Internal error" and the reason is logged.
+ */
+export function validateTaskLabel(label: { toolName?: unknown; arguments?: unknown }): {
+  toolName?: string;
+  arguments?: unknown;
+} {
+  const { toolName } = label;
+  if (toolName !== undefined && (typeof toolName !== 'string' || toolName.length === 0)) {
+    throw new TasksConfigError(`toolName must be a non-empty string, got ${show(toolName)}`);
+  }
+  const where = toolName === undefined ? 'The arguments kept' : `Tool ${show(toolName)}`;
+  if (label.arguments === undefined) return toolName === undefined ? {} : { toolName };
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(label.arguments);
+  } catch (error) {
+    throw new TasksConfigError(`${where}: the arguments kept are not JSON (${String(error)})`);
+  }
+  if (json === undefined) {
+    throw new TasksConfigError(
+      `${where}: the arguments kept are not JSON, got ${show(label.arguments)}`,
+    );
+  }
+  const bytes = Buffer.byteLength(json, 'utf8');
+  if (bytes > MAX_KEPT_ARGUMENTS_BYTES) {
+    throw new TasksConfigError(
+      `${where}: the arguments kept are ${bytes} bytes of JSON, over the ${MAX_KEPT_ARGUMENTS_BYTES}-byte cap; keep less of them`,
+    );
+  }
+  return { ...(toolName !== undefined && { toolName }), arguments: JSON.parse(json) as unknown };
+}
+
+const TASK_STATES: readonly TaskState[] = [
+  'working',
+  'input_required',
+  'completed',
+  'failed',
+  'cancelled',
+];
+
+/**
+ * The status filter of a listing: a state or a non-empty list of states, as a list without
+ * repeats; absent is every state. Anything else is invalid params naming the states there are.
+ */
+export function validateStatusFilter(status: unknown): TaskState[] | undefined {
+  if (status === undefined) return undefined;
+  const given = Array.isArray(status) ? (status as unknown[]) : [status];
+  const unknown = given.find((state) => !TASK_STATES.includes(state as TaskState));
+  if (given.length === 0 || unknown !== undefined) {
+    throw new InvalidTaskParamsError(
+      `Invalid params: status must be one of ${TASK_STATES.map((state) => `"${state}"`).join(', ')} or a non-empty list of them, got ${show(given.length === 0 ? status : unknown)}`,
+    );
+  }
+  return [...new Set(given as TaskState[])];
 }
 
 /** A status message handed in with a change: a string, or absent. */

@@ -46,6 +46,8 @@ export function newTask(
   if (params.pollIntervalMs !== undefined) record.pollIntervalMs = params.pollIntervalMs;
   if (params.statusMessage !== undefined) record.statusMessage = params.statusMessage;
   if (params.heldBy !== undefined) record.heldBy = params.heldBy;
+  if (params.toolName !== undefined) record.toolName = params.toolName;
+  if (params.arguments !== undefined) record.arguments = params.arguments;
   return record;
 }
 

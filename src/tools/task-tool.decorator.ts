@@ -58,6 +58,16 @@ export interface TaskToolOptions {
    * the task and enqueues a job; a worker with the same providers runs the method.
    */
   queue?: string | TaskToolQueue;
+  /**
+   * What each task keeps of its call's arguments, to show in listing (never on the wire): a
+   * function of the validated input that returns a redacted copy (drop secrets and bulk), or
+   * `undefined` to keep nothing for this call. Its return must be JSON data of at most 4 KiB
+   * serialized; anything else, or a throw, fails the call with -32603 "Internal error" (the reason
+   * is logged) before any task exists. Without it no arguments are kept.
+   */
+  keepArguments?: (
+    input: any, // eslint-disable-line @typescript-eslint/no-explicit-any
+  ) => unknown;
   requireInputFirst?:
     | Record<string, InputRequest>
     | ((

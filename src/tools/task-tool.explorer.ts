@@ -82,6 +82,11 @@ export class TaskToolExplorer implements OnModuleInit {
     if (whenLacking !== 'reject' && whenLacking !== 'inline') {
       throw new TasksConfigError(`${where}: whenClientLacksTasks must be "reject" or "inline"`);
     }
+    if (options.keepArguments !== undefined && typeof options.keepArguments !== 'function') {
+      throw new TasksConfigError(
+        `${where}: keepArguments must be a function of the input that returns what to keep`,
+      );
+    }
     this.registry.add({
       name: options.name,
       options: Object.freeze({ ...options, whenClientLacksTasks: whenLacking }),

@@ -185,7 +185,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     requestedTtlMs?: number,
     firstInput?: Readonly<Record<string, InputResponse>>,
   ): Promise<TaskRecord> {
-    const record = await this.create(tool, owner, requestedTtlMs);
+    const record = await this.create(tool, input, owner, requestedTtlMs);
     if (tool.options.queue !== undefined) await this.enqueue(tool, input, record, firstInput);
     else this.run(tool, input, record, false, firstInput);
     return record;
@@ -260,7 +260,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     input: unknown,
     owner: TaskOwner,
   ): Promise<CallToolResult> {
-    const record = await this.create(tool, owner);
+    const record = await this.create(tool, input, owner);
     if (tool.options.queue !== undefined) await this.enqueue(tool, input, record);
     else this.run(tool, input, record, true);
     const end = await waitForTask(
@@ -308,13 +308,30 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     );
   }
 
-  private create(
+  /**
+   * Stores the call's task, labelled with the tool's name and, when the tool keeps them, the
+   * arguments its `keepArguments` returns (TasksService checks them: JSON, 4 KiB at most).
+   */
+  private async create(
     tool: TaskToolDefinition,
+    input: unknown,
     owner: TaskOwner,
     requestedTtlMs?: number,
   ): Promise<TaskRecord> {
-    const { pollIntervalMs, statusMessage } = tool.options;
+    const { pollIntervalMs, statusMessage, keepArguments } = tool.options;
     const ttlMs = requestedTtlMs ?? tool.options.ttlMs;
+    let kept: unknown;
+    try {
+      kept = keepArguments?.(input);
+    } catch (error) {
+      // A fault of the tool's own code: the call fails as an internal error, the reason logged.
+      throw new TasksConfigError(`Tool "${tool.name}": keepArguments threw: ${String(error)}`);
+    }
+    if (typeof (kept as { then?: unknown } | null)?.then === 'function') {
+      throw new TasksConfigError(
+        `Tool "${tool.name}": keepArguments must return its copy, not a promise`,
+      );
+    }
     // An in-process call is held by this instance's lease; a queue-run one by no one (a worker
     // runs it, and the queue runs it again should that worker die).
     return this.tasks.create(
@@ -324,7 +341,11 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
         ...(pollIntervalMs !== undefined && { pollIntervalMs }),
         ...(statusMessage !== undefined && { statusMessage }),
       },
-      { held: tool.options.queue === undefined },
+      {
+        held: tool.options.queue === undefined,
+        toolName: tool.name,
+        ...(kept !== undefined && { arguments: kept }),
+      },
     );
   }
 
