@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { RedisTaskStore } from '../../src/redis/redis.task-store.js';
 import { completeTask, newTask, toStoredResult } from '../../src/task.js';
@@ -183,5 +184,47 @@ describe('RedisTaskStore: leases', () => {
     expect(await store.renewLease('other', 60_000)).toEqual([]);
     expect(await store.heldTasks('leaving')).toEqual([]);
     expect(await store.get('r1')).toEqual(task);
+  });
+});
+
+describe('RedisTaskStore: listing by status', () => {
+  it('reads at most 3 batches (6 round trips) a filtered call, and 2 round trips unfiltered', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'list-bound:' });
+    const alice = { principal: 'alice' };
+    try {
+      const t0 = Date.now() - 60_000;
+      const working = newTask('done', alice, { ttlMs: 3_600_000 }, t0);
+      const done = completeTask(working, toStoredResult({ content: [] }), {}, t0 + 1);
+      if (done instanceof Error) throw done;
+      await store.create(working, { maxRows: null });
+      expect(await store.compareAndSet(done, working.version)).toBe(true);
+      for (let i = 0; i < 450; i++) {
+        const task = newTask(`w${i}`, alice, { ttlMs: 3_600_000 }, t0 + 10 + i);
+        await store.create(task, { maxRows: null });
+      }
+      const ranges = jest.spyOn(store.client, 'zrange');
+      const pipelines = jest.spyOn(store.client, 'pipeline');
+      const unfiltered = await store.list(alice, { limit: 10 });
+      expect(unfiltered.tasks).toHaveLength(10);
+      expect([ranges.mock.calls.length, pipelines.mock.calls.length]).toEqual([1, 1]);
+
+      // 450 working tasks before the one completed: a first call reads 300 entries, finds none,
+      // and hands a cursor; the next reads the rest and finds it.
+      ranges.mockClear();
+      pipelines.mockClear();
+      const first = await store.list(alice, { limit: 10, status: 'completed' });
+      expect(first.tasks).toEqual([]);
+      expect(first.nextCursor).toBeDefined();
+      expect([ranges.mock.calls.length, pipelines.mock.calls.length]).toEqual([3, 3]);
+      const second = await store.list(alice, {
+        limit: 10,
+        status: ['completed', 'failed'],
+        cursor: first.nextCursor!,
+      });
+      expect(second.tasks.map((task) => task.taskId)).toEqual(['done']);
+      expect(second.nextCursor).toBeUndefined();
+    } finally {
+      await store.onApplicationShutdown();
+    }
   });
 });

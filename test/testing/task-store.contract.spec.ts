@@ -6,6 +6,7 @@ import { AssertionError } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  InMemoryTaskStore,
   isTerminal,
   TaskInternalError,
   TaskStoreFullError,
@@ -14,6 +15,7 @@ import {
   type TaskStore,
   type TaskStoreCleanupOptions,
   type TaskStoreCreateOptions,
+  type TaskStoreListOptions,
 } from '../../src/index.js';
 import {
   taskStoreContract,
@@ -383,5 +385,52 @@ describe('taskStoreContract', () => {
 
   it('refuses a harness without create', () => {
     expect(() => taskStoreContract({} as never)).toThrow(/create\(\)/);
+  });
+});
+
+// ----- the status filter of listing ---------------------------------------------------------------
+
+/** Declares that it filters by status, and hands back every state. */
+class IgnoresStatus extends InMemoryTaskStore {
+  override list(owner: TaskOwner, options: TaskStoreListOptions) {
+    const { status, ...rest } = options;
+    return super.list(owner, rest);
+  }
+}
+
+/** Filters the first page only: a cursor forgets the filter. */
+class ForgetsStatusAfterCursor extends InMemoryTaskStore {
+  override list(owner: TaskOwner, options: TaskStoreListOptions) {
+    const { status, ...rest } = options;
+    return super.list(owner, options.cursor === undefined ? options : rest);
+  }
+}
+
+/** The in-memory store as a store written before the filter: it does not declare it. */
+class UndeclaredFilter extends InMemoryTaskStore {
+  override readonly listsByStatus = false;
+}
+
+describe('taskStoreContract: listing by status', () => {
+  const CONCURRENT = rule(
+    'list (when the store has it): a cursor keeps its place under concurrent',
+  );
+  const BY_STATUS = rule('list by status (when the store filters): one state or several');
+  const RARE = rule('list by status (when the store filters): a rare state');
+
+  it('the in-memory store passes every case, declaring the filter or not', async () => {
+    expect((await outcome(taskStoreContract(() => new InMemoryTaskStore()))).failed).toEqual([]);
+    expect((await outcome(taskStoreContract(() => new UndeclaredFilter()))).failed).toEqual([]);
+  });
+
+  it('a store that declares the filter and ignores it fails exactly the status cases', async () => {
+    const { failed } = await outcome(taskStoreContract(() => new IgnoresStatus()));
+    expect(failed).toEqual([CONCURRENT, BY_STATUS, RARE]);
+  });
+
+  it('a store whose cursor forgets the filter fails the paged status cases', async () => {
+    const { failed } = await outcome(taskStoreContract(() => new ForgetsStatusAfterCursor()));
+    // (The rare states are the oldest tasks: past them nothing else is left for it to show.)
+    expect(failed).toEqual([CONCURRENT, BY_STATUS]);
   });
 });
