@@ -109,3 +109,5 @@ export {
 export { InMemoryTaskStore } from './store/in-memory.task-store.js';
 export { InjectTaskNotifier, TaskNotifier } from './notify/task-notifier.js';
 export { ListenNotifier } from './notify/listen.notifier.js';
+// Hear every change this process writes beside the notifier (audit logs, metrics).
+export { OnTaskChange } from './notify/task-change.listeners.js';

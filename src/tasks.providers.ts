@@ -19,6 +19,7 @@ import { TasksMethodsHandler } from './mcp/tasks-methods.handler.js';
 import { ListenNotifier } from './notify/listen.notifier.js';
 import { ListenFeed } from './notify/listen-feed.js';
 import { TaskNotifier } from './notify/task-notifier.js';
+import { TaskChangeListeners } from './notify/task-change.listeners.js';
 import { WaiterFeed } from './notify/waiter-feed.js';
 import { InMemoryTaskStore } from './store/in-memory.task-store.js';
 import { TaskStore } from './store/task-store.js';
@@ -83,6 +84,7 @@ export function partProviders<T>(
 function coreProviders(optionsToken: InjectionToken): Provider[] {
   return [
     WaiterFeed,
+    TaskChangeListeners,
     ListenFeed,
     ListenHandler,
     TaskToolRegistry,

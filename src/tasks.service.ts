@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { TaskChangeListeners } from './notify/task-change.listeners.js';
 import {
   InvalidTaskParamsError,
   TaskConflictError,
@@ -135,6 +136,8 @@ export class TasksService {
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     /** Where each write is published for this process's waiters (see tools/task-watch.ts). */
     @Optional() private readonly waiters: WaiterFeed = new WaiterFeed(),
+    /** The app's `@OnTaskChange` methods: every write this process makes, beside the notifier. */
+    @Optional() private readonly listeners?: TaskChangeListeners,
   ) {
     this.leased = Boolean(config.lease) && hasLeases(store);
   }
@@ -447,6 +450,7 @@ export class TasksService {
   }
 
   private announce(record: TaskRecord): void {
+    if (this.listeners?.size) this.listeners.hear(record);
     const notifier = this.notifier;
     if (!notifier) return;
     try {
