@@ -180,6 +180,11 @@ export class TasksConfigError extends Error {
   }
 }
 
+/** The message of something thrown, for a log line: its `message`, else the value as text. */
+export function messageOf(error: unknown): string {
+  return (error as Error)?.message ?? String(error);
+}
+
 /** Formats a value for an error message: `-5`, `"x"`, `null`, `an object`. */
 export function show(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);

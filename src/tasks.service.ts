@@ -3,6 +3,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { TaskChangeListeners } from './notify/task-change.listeners.js';
 import {
   InvalidTaskParamsError,
+  messageOf,
   TaskConflictError,
   TaskError,
   TaskInternalError,
@@ -445,7 +446,7 @@ export class TasksService {
   /** Store faults become one safe internal error; task errors pass through unchanged. */
   private storeFault(error: unknown): TaskError {
     if (error instanceof TaskError) return error;
-    this.logger.error(`Task store failed: ${(error as Error)?.message ?? String(error)}`);
+    this.logger.error(`Task store failed: ${messageOf(error)}`);
     return new TaskInternalError('Task store unavailable', { cause: error });
   }
 
@@ -464,6 +465,6 @@ export class TasksService {
   }
 
   private notifierFailed(error: unknown): void {
-    this.logger.error(`Task notifier failed: ${(error as Error)?.message ?? String(error)}`);
+    this.logger.error(`Task notifier failed: ${messageOf(error)}`);
   }
 }

@@ -7,6 +7,7 @@ import {
   Optional,
 } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
+import { messageOf } from '../errors.js';
 import { TaskStore } from '../store/task-store.js';
 import { JANITOR_INTERVAL_NAME, TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
@@ -119,7 +120,7 @@ export class TasksJanitor implements OnApplicationBootstrap, BeforeApplicationSh
       else this.logger.verbose('No expired tasks');
       return removed;
     } catch (error) {
-      this.logger.error(`Cleanup failed: ${(error as Error)?.message ?? String(error)}`);
+      this.logger.error(`Cleanup failed: ${messageOf(error)}`);
       return 0;
     }
   }

@@ -6,7 +6,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
-import { TaskNotFoundError, TaskTerminalError } from '../errors.js';
+import { messageOf, TaskNotFoundError, TaskTerminalError } from '../errors.js';
 import { hasLeases, TaskStore, type TaskStoreLeases } from '../store/task-store.js';
 import { isTerminal } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
@@ -74,7 +74,7 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     try {
       await this.leases.releaseLease(this.tasks.instanceId);
     } catch (error) {
-      this.logger.error(`Could not release the lease: ${describe(error)}`);
+      this.logger.error(`Could not release the lease: ${messageOf(error)}`);
     }
   }
 
@@ -115,7 +115,7 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     try {
       expired = await this.leases.renewLease(this.tasks.instanceId, ttlMs);
     } catch (error) {
-      this.logger.error(`Could not renew the lease: ${describe(error)}`);
+      this.logger.error(`Could not renew the lease: ${messageOf(error)}`);
       return;
     }
     if (expired.length > 0 && this.sweeping === undefined) {
@@ -131,7 +131,7 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
       try {
         await this.sweepInstance(instance);
       } catch (error) {
-        this.logger.error(`Could not sweep a stopped instance: ${describe(error)}`);
+        this.logger.error(`Could not sweep a stopped instance: ${messageOf(error)}`);
       }
     }
   }
@@ -164,16 +164,14 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     try {
       const record = await this.store.get(taskId);
       if (record === null || isTerminal(record.status) || record.heldBy !== instance) return true;
-      await this.tasks.fail(taskId, [ProtocolErrorCode.InternalError, STOPPED_MESSAGE]);
+      await this.tasks.fail(taskId, [ProtocolErrorCode.InternalError, STOPPED_MESSAGE], {
+        known: record,
+      });
       return true;
     } catch (error) {
       if (error instanceof TaskTerminalError || error instanceof TaskNotFoundError) return true;
-      this.logger.error(`Could not fail a task of a stopped instance: ${describe(error)}`);
+      this.logger.error(`Could not fail a task of a stopped instance: ${messageOf(error)}`);
       return false;
     }
   }
-}
-
-function describe(error: unknown): string {
-  return (error as Error)?.message ?? String(error);
 }

@@ -1,6 +1,8 @@
 import { Injectable, Logger, type OnModuleInit, SetMetadata } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
+import { messageOf } from '../errors.js';
 import type { TaskRecord } from '../task/record.js';
+import { markedMethods } from '../tasks.discovery.js';
 
 const TASK_CHANGE_METADATA = 'nestjs-mcp-tasks:on-task-change';
 
@@ -32,20 +34,15 @@ export class TaskChangeListeners implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
-      const instance = wrapper.instance as Record<string, unknown> | undefined;
-      if (!instance || typeof instance !== 'object' || !wrapper.isDependencyTreeStatic()) continue;
-      const prototype = Object.getPrototypeOf(instance) as object | null;
-      if (!prototype) continue;
-      for (const name of this.scanner.getAllMethodNames(prototype)) {
-        const method = instance[name] as Listener;
-        if (this.reflector.get<boolean>(TASK_CHANGE_METADATA, method) !== true) continue;
-        this.listeners.push({
-          name: `${instance.constructor?.name ?? 'a provider'}.${name}`,
-          hear: method.bind(instance),
-        });
-      }
-    }
+    this.listeners = markedMethods<boolean>(
+      TASK_CHANGE_METADATA,
+      this.discovery,
+      this.scanner,
+      this.reflector,
+    ).map(({ instance, name }) => ({
+      name: `${instance.constructor?.name ?? 'a provider'}.${name}`,
+      hear: (instance[name] as Listener).bind(instance),
+    }));
   }
 
   /** Whether any method listens. */
@@ -67,8 +64,6 @@ export class TaskChangeListeners implements OnModuleInit {
   }
 
   private failed(name: string, error: unknown): void {
-    this.logger.error(
-      `@OnTaskChange ${name} failed: ${(error as Error)?.message ?? String(error)}`,
-    );
+    this.logger.error(`@OnTaskChange ${name} failed: ${messageOf(error)}`);
   }
 }

@@ -21,6 +21,7 @@ import {
   type TaskRecord,
   type TaskState,
 } from '../task.js';
+import { messageOf } from '../errors.js';
 import { TASK_TOOL_METADATA } from '../tasks.constants.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { resolveTasksConfig } from '../tasks.config.js';
@@ -409,7 +410,7 @@ async function start(
     autoAnswer(record).catch((error: unknown) => {
       if (answerFailure !== undefined) return;
       answerFailure = new Error(
-        `runTaskTool: an answer from options.answers was refused: ${(error as Error)?.message ?? String(error)}`,
+        `runTaskTool: an answer from options.answers was refused: ${messageOf(error)}`,
         { cause: error },
       );
       failAnswers(answerFailure);
@@ -505,7 +506,7 @@ async function stuck(
       where += `, waiting for answers to ${keys.map((key) => JSON.stringify(key)).join(', ')}: give them in options.answers or call run.answer({...})`;
     }
   } catch (error) {
-    where = `it cannot be read: ${(error as Error)?.message ?? String(error)}`;
+    where = `it cannot be read: ${messageOf(error)}`;
   }
   return new Error(
     `runTaskTool: the task did not come ${what} within ${timeoutMs} ms; ${where} (options.timeoutMs sets the wait)`,

@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { TasksConfigError } from '../errors.js';
 import { TASK_TOOL_METADATA } from '../tasks.constants.js';
+import { markedMethods } from '../tasks.discovery.js';
 import { loadDtoLibraries, mayBeDtoClass } from './dto-libraries.js';
 import { toToolInputSchema } from './input-schema.js';
 import type { TaskToolOptions } from './task-tool.decorator.js';
@@ -31,48 +32,33 @@ export class TaskToolExplorer implements OnModuleInit {
    * dto-libraries.ts), and the tools are registered once it is.
    */
   onModuleInit(): void | Promise<void> {
-    const found: [Record<string, unknown>, string][] = [];
-    for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
-      const { instance } = wrapper;
-      if (!instance || typeof instance !== 'object') continue;
-      const prototype = Object.getPrototypeOf(instance) as object | null;
-      if (!prototype) continue;
-      const methods = this.scanner.getAllMethodNames(prototype);
-      const tools = methods.filter((name) =>
-        this.optionsOf(instance as Record<string, unknown>, name),
-      );
-      if (tools.length === 0) continue;
-      if (!wrapper.isDependencyTreeStatic()) {
+    const found = markedMethods<TaskToolOptions>(
+      TASK_TOOL_METADATA,
+      this.discovery,
+      this.scanner,
+      this.reflector,
+      (wrapper, tools) =>
         this.logger.warn(
-          `${String(wrapper.name)} is request-scoped; its @TaskTool methods (${tools.join(', ')}) are skipped`,
-        );
-        continue;
-      }
-      for (const methodName of tools) found.push([instance as Record<string, unknown>, methodName]);
-    }
+          `${wrapper} is request-scoped; its @TaskTool methods (${tools.join(', ')}) are skipped`,
+        ),
+    );
     const registerAll = (): void => {
-      for (const [instance, methodName] of found) this.register(instance, methodName);
+      for (const { instance, name, metadata } of found) this.register(instance, name, metadata);
     };
-    if (!found.some(([instance, name]) => mayBeDtoClass(this.optionsOf(instance, name)?.input))) {
-      return registerAll();
-    }
+    if (!found.some(({ metadata }) => mayBeDtoClass(metadata.input))) return registerAll();
     return loadDtoLibraries().then(registerAll);
   }
 
-  private optionsOf(instance: Record<string, unknown>, methodName: string) {
-    return this.reflector.get<TaskToolOptions | undefined>(
-      TASK_TOOL_METADATA,
-      instance[methodName] as () => unknown,
-    );
-  }
-
-  private register(instance: Record<string, unknown>, methodName: string): void {
+  private register(
+    instance: Record<string, unknown>,
+    methodName: string,
+    options: TaskToolOptions,
+  ): void {
     const method = instance[methodName] as (input: unknown, context: unknown) => unknown;
-    const options = this.optionsOf(instance, methodName);
     const where = `@TaskTool on ${instance.constructor?.name ?? 'a provider'}.${methodName}`;
-    if (typeof options?.name !== 'string' || !TOOL_NAME.test(options.name)) {
+    if (typeof options.name !== 'string' || !TOOL_NAME.test(options.name)) {
       throw new TasksConfigError(
-        `${where}: name must be 1-128 letters, digits, "_", "-" or ".", got ${JSON.stringify(options?.name)}`,
+        `${where}: name must be 1-128 letters, digits, "_", "-" or ".", got ${JSON.stringify(options.name)}`,
       );
     }
     if (this.registry.has(options.name)) {
