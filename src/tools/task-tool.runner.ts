@@ -108,12 +108,6 @@ class JobCall extends RunningCall {
   }
 }
 
-/**
- * Runs `@TaskTool` methods. The task is created and stored first; the method then runs in the
- * background with a TaskContext. Its return value completes the task; a thrown JSON-RPC error
- * fails it with that code; any other throw fails it with -32603 and a generic message (the error
- * is logged here, never sent). Work that ends after a cancel leaves the task cancelled.
- */
 /** A job of a queue-run tool, as its worker runs it (see `TaskToolRunner.runJob`). */
 export interface TaskJob {
   /** Which run of the job this is, from 1. A later run restarts the method from its start. */
@@ -133,6 +127,12 @@ export interface TaskJob {
  */
 export type JobOutcome = 'settled' | 'retry' | 'stopped';
 
+/**
+ * Runs `@TaskTool` methods. The task is created and stored first; the method then runs in the
+ * background with a TaskContext. Its return value completes the task; a thrown JSON-RPC error
+ * fails it with that code; any other throw fails it with -32603 and a generic message (the error
+ * is logged here, never sent). Work that ends after a cancel leaves the task cancelled.
+ */
 @Injectable()
 export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationBootstrap {
   private readonly logger = new Logger('TaskToolRunner');
@@ -447,6 +447,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
           this.tasks.fail(
             taskId,
             failure ?? [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE],
+            { known: call.latest },
           ),
         );
       }
