@@ -44,7 +44,10 @@ export class BullTaskQueue extends TaskQueue {
   async enqueue(queue: Readonly<TaskToolQueue>, call: QueuedCall): Promise<void> {
     const target = this.queue(queue.name);
     const options = { ...(queue.jobOptions as JobsOptions | undefined) };
-    if (options.removeOnComplete === undefined && !target.defaultJobOptions?.removeOnComplete) {
+    if (
+      options.removeOnComplete === undefined &&
+      target.defaultJobOptions?.removeOnComplete === undefined
+    ) {
       options.removeOnComplete = true;
     }
     const data: TaskJobData = call;

@@ -20,13 +20,24 @@ class QueuedTools {
   }
 }
 
+@Injectable()
+class KeptTools {
+  @TaskTool({ name: 'kept', queue: 'kept' })
+  kept() {
+    return { content: [] };
+  }
+}
+
 const apps: INestApplicationContext[] = [];
 let redis: TestRedis;
 
-async function boot(imports: unknown[]): Promise<INestApplicationContext> {
+async function boot(
+  imports: unknown[],
+  providers: unknown[] = [QueuedTools],
+): Promise<INestApplicationContext> {
   const moduleRef = await Test.createTestingModule({
     imports: imports as never[],
-    providers: [QueuedTools],
+    providers: providers as never[],
   }).compile();
   const app = await moduleRef.init();
   apps.push(app);
@@ -96,6 +107,24 @@ describe('TasksQueueModule', () => {
     expect(job?.data).toEqual({ tool: 'queued', taskId: record.taskId, input: {} });
     expect(job?.opts.priority).toBe(3);
     expect(job?.opts.removeOnComplete).toBe(true);
+    await queue.obliterate({ force: true });
+  });
+
+  it("keeps completed jobs when the queue's defaultJobOptions say so (removeOnComplete: false)", async () => {
+    const app = await boot(
+      [
+        bull(),
+        BullModule.registerQueue({ name: 'kept', defaultJobOptions: { removeOnComplete: false } }),
+        TasksModule.forRoot({ janitor: false }),
+        TasksQueueModule.forRoot({ worker: false }),
+      ],
+      [KeptTools],
+    );
+    const tool = app.get(TaskToolRegistry).get('kept')!;
+    await app.get(TaskToolRunner).start(tool, {}, { principal: 'alice' });
+    const queue = app.get<Queue>(getQueueToken('kept'));
+    const [job] = await queue.getJobs(['waiting']);
+    expect(job?.opts.removeOnComplete).toBe(false);
     await queue.obliterate({ force: true });
   });
 });
