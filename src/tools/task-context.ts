@@ -71,7 +71,11 @@ export class RunningTaskContext implements TaskContext {
   handOff(): void {
     if (this.handedOff) return;
     this.handedOff = true;
-    // Whoever drives the task now may outlive this process: its lease no longer answers for it.
+    this.release();
+  }
+
+  /** Whoever drives the task now may outlive this process: its lease no longer answers for it. */
+  protected release(): void {
     this.tasks.releaseHeld(this.taskId).catch(() => undefined);
   }
 
@@ -174,6 +178,9 @@ export class JobTaskContext extends RunningTaskContext {
     }
     return answers;
   }
+
+  /** A queue job's task is held by no instance (the queue runs the job again instead). */
+  protected override release(): void {}
 
   protected override async took(taken: Readonly<Record<string, InputResponse>>): Promise<void> {
     if (Object.keys(taken).length === 0) return;
