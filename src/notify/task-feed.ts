@@ -6,7 +6,8 @@ export type TaskListener = (record: TaskRecord) => void;
  * A change feed of this process, by task id: a record published here reaches the listeners of
  * that task id only, so a change costs O(listeners of that task). A listener that throws is
  * isolated from the others and from the publisher. The module has two, each named for whom it
- * feeds: WaiterFeed (in-process waiters) and ListenFeed (listen streams).
+ * feeds: WaiterFeed (in-process waiters) and ListenFeed (listen streams). A few listeners may hear
+ * every task (`listenAll`, the task console's); while there are none a publish costs one check.
  */
 export abstract class TaskFeed {
   /**
@@ -14,6 +15,8 @@ export abstract class TaskFeed {
    * beyond, so a task with one waiter costs one map entry.
    */
   private readonly listeners = new Map<string, TaskListener | Set<TaskListener>>();
+  /** The listeners of every task (`listenAll`). */
+  private readonly everyTask = new Set<TaskListener>();
 
   /** Listens to one task's changes; returns an idempotent unsubscribe. */
   subscribe(taskId: string, listener: TaskListener): () => void {
@@ -44,20 +47,31 @@ export abstract class TaskFeed {
     }
   }
 
+  /** Listens to every task's changes; returns an idempotent unsubscribe. */
+  listenAll(listener: TaskListener): () => void {
+    this.everyTask.add(listener);
+    return () => void this.everyTask.delete(listener);
+  }
+
   publish(record: TaskRecord): void {
+    if (this.everyTask.size !== 0) deliver([...this.everyTask], record);
     const current = this.listeners.get(record.taskId);
     if (current === undefined) return;
-    for (const listener of typeof current === 'function' ? [current] : [...current]) {
-      try {
-        listener(record);
-      } catch {
-        // A faulty listener must not break the write that published, nor the other listeners.
-      }
-    }
+    deliver(typeof current === 'function' ? [current] : [...current], record);
   }
 
   /** How many tasks have listeners (for leak checks). */
   get watchedTasks(): number {
     return this.listeners.size;
+  }
+}
+
+function deliver(listeners: readonly TaskListener[], record: TaskRecord): void {
+  for (const listener of listeners) {
+    try {
+      listener(record);
+    } catch {
+      // A faulty listener must not break the write that published, nor the other listeners.
+    }
   }
 }
