@@ -24,6 +24,7 @@ export {
   TasksService,
   type CreateTaskOptions,
   type CreateTaskParams,
+  type ListAllTasksOptions,
   type ListTasksOptions,
   type StatusMessageOption,
 } from './tasks.service.js';
@@ -104,6 +105,7 @@ export {
   type TaskListPage,
   type TaskStoreCreateOptions,
   type TaskStoreLeases,
+  type TaskStoreListAllOptions,
   type TaskStoreListOptions,
 } from './store/task-store.js';
 export { InMemoryTaskStore } from './store/in-memory.task-store.js';

@@ -11,7 +11,12 @@ import {
 } from './errors.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { WaiterFeed } from './notify/waiter-feed.js';
-import { hasLeases, type TaskListPage, TaskStore } from './store/task-store.js';
+import {
+  hasLeases,
+  type TaskListPage,
+  TaskStore,
+  type TaskStoreListOptions,
+} from './store/task-store.js';
 import {
   type CallToolResult,
   cancelTask,
@@ -88,6 +93,11 @@ export interface ListTasksOptions {
   status?: TaskState | TaskState[];
 }
 
+export interface ListAllTasksOptions extends ListTasksOptions {
+  /** Only tasks made by this tool (their record's `toolName`). Default: every task. */
+  toolName?: string;
+}
+
 /** Page size of `list` when none is asked for, and the most one page holds. */
 export const DEFAULT_LIST_LIMIT = 50;
 export const MAX_LIST_LIMIT = 100;
@@ -105,6 +115,24 @@ export interface StatusMessageOption {
 }
 
 type Transition = (record: TaskRecord, now: number) => TransitionResult;
+
+/** The cursor, page size and status filter of `list` and `listAll`, checked (else -32602). */
+function validateListOptions(options: ListTasksOptions): {
+  cursor: string | undefined;
+  limit: number;
+  status: TaskState[] | undefined;
+} {
+  const { cursor, limit = DEFAULT_LIST_LIMIT } = options;
+  if (cursor !== undefined && typeof cursor !== 'string') {
+    throw new InvalidTaskParamsError('Invalid params: cursor must be a string');
+  }
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+    throw new InvalidTaskParamsError(
+      `Invalid params: limit must be an integer from 1 to ${MAX_LIST_LIMIT}`,
+    );
+  }
+  return { cursor, limit, status: validateStatusFilter(options.status) };
+}
 
 /**
  * The one API of the extension. Caller-side methods (`create`, `get`, `update`, `cancel`) are
@@ -197,22 +225,14 @@ export class TasksService {
    * tasks while `nextCursor` is present: only its absence ends the listing.
    */
   async list(owner: TaskOwner, options: ListTasksOptions = {}): Promise<TaskListPage> {
-    const { cursor, limit = DEFAULT_LIST_LIMIT } = options;
-    if (cursor !== undefined && typeof cursor !== 'string') {
-      throw new InvalidTaskParamsError('Invalid params: cursor must be a string');
-    }
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
-      throw new InvalidTaskParamsError(
-        `Invalid params: limit must be an integer from 1 to ${MAX_LIST_LIMIT}`,
-      );
-    }
-    const status = validateStatusFilter(options.status);
-    if (!this.store.list) throw new TaskInternalError('The task store cannot list tasks');
+    const { cursor, limit, status } = validateListOptions(options);
+    const store = this.store;
+    if (!store.list) throw new TaskInternalError('The task store cannot list tasks');
     try {
-      if (status !== undefined && this.store.listsByStatus !== true) {
-        return await this.listFiltering(owner, status, limit, cursor);
+      if (status !== undefined && store.listsByStatus !== true) {
+        return await this.listFiltering((page) => store.list!(owner, page), status, limit, cursor);
       }
-      return await this.store.list(owner, {
+      return await store.list(owner, {
         limit,
         ...(cursor !== undefined && { cursor }),
         ...(status !== undefined && { status }),
@@ -222,15 +242,66 @@ export class TasksService {
     }
   }
 
+  /** Whether the store can list every owner's tasks (`listAll`), for an operator's console. */
+  get canListAll(): boolean {
+    return typeof this.store.listAll === 'function';
+  }
+
+  /**
+   * OPERATOR ONLY: one page of EVERY owner's tasks, newest first, for an admin's console. It
+   * checks no owner at all: call it only from operator code that the app's own admin rule already
+   * guards (an admin-only route, a CLI), never with what a caller's request asks for; a caller's
+   * listing is `list`, scoped to the caller.
+   *
+   * Limits and validation are those of `list` (cursor, `limit` 1–100, `status` else
+   * InvalidTaskParamsError -32602), plus `toolName`, a non-empty string. Expired tasks never
+   * appear; a page may hold fewer than `limit` tasks while `nextCursor` is present. A store
+   * without `listAll` (see `canListAll`) makes it throw TaskInternalError naming the fix.
+   */
+  async listAll(options: ListAllTasksOptions = {}): Promise<TaskListPage> {
+    const { cursor, limit, status } = validateListOptions(options);
+    const { toolName } = options;
+    if (toolName !== undefined && (typeof toolName !== 'string' || toolName === '')) {
+      throw new InvalidTaskParamsError('Invalid params: toolName must be a non-empty string');
+    }
+    const store = this.store;
+    if (!store.listAll) {
+      throw new TaskInternalError(
+        "The task store cannot list every owner's tasks (it has no listAll): use the in-memory " +
+          'or Redis store, or give the custom store a listAll; check TasksService.canListAll first',
+      );
+    }
+    const filters = toolName === undefined ? {} : { toolName };
+    try {
+      if (status !== undefined && store.listsByStatus !== true) {
+        return await this.listFiltering(
+          (page) => store.listAll!({ ...page, ...filters }),
+          status,
+          limit,
+          cursor,
+        );
+      }
+      return await store.listAll({
+        limit,
+        ...(cursor !== undefined && { cursor }),
+        ...(status !== undefined && { status }),
+        ...filters,
+      });
+    } catch (error) {
+      throw this.storeFault(error);
+    }
+  }
+
   /**
    * The status filter for a store that does not filter itself: reads the store's unfiltered
-   * pages and keeps the matching tasks. Each read asks for no more tasks than the page still
-   * lacks, so no page is cut short of what it read and the store's own cursor is where the next
-   * page goes on (a cursor stays the store's, opaque here). At most LIST_FILTER_READS reads per
-   * call; a page that is not full then ends with the cursor of the last read.
+   * pages (`read`: its `list` or `listAll`) and keeps the matching tasks. Each read asks for no
+   * more tasks than the page still lacks, so no page is cut short of what it read and the store's
+   * own cursor is where the next page goes on (a cursor stays the store's, opaque here). At most
+   * LIST_FILTER_READS reads per call; a page that is not full then ends with the cursor of the
+   * last read.
    */
   private async listFiltering(
-    owner: TaskOwner,
+    read: (options: TaskStoreListOptions) => Promise<TaskListPage>,
     status: readonly TaskState[],
     limit: number,
     cursor: string | undefined,
@@ -238,8 +309,8 @@ export class TasksService {
     const wanted = new Set(status);
     const tasks: TaskRecord[] = [];
     let next = cursor;
-    for (let read = 0; read < LIST_FILTER_READS && tasks.length < limit; read++) {
-      const page = await this.store.list!(owner, {
+    for (let reads = 0; reads < LIST_FILTER_READS && tasks.length < limit; reads++) {
+      const page = await read({
         limit: limit - tasks.length,
         ...(next !== undefined && { cursor: next }),
       });

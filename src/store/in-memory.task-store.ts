@@ -9,20 +9,36 @@ import {
   type TaskRecord,
   terminalSince,
 } from '../task.js';
+import { CreationIndex } from './creation-index.js';
 import { ExpiryIndex } from './expiry-index.js';
-import { cursorAfter, keyOfCursor, listingKey, ownerKey, statusFilter } from './task-listing.js';
+import {
+  cursorAfter,
+  keyOfCursor,
+  listingKey,
+  ownerKey,
+  placeOfKey,
+  statusFilter,
+} from './task-listing.js';
 import type {
   TaskListPage,
   TaskStore,
   TaskStoreCleanupOptions,
   TaskStoreCreateOptions,
+  TaskStoreListAllOptions,
   TaskStoreListOptions,
 } from './task-store.js';
 
 /**
+ * Index entries one `listAll` page looks at most: a filter that matches few tasks ends the page
+ * there, short, with a cursor to go on.
+ */
+const LIST_ALL_LOOKS = 10_000;
+
+/**
  * The default store: one process, one Map. Two expiry indexes make cleanup cost O(expired): one
  * by `createdAt + ttlMs` (a lane per TTL), one by the moment a task without a TTL became
- * terminal. A set of task ids per owner serves listing. Records are frozen on write, so a record
+ * terminal. A set of task ids per owner serves listing, and one index of every task by creation
+ * (`CreationIndex`) the operator's listing across owners. Records are frozen on write, so a record
  * handed out cannot change the store behind its back.
  */
 @Injectable()
@@ -42,6 +58,8 @@ export class InMemoryTaskStore implements TaskStore {
    */
   private readonly byOwner = new Map<string, Set<string>>();
   private ownerStale = 0;
+  /** Every task by creation, for `listAll`. */
+  private readonly byCreation = new CreationIndex();
   /** Heap entries whose task was deleted directly: compacted away when they pile up. */
   private stale = 0;
 
@@ -59,6 +77,7 @@ export class InMemoryTaskStore implements TaskStore {
     this.tasks.set(record.taskId, Object.freeze(record));
     this.index(record, undefined);
     this.ownedBy(record.owner).add(record.taskId);
+    this.byCreation.add(record.createdAt, record.taskId);
   }
 
   /** Always answers: the Map is in this process. */
@@ -108,6 +127,7 @@ export class InMemoryTaskStore implements TaskStore {
     this.byExpiry.clear();
     this.byTerminal.clear();
     this.byOwner.clear();
+    this.byCreation.clear();
     this.ownerStale = 0;
     this.stale = 0;
   }
@@ -140,6 +160,43 @@ export class InMemoryTaskStore implements TaskStore {
     };
   }
 
+  /**
+   * Walks the creation index down from the cursor: O(log n) to find the place, then O(entries
+   * looked at), at most LIST_ALL_LOOKS per page.
+   */
+  async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
+    let from = this.byCreation.size;
+    if (options.cursor !== undefined) {
+      const after = placeOfKey(keyOfCursor(options.cursor));
+      from = this.byCreation.below(after.createdAt, after.taskId);
+    }
+    const states = statusFilter(options.status);
+    const { limit, toolName } = options;
+    const now = Date.now();
+    const tasks: TaskRecord[] = [];
+    let looks = 0;
+    let full = false;
+    let last = '';
+    const stopped = this.byCreation.walkDown(from, (createdAt, taskId) => {
+      if (looks++ === LIST_ALL_LOOKS) return false;
+      last = listingKey({ createdAt, taskId });
+      const record = this.tasks.get(taskId);
+      if (record === undefined || record.createdAt !== createdAt || isExpired(record, now)) {
+        return true;
+      }
+      if (states !== undefined && !states.has(record.status)) return true;
+      if (toolName !== undefined && record.toolName !== toolName) return true;
+      // A match beyond the page: more follow, and the page ends at its last task.
+      if (tasks.length === limit) return !(full = true);
+      tasks.push(record);
+      return true;
+    });
+    if (stopped < 0) return { tasks };
+    if (full) return { tasks, nextCursor: cursorAfter(listingKey(tasks[tasks.length - 1]!)) };
+    // Looked at LIST_ALL_LOOKS entries: the next page goes on after the last of them.
+    return { tasks, nextCursor: cursorAfter(last) };
+  }
+
   /** The id set of an owner, made on first use. */
   private ownedBy(owner: TaskOwner): Set<string> {
     const key = ownerKey(owner);
@@ -151,6 +208,9 @@ export class InMemoryTaskStore implements TaskStore {
   /** Drops a stored record; its owner entry goes later (see `byOwner`). */
   private remove(record: TaskRecord): void {
     this.tasks.delete(record.taskId);
+    this.byCreation.noteRemoved(
+      (createdAt, taskId) => this.tasks.get(taskId)?.createdAt === createdAt,
+    );
     if (++this.ownerStale >= 1024 && this.ownerStale * 2 >= this.tasks.size) {
       for (const [key, owned] of this.byOwner) {
         for (const taskId of owned) if (!this.tasks.has(taskId)) owned.delete(taskId);

@@ -26,6 +26,11 @@ export function keyOfCursor(cursor: string): string {
   return key;
 }
 
+/** The creation instant and task id of a listing key. */
+export function placeOfKey(key: string): { createdAt: number; taskId: string } {
+  return { createdAt: Number(key.slice(0, 15)), taskId: key.slice(16) };
+}
+
 /**
  * One string per owner (principal and tenant), for index keys: each part is `-` for none or its
  * length and itself, so no two owners share a key whatever their strings hold.

@@ -18,7 +18,16 @@ export interface TaskStoreListOptions {
   status?: TaskState | readonly TaskState[];
 }
 
-/** One page of an owner's tasks, newest first. */
+/** What `listAll` takes: the options of `list`, and a filter by tool. */
+export interface TaskStoreListAllOptions extends TaskStoreListOptions {
+  /**
+   * Only tasks whose record has this `toolName` (a task made without one never matches). Every
+   * store with `listAll` honours it, while paging like `status`.
+   */
+  toolName?: string;
+}
+
+/** One page of tasks (an owner's for `list`, every owner's for `listAll`), newest first. */
 export interface TaskListPage {
   tasks: TaskRecord[];
   /** Present when more tasks may follow: pass it back as `cursor`. Opaque. */
@@ -121,12 +130,26 @@ export interface TaskStore extends Partial<TaskStoreLeases> {
   list?(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage>;
 
   /**
-   * True when `list` honours `status` itself (both stores of this package). Absent or false:
-   * TasksService never hands this store a `status`; it pages the store's unfiltered listing and
-   * filters what it reads (see `TasksService.list`), so a store written before the filter existed
-   * keeps working.
+   * True when `list` honours `status` itself (both stores of this package), and `listAll` too
+   * when the store has it. Absent or false: TasksService never hands this store a `status`; it
+   * pages the store's unfiltered listing and filters what it reads (see `TasksService.list`), so
+   * a store written before the filter existed keeps working.
    */
   readonly listsByStatus?: boolean;
+
+  /**
+   * One page of every owner's live tasks, newest first (by `createdAt`, then id, as `list`), for
+   * an operator's console: expired tasks never appear, and the owner is not checked (TasksService
+   * offers it to operator code only, see `TasksService.listAll`). Its cursors follow the rules of
+   * `list` (one this store did not hand out is refused with `InvalidTaskParamsError`), it honours `status` when the store declares
+   * `listsByStatus`, and `toolName` always. A page may hold fewer than `limit` tasks while
+   * `nextCursor` is present, as for `list`. Optional: without it the server offers no listing
+   * across owners (`TasksService.canListAll` is false).
+   *
+   * It needs an index of its own across owners (never a read of every task per page): both
+   * stores of this package keep one, written together with each create.
+   */
+  listAll?(options: TaskStoreListAllOptions): Promise<TaskListPage>;
 
   /**
    * Resolves when the store answers, rejects when it cannot be reached: the cheapest round trip

@@ -1,0 +1,87 @@
+/** Entries removed tasks may leave before `compact` is worth its O(n). */
+const MIN_STALE = 1024;
+
+/**
+ * The in-memory store's listing index across owners: each task's `createdAt` and id, sorted by
+ * listing order (creation, then id) in two parallel arrays, a number and a string reference per
+ * task. Tasks are created in time order, so an entry is almost always appended; one that arrives
+ * out of order (the clock stepped back, a record made with an older `createdAt`) is inserted in
+ * its place.
+ *
+ * Entries are never removed one by one: the store says when a task goes (`noteRemoved`), checks
+ * each entry it reads against the live record, and the index compacts itself once removed tasks
+ * have left as many entries behind as live ones (amortised O(1) per task).
+ */
+export class CreationIndex {
+  private createdAt: number[] = [];
+  private ids: string[] = [];
+  private stale = 0;
+
+  get size(): number {
+    return this.ids.length;
+  }
+
+  /** Adds a task; an entry equal to one already there (a task re-created) is not added twice. */
+  add(createdAt: number, taskId: string): void {
+    const last = this.ids.length - 1;
+    if (last < 0 || before(this.createdAt[last]!, this.ids[last]!, createdAt, taskId)) {
+      this.createdAt.push(createdAt);
+      this.ids.push(taskId);
+      return;
+    }
+    const at = this.below(createdAt, taskId);
+    if (this.createdAt[at] === createdAt && this.ids[at] === taskId) return;
+    this.createdAt.splice(at, 0, createdAt);
+    this.ids.splice(at, 0, taskId);
+  }
+
+  /** How many entries sort before (`createdAt`, `taskId`): where a walk down from it starts. */
+  below(createdAt: number, taskId: string): number {
+    let low = 0;
+    let high = this.ids.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if (before(this.createdAt[middle]!, this.ids[middle]!, createdAt, taskId)) low = middle + 1;
+      else high = middle;
+    }
+    return low;
+  }
+
+  /**
+   * Hands the entries below position `from` to `visit`, newest first, until it returns false.
+   * Returns the position of the entry that stopped it, or -1 when it visited them all.
+   */
+  walkDown(from: number, visit: (createdAt: number, taskId: string) => boolean): number {
+    const { createdAt, ids } = this;
+    for (let i = Math.min(from, ids.length) - 1; i >= 0; i--) {
+      if (!visit(createdAt[i]!, ids[i]!)) return i;
+    }
+    return -1;
+  }
+
+  /** Counts a task removed from the store; compacts with `live` once stale entries pile up. */
+  noteRemoved(live: (createdAt: number, taskId: string) => boolean): void {
+    if (++this.stale < MIN_STALE || this.stale * 2 < this.ids.length) return;
+    const createdAt: number[] = [];
+    const ids: string[] = [];
+    for (let i = 0; i < this.ids.length; i++) {
+      if (!live(this.createdAt[i]!, this.ids[i]!)) continue;
+      createdAt.push(this.createdAt[i]!);
+      ids.push(this.ids[i]!);
+    }
+    this.createdAt = createdAt;
+    this.ids = ids;
+    this.stale = 0;
+  }
+
+  clear(): void {
+    this.createdAt = [];
+    this.ids = [];
+    this.stale = 0;
+  }
+}
+
+/** Whether (a, aId) sorts before (b, bId) in listing order. */
+function before(a: number, aId: string, b: number, bId: string): boolean {
+  return a < b || (a === b && aId < bId);
+}
