@@ -19,6 +19,7 @@ export type {
   TasksModuleExtras,
   TasksModuleOptions,
   TasksServerOptions,
+  TasksTelemetryOptions,
 } from './interfaces/tasks-module-options.interface.js';
 export {
   TasksService,

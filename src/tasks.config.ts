@@ -22,6 +22,7 @@ import type {
   TasksModuleExtras,
   TasksModuleOptions,
   TasksServerOptions,
+  TasksTelemetryOptions,
 } from './interfaces/tasks-module-options.interface.js';
 
 /*
@@ -46,10 +47,16 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'listen',
   'runningTasksOnShutdown',
   'lease',
+  'telemetry',
 ]);
 const LISTEN_KEYS: ReadonlySet<string> = new Set(['keepAliveMs', 'maxStreams', 'maxTaskIds']);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
 const LEASE_KEYS: ReadonlySet<string> = new Set(['ttlMs']);
+const TELEMETRY_KEYS: ReadonlySet<string> = new Set([
+  'meterProvider',
+  'tracerProvider',
+  'recordTaskIds',
+]);
 
 const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
   new TasksConfigError(`${key} must be ${expectation}, got ${show(value)}`);
@@ -161,7 +168,31 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     listen: listenOptions(raw.listen),
     runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
     lease: leaseOptions(raw.lease),
+    telemetry: telemetryOptions(raw.telemetry),
   });
+}
+
+/** Where metrics and spans go: providers with `getMeter` / `getTracer`, checked here. */
+function telemetryOptions(value: unknown): TasksConfig['telemetry'] {
+  if (value === false) return false;
+  const given = value ?? {};
+  if (!isObject(given)) throw mustBe('telemetry', 'an object or false', given);
+  refuseUnknownKeys('telemetry.', given, TELEMETRY_KEYS);
+  const { meterProvider, tracerProvider, recordTaskIds } = given;
+  const provider = (key: string, provided: unknown, method: string): void => {
+    if (
+      provided !== undefined &&
+      typeof (provided as Record<string, unknown>)?.[method] !== 'function'
+    ) {
+      throw mustBe(`telemetry.${key}`, `an OpenTelemetry ${key} (with ${method})`, provided);
+    }
+  };
+  provider('meterProvider', meterProvider, 'getMeter');
+  provider('tracerProvider', tracerProvider, 'getTracer');
+  if (recordTaskIds !== undefined && typeof recordTaskIds !== 'boolean') {
+    throw mustBe('telemetry.recordTaskIds', 'a boolean', recordTaskIds);
+  }
+  return Object.freeze({ ...given } as TasksTelemetryOptions);
 }
 
 /**

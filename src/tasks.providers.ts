@@ -33,6 +33,7 @@ import {
 } from './tasks.config.js';
 import { MCP_PATH, TASKS_CONFIG } from './tasks.constants.js';
 import { TasksService } from './tasks.service.js';
+import { TasksTelemetry } from './telemetry/tasks.telemetry.js';
 import { TaskToolExplorer } from './tools/task-tool.explorer.js';
 import { TaskToolRegistry } from './tools/task-tool.registry.js';
 import { TaskToolRunner } from './tools/task-tool.runner.js';
@@ -104,6 +105,7 @@ function coreProviders(optionsToken: InjectionToken): Provider[] {
       inject: [optionsToken],
     },
     TasksService,
+    TasksTelemetry,
     TasksJanitor,
     TasksLease,
   ];

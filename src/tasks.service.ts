@@ -55,6 +55,7 @@ import {
   WATCH_POLL_MS,
 } from './tasks.constants.js';
 import type { TasksConfig } from './interfaces/tasks-module-options.interface.js';
+import { TasksTelemetry } from './telemetry/tasks.telemetry.js';
 
 export interface CreateTaskParams {
   /** Lifetime in ms; `null` = unlimited. Default: the module's `defaultTtlMs`; capped by `maxTtlMs`. */
@@ -167,6 +168,8 @@ export class TasksService {
     @Optional() private readonly waiters: WaiterFeed = new WaiterFeed(),
     /** The app's `@OnTaskChange` methods: every write this process makes, beside the notifier. */
     @Optional() private readonly listeners?: TaskChangeListeners,
+    /** Metrics of every write this process makes (see telemetry/), when telemetry is on. */
+    @Optional() private readonly telemetry?: TasksTelemetry,
   ) {
     this.leased = Boolean(config.lease) && hasLeases(store);
   }
@@ -189,6 +192,7 @@ export class TasksService {
       throw this.storeFault(error);
     }
     this.waiters.publish(record);
+    this.telemetry?.wrote(record, undefined);
     this.announce(record);
     return record;
   }
@@ -494,6 +498,7 @@ export class TasksService {
         }
         if (written) {
           this.waiters.publish(next);
+          this.telemetry?.wrote(next, current);
           if (announce) this.announce(next);
           return next;
         }

@@ -242,6 +242,32 @@ describe('architecture of src/', () => {
     );
   });
 
+  it('loads @opentelemetry/api only under telemetry/, and only with import() or import type', () => {
+    // An app without the optional peer must boot: no file may import it as a value, and only
+    // telemetry/ may name it at all (its types stay in that folder's private declarations).
+    const NAMED = /['"]@opentelemetry\/api['"]/;
+    const VALUE_IMPORT =
+      /(?:^|[\s;])(?:import|export)\s+(?!type\s)[^'";()]*?from\s+['"]@opentelemetry\/api['"]/m;
+    const BARE_IMPORT = /(?:^|[\s;])import\s+['"]@opentelemetry\/api['"]/m;
+    const offenders: string[] = [];
+    for (const file of files) {
+      const text = stripComments(readFileSync(join(ROOT, file), 'utf8'));
+      if (!NAMED.test(text)) continue;
+      if (folderOf(file) !== 'telemetry') offenders.push(`${file}: outside telemetry/`);
+      if (VALUE_IMPORT.test(text) || BARE_IMPORT.test(text))
+        offenders.push(`${file}: value import`);
+    }
+    expect(offenders).toEqual([]);
+    expect(VALUE_IMPORT.test("import { metrics } from '@opentelemetry/api';")).toBe(true);
+    expect(VALUE_IMPORT.test("import * as api from '@opentelemetry/api';")).toBe(true);
+    expect(VALUE_IMPORT.test("export { trace } from '@opentelemetry/api';")).toBe(true);
+    expect(BARE_IMPORT.test("import '@opentelemetry/api';")).toBe(true);
+    expect(VALUE_IMPORT.test("import type * as Otel from '@opentelemetry/api';")).toBe(false);
+    expect(VALUE_IMPORT.test("const api = await import('@opentelemetry/api');")).toBe(false);
+    const telemetry = readFileSync(join(ROOT, 'telemetry/tasks.telemetry.ts'), 'utf8');
+    expect(telemetry).toContain("import('@opentelemetry/api')");
+  });
+
   it('exports from the module only what index.ts names', () => {
     const named = new Set<unknown>(Object.values(publicApi));
     for (const token of EXPORTED_TOKENS) {

@@ -84,6 +84,29 @@ export interface TasksModuleOptions {
    * 300); `false` turns it off. A store without leases runs none.
    */
   lease?: TasksLeaseOptions | false;
+  /**
+   * Metrics and traces through `@opentelemetry/api`, when the app has it installed (else nothing
+   * is recorded). Default: the global meter and tracer providers; `false` turns it off.
+   */
+  telemetry?: TasksTelemetryOptions | false;
+}
+
+/**
+ * Where metrics and spans go. Each field takes the `@opentelemetry/api` provider (an SDK's
+ * `MeterProvider` / `TracerProvider`); this package names no OpenTelemetry type, so an app
+ * without the package type-checks.
+ */
+export interface TasksTelemetryOptions {
+  /** Default: the global one (`metrics.getMeterProvider()`), read when the module starts. */
+  meterProvider?: { getMeter(name: string, version?: string, options?: object): unknown };
+  /** Default: the global one (`trace.getTracerProvider()`). */
+  tracerProvider?: { getTracer(name: string, version?: string, options?: object): unknown };
+  /**
+   * Put the task id on each run's span (`mcp.task.id`). Default false: a task id is a capability
+   * (it alone drives the task through TasksService, and anonymous callers' tasks answer to it),
+   * so it stays out of telemetry unless the app's trace backend is as private as its store.
+   */
+  recordTaskIds?: boolean;
 }
 
 export interface TasksLeaseOptions {
@@ -162,4 +185,5 @@ export interface TasksConfig {
   readonly listen: Readonly<Required<TasksListenOptions>>;
   readonly runningTasksOnShutdown: 'fail' | 'leave';
   readonly lease: Readonly<Required<TasksLeaseOptions>> | false;
+  readonly telemetry: Readonly<TasksTelemetryOptions> | false;
 }

@@ -234,7 +234,15 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       if (tool && outcome.kind === 'legacy') {
         const params = message.params as Record<string, unknown>;
         if (params.task !== undefined) {
-          return this.toolCalls.handle(res, idOf(message), tool, params, owner, 'legacy');
+          return this.toolCalls.handle(
+            res,
+            idOf(message),
+            tool,
+            params,
+            owner,
+            'legacy',
+            request.headers,
+          );
         }
         if (tool.options.whenClientLacksTasks === 'reject') {
           return sendError(res, idOf(message), {
@@ -252,6 +260,8 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
           tool,
           message.params as Record<string, unknown>,
           owner,
+          'modern',
+          request.headers,
         );
       }
       if (typeof name === 'string') info.tool = name;

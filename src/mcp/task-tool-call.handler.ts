@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ProtocolErrorCode, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import { InvalidTaskParamsError } from '../errors.js';
@@ -59,6 +59,8 @@ export class TaskToolCallHandler {
     params: Record<string, unknown>,
     owner: TaskOwner,
     era: TaskToolCallEra = 'modern',
+    /** The request's headers: a trace context in them parents the run's span (telemetry). */
+    headers?: IncomingHttpHeaders,
   ): Promise<void> {
     let requestedTtlMs: number | undefined;
     if (era === 'legacy') {
@@ -113,7 +115,10 @@ export class TaskToolCallHandler {
           firstInput = round.answers;
         }
       }
-      const record = await this.runner.start(tool, input, owner, requestedTtlMs, firstInput);
+      const record = await this.runner.start(tool, input, owner, requestedTtlMs, firstInput, {
+        meta: params._meta,
+        ...(headers !== undefined && { headers }),
+      });
       sendResult(
         res,
         id,

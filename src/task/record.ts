@@ -45,6 +45,11 @@ export interface TaskRecord {
   readonly inputResponses?: Readonly<Record<string, InputResponse>>;
   readonly result?: StoredCallToolResult;
   readonly error?: JsonRpcErrorObject;
+  /**
+   * When the task's current stay in `input_required` began (epoch ms; present only while
+   * `input_required`): how long the client took to answer is measured from it. Never on the wire.
+   */
+  readonly inputRequiredSince?: number;
   /** Cooperative cancellation: the caller asked, the worker has not yet honoured it. */
   readonly cancelRequested?: boolean;
   /**

@@ -68,7 +68,7 @@ function settle(
   changes: Partial<TaskRecord> & { status: TerminalTaskState },
   now: number,
 ): TaskRecord {
-  const { inputRequests, inputResponses, cancelRequested, ...kept } = task;
+  const { inputRequests, inputResponses, cancelRequested, inputRequiredSince, ...kept } = task;
   return next(kept as TaskRecord, changes, now);
 }
 
@@ -118,6 +118,7 @@ export function requireInputTask(
       status: 'input_required',
       inputRequests: { ...task.inputRequests, ...requests },
       usedInputKeys: [...used, ...keys],
+      inputRequiredSince: task.inputRequiredSince ?? Math.max(now, task.lastUpdatedAt),
       ...withMessage(options.statusMessage),
     },
     now,
@@ -156,7 +157,7 @@ export function updateTask(
     return next(task, { inputRequests: remaining, inputResponses: received }, now);
   }
   // Back to work: the status message described the wait, so it goes with it.
-  const { inputRequests, statusMessage, ...kept } = task;
+  const { inputRequests, statusMessage, inputRequiredSince, ...kept } = task;
   return next(kept as TaskRecord, { status: 'working', inputResponses: received }, now);
 }
 

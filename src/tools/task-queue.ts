@@ -10,6 +10,11 @@ export interface QueuedCall {
   readonly input: unknown;
   /** The answers to the tool's `requireInputFirst`, gathered before the task. */
   readonly firstInput?: Readonly<Record<string, InputResponse>>;
+  /**
+   * The W3C trace context of the request that made the call (`traceparent`, `tracestate`), when
+   * telemetry is on: the worker's span of the run continues that trace.
+   */
+  readonly trace?: Readonly<{ traceparent: string; tracestate?: string }>;
 }
 
 /**

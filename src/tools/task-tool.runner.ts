@@ -34,6 +34,12 @@ import { type QueuedCall, TaskQueue, toolQueue } from './task-queue.js';
 import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { TaskWatch, waitForTask } from './task-watch.js';
+import {
+  type TelemetryRun,
+  type TraceCarrier,
+  type TraceParent,
+  TasksTelemetry,
+} from '../telemetry/tasks.telemetry.js';
 
 class TaskCancelled extends Error {
   constructor() {
@@ -51,6 +57,8 @@ class TaskCancelled extends Error {
 class RunningCall extends TaskWatch {
   /** Set by the runner as soon as the call starts. */
   done!: Promise<void>;
+  /** The run's span and count, when telemetry is on; ended with the call. */
+  traced: TelemetryRun | undefined;
   private controller: AbortController | undefined;
   private abortedWith: { reason: unknown } | undefined;
 
@@ -148,6 +156,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     private readonly registry: TaskToolRegistry,
     @Optional() @Inject(TaskQueue) private readonly queue: TaskQueue | null,
+    @Optional() private readonly telemetry?: TasksTelemetry,
   ) {}
 
   /** A queue-run tool without a queue to send its calls to fails the boot, naming the fix. */
@@ -177,6 +186,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
    * the TTL the client asked for (2025-11-25 `task.ttl`), in place of the tool's; the module's
    * `maxTtlMs` caps both. `firstInput`: the answers to the tool's `requireInputFirst` gathered
    * before the task (2026-07-28 multi round-trip); without them the task asks them first.
+   * `trace`: where the request names the trace the run's span continues (telemetry).
    */
   async start(
     tool: TaskToolDefinition,
@@ -184,10 +194,13 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     owner: TaskOwner,
     requestedTtlMs?: number,
     firstInput?: Readonly<Record<string, InputResponse>>,
+    trace?: TraceCarrier,
   ): Promise<TaskRecord> {
+    const parent = this.telemetry?.parentOf(trace);
     const record = await this.create(tool, input, owner, requestedTtlMs);
-    if (tool.options.queue !== undefined) await this.enqueue(tool, input, record, firstInput);
-    else this.run(tool, input, record, false, firstInput);
+    if (tool.options.queue !== undefined) {
+      await this.enqueue(tool, input, record, firstInput, parent);
+    } else this.run(tool, input, record, false, firstInput, parent);
     return record;
   }
 
@@ -223,6 +236,11 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
       pollMs,
       record.usedInputKeys ?? [],
       job,
+    );
+    running.traced = this.telemetry?.startRun(
+      tool.name,
+      taskId,
+      this.telemetry.parentFrom(call.trace),
     );
     this.running.set(taskId, running);
     this.jobs.add(taskId);
@@ -260,9 +278,11 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     input: unknown,
     owner: TaskOwner,
   ): Promise<CallToolResult> {
+    const parent = this.telemetry?.parentOf(undefined);
     const record = await this.create(tool, input, owner);
-    if (tool.options.queue !== undefined) await this.enqueue(tool, input, record);
-    else this.run(tool, input, record, true);
+    if (tool.options.queue !== undefined)
+      await this.enqueue(tool, input, record, undefined, parent);
+    else this.run(tool, input, record, true, undefined, parent);
     const end = await waitForTask(
       this.tasks,
       this.waiters,
@@ -355,14 +375,17 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     input: unknown,
     record: TaskRecord,
     firstInput?: Readonly<Record<string, InputResponse>>,
+    parent?: TraceParent,
   ): Promise<void> {
     const { taskId } = record;
+    const trace = this.telemetry?.fieldsOf(parent);
     try {
       await this.queue!.enqueue(toolQueue(tool.options.queue!), {
         tool: tool.name,
         taskId,
         input,
         ...(firstInput !== undefined && { firstInput }),
+        ...(trace !== undefined && { trace }),
       });
     } catch (error) {
       this.logger.error(`Task tool ${tool.name} could not enqueue its job: ${String(error)}`);
@@ -383,6 +406,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     record: TaskRecord,
     inline: boolean,
     firstInput?: Readonly<Record<string, InputResponse>>,
+    parent?: TraceParent,
   ): void {
     const { taskId } = record;
     const pollMs = this.pollMs(tool);
@@ -396,6 +420,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
       inline,
       pollMs,
     );
+    call.traced = this.telemetry?.startRun(tool.name, taskId, parent);
     this.running.set(taskId, call);
     call.done = this.execute(tool, input, context, call, firstInput);
   }
@@ -413,6 +438,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     retry?: (error: unknown) => boolean,
   ): Promise<void> {
     const taskId = context.taskId;
+    /** What the method threw when the task is left for the queue's next run. */
+    let retried: unknown;
     try {
       try {
         if (firstInput !== undefined) {
@@ -437,7 +464,10 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
         }
         // A thrown JSON-RPC error keeps its code; anything else is a generic internal error.
         const failure = thrownJsonRpcError(error);
-        if (failure === undefined && retry?.(error)) return;
+        if (failure === undefined && retry?.(error)) {
+          retried = error;
+          return;
+        }
         if (failure === undefined) {
           this.logger.error(
             `Task tool ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
@@ -456,6 +486,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     } finally {
       call.stop();
       this.running.delete(taskId);
+      call.traced?.end(call.latest, retried);
     }
   }
 
