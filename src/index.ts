@@ -13,6 +13,7 @@
 export { TasksModule } from './tasks.module.js';
 export type {
   PartProvider,
+  TasksConsoleOptions,
   TasksJanitorOptions,
   TasksLeaseOptions,
   TasksListenOptions,

@@ -20,7 +20,7 @@ export const notGlobal = (): string =>
   'default), or keep the forRoot() result in a constant and import that same DynamicModule ' +
   'object in each module that needs TasksService.';
 
-export const guardNotBuilt = (name: string, cause: string): string =>
-  `guards: ${name} cannot be built (${cause}). Provide it in the app (e.g. in your AuthModule, ` +
+export const guardNotBuilt = (name: string, cause: string, key = 'guards'): string =>
+  `${key}: ${name} cannot be built (${cause}). Provide it in the app (e.g. in your AuthModule, ` +
   'next to what it injects), or make its dependencies reachable from TasksModule: a global ' +
   'module, APP_GUARD for an app-wide guard, or forRootAsync({ imports: [TheirModule] }).';

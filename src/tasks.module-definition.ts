@@ -4,6 +4,9 @@ import type {
   TasksModuleExtras,
   TasksModuleOptions,
 } from './interfaces/tasks-module-options.interface.js';
+import { checkConsole } from './console/console.config.js';
+import { createConsoleController } from './console/console.controller.js';
+import { consoleProviders } from './console/console.providers.js';
 import { createMcpController } from './mcp/mcp.controller.js';
 import { checkPath } from './tasks.config.js';
 import { registrationProviders } from './tasks.providers.js';
@@ -21,9 +24,17 @@ export const {
 } = new ConfigurableModuleBuilder<TasksModuleOptions>({ moduleName: 'Tasks' })
   .setClassMethodName('forRoot')
   .setExtras<TasksModuleExtras>(
-    { isGlobal: true, store: undefined, notifier: undefined, path: undefined, guards: undefined },
+    {
+      isGlobal: true,
+      store: undefined,
+      notifier: undefined,
+      path: undefined,
+      guards: undefined,
+      console: undefined,
+    },
     (definition: DynamicModule, extras: TasksModuleExtras): DynamicModule => {
       const path = checkPath(extras.path);
+      const consoleSettings = checkConsole(extras.console, path);
       return {
         ...definition,
         global: extras.isGlobal !== false,
@@ -32,8 +43,12 @@ export const {
           TasksRegistration,
           ...(definition.providers ?? []),
           ...registrationProviders(TASKS_MODULE_OPTIONS, extras, path),
+          ...consoleProviders(consoleSettings),
         ],
-        controllers: path === false ? [] : [createMcpController(path)],
+        controllers: [
+          ...(path === false ? [] : [createMcpController(path)]),
+          ...(consoleSettings === false ? [] : [createConsoleController(consoleSettings.path)]),
+        ],
         exports: [...EXPORTED_TOKENS, TasksRegistration],
       };
     },

@@ -162,6 +162,24 @@ export interface TasksModuleExtras {
    * `imports` (forRootAsync) in reach; an instance is used as it is.
    */
   guards?: (Type<CanActivate> | CanActivate)[];
+  /**
+   * The task console: a small web page served by the module that lists every owner's tasks,
+   * shows one in detail (with the status changes this instance heard) and cancels it, live. Off
+   * by default. Its `guards` (required: your admin rule) run after the app's global guards on
+   * every route of the console.
+   */
+  console?: TasksConsoleOptions;
+}
+
+/** The `console` extra: where the task console is served and who may open it. */
+export interface TasksConsoleOptions {
+  /** The console's path (its page; its assets and API below it). Default `'mcp-tasks'`. */
+  path?: string;
+  /**
+   * Who may use the console, e.g. `[AdminGuard]`: run in order after the app's global guards on
+   * every route (page, assets, API, stream). Classes are resolved as for `guards`. Required.
+   */
+  guards: (Type<CanActivate> | CanActivate)[];
 }
 
 /** The options after validation, with every default filled in. */

@@ -15,18 +15,20 @@ import { guardNotBuilt } from '../tasks.messages.js';
 export const MCP_GUARDS = Symbol('nestjs-mcp-tasks:guards');
 
 /**
- * Runs the app's `guards` in front of the endpoint, in order, with the request's own
- * ExecutionContext (so Reflector metadata and `request.user` behave as in any guard). The classes
- * are resolved at init where the app's providers are visible: the app's own instance when it
- * provides the class anywhere, else one built in this module's context (global modules and the
- * forRootAsync `imports` in reach). A class that cannot be built fails the boot, naming it.
+ * Runs a list of the app's guards, in order, with the request's own ExecutionContext (so Reflector
+ * metadata and `request.user` behave as in any guard). The classes are resolved at init where the
+ * app's providers are visible: the app's own instance when it provides the class anywhere, else
+ * one built in this module's context (global modules and the forRootAsync `imports` in reach). A
+ * class that cannot be built fails the boot, naming it. McpAppGuard (the endpoint's `guards`) and
+ * the task console's guard are two such lists.
  */
-@Injectable()
-export class McpAppGuard implements CanActivate, OnModuleInit {
+export abstract class AppGuardChain implements CanActivate, OnModuleInit {
   private guards: CanActivate[] = [];
 
   constructor(
-    @Inject(MCP_GUARDS) private readonly given: readonly (Type<CanActivate> | CanActivate)[],
+    /** The option that names them, for boot errors: `guards`, `console.guards`. */
+    private readonly key: string,
+    private readonly given: readonly (Type<CanActivate> | CanActivate)[],
     private readonly moduleRef: ModuleRef,
   ) {}
 
@@ -65,9 +67,24 @@ export class McpAppGuard implements CanActivate, OnModuleInit {
       return await this.moduleRef.create(guard);
     } catch (error) {
       throw new TasksConfigError(
-        guardNotBuilt(guard.name || 'a guard', firstLine((error as Error)?.message ?? error)),
+        guardNotBuilt(
+          guard.name || 'a guard',
+          firstLine((error as Error)?.message ?? error),
+          this.key,
+        ),
       );
     }
+  }
+}
+
+/** Runs the app's `guards` in front of the endpoint (see AppGuardChain). */
+@Injectable()
+export class McpAppGuard extends AppGuardChain {
+  constructor(
+    @Inject(MCP_GUARDS) given: readonly (Type<CanActivate> | CanActivate)[],
+    moduleRef: ModuleRef,
+  ) {
+    super('guards', given, moduleRef);
   }
 }
 

@@ -54,37 +54,70 @@ export class McpHostGuard implements CanActivate {
         404,
       );
     }
-    const host = target.authority ?? raw.headers.host;
-    const loopback = LOOPBACK.test(raw.socket?.localAddress ?? '');
-    const hosts = this.list(this.config.allowedHosts, loopback, localhostAllowedHostnames);
-    if (hosts) {
-      const result = validateHostHeader(host, hosts);
-      if (!result.ok) throw forbidden(result.message);
-    }
-    if (host !== undefined && !URL.canParse(`http://${host}/`)) {
-      const error = {
-        code: ProtocolErrorCode.InvalidRequest,
-        message: 'Bad Request: invalid Host header',
-      };
+    const refused = hostRefusal(raw, target.authority ?? raw.headers.host, this.config);
+    if (refused === undefined) return true;
+    if (refused.status === 400) {
+      const error = { code: ProtocolErrorCode.InvalidRequest, message: refused.message };
       throw new HttpException({ jsonrpc: '2.0', id: null, error }, httpStatusOf(error));
     }
-    const origins = this.list(this.config.allowedOrigins, loopback, localhostAllowedOrigins);
-    if (origins) {
-      const result = validateOriginHeader(raw.headers.origin, origins);
-      if (!result.ok) throw forbidden(result.message);
-    }
-    return true;
+    throw forbidden(refused.message);
   }
+}
 
-  private list(
-    configured: readonly string[] | false | undefined,
-    loopback: boolean,
-    localhost: () => string[],
-  ): string[] | undefined {
-    if (configured === false) return undefined;
-    if (configured !== undefined) return [...configured];
-    return loopback ? localhost() : undefined;
+/** Why a request's Host or Origin is refused: 403, or 400 for a host that is no authority. */
+export interface HostRefusal {
+  status: 400 | 403;
+  message: string;
+}
+
+/**
+ * The DNS rebinding checks of the endpoint, shared with the task console: `host` (the authority
+ * the request names) must be allowed, and so must a browser's Origin unless `sameOrigin` says to
+ * accept an Origin naming `host` itself (the console's own page). Without configured lists the
+ * localhost lists apply to connections that arrive on a loopback address.
+ */
+export function hostRefusal(
+  raw: IncomingMessage,
+  host: string | undefined,
+  config: Pick<TasksConfig, 'allowedHosts' | 'allowedOrigins'>,
+  sameOrigin = false,
+): HostRefusal | undefined {
+  const loopback = LOOPBACK.test(raw.socket?.localAddress ?? '');
+  const hosts = allowList(config.allowedHosts, loopback, localhostAllowedHostnames);
+  if (hosts) {
+    const result = validateHostHeader(host, hosts);
+    if (!result.ok) return { status: 403, message: result.message };
   }
+  if (host !== undefined && !URL.canParse(`http://${host}/`)) {
+    return { status: 400, message: 'Bad Request: invalid Host header' };
+  }
+  const origin = raw.headers.origin;
+  if (sameOrigin && origin !== undefined && host !== undefined && originHost(origin) === host) {
+    return undefined;
+  }
+  const origins = allowList(config.allowedOrigins, loopback, localhostAllowedOrigins);
+  if (origins) {
+    const result = validateOriginHeader(origin, origins);
+    if (!result.ok) return { status: 403, message: result.message };
+  }
+  return undefined;
+}
+
+function allowList(
+  configured: readonly string[] | false | undefined,
+  loopback: boolean,
+  localhost: () => string[],
+): string[] | undefined {
+  if (configured === false) return undefined;
+  if (configured !== undefined) return [...configured];
+  return loopback ? localhost() : undefined;
+}
+
+/** The `host[:port]` of an Origin header, or `undefined` when it is not an http(s) origin. */
+export function originHost(origin: string): string | undefined {
+  if (!URL.canParse(origin)) return undefined;
+  const url = new URL(origin);
+  return url.protocol === 'http:' || url.protocol === 'https:' ? url.host : undefined;
 }
 
 function forbidden(message: string): HttpException {

@@ -8,7 +8,7 @@ import { McpHostGuard } from './mcp-host.guard.js';
  * key), written here so the library needs no dependency on it: the endpoint speaks JSON-RPC on
  * any method and has no place in an OpenAPI document.
  */
-const SWAGGER_EXCLUDE_CONTROLLER = 'swagger/apiExcludeController';
+export const SWAGGER_EXCLUDE_CONTROLLER = 'swagger/apiExcludeController';
 
 /**
  * Makes the endpoint's controller for `path`, with the host guard first and then the app's own

@@ -1,0 +1,38 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { TasksConfigError } from '../errors.js';
+
+/** The console's static files, shipped beside this module under `assets/`. */
+export interface ConsoleFiles {
+  /** The page, with `{{BASE}}` where its own path goes. */
+  readonly html: string;
+  readonly js: string;
+  readonly css: string;
+}
+
+const ASSETS = new URL('./assets/', import.meta.url);
+
+/**
+ * Reads the console's files once, at startup, from `assets/` next to this module (src/ under
+ * ts-jest, dist/ once built: `npm run build` copies them). A missing file fails the boot with a
+ * message naming the folder.
+ */
+export function readConsoleFiles(from: URL = ASSETS): ConsoleFiles {
+  const read = (name: string): string => {
+    try {
+      return readFileSync(new URL(name, from), 'utf8');
+    } catch (error) {
+      throw new TasksConfigError(
+        `console: cannot read its file ${name} in ${fileURLToPath(from)} ` +
+          `(${(error as NodeJS.ErrnoException).code ?? String(error)}); the package's ` +
+          'dist/console/assets/ folder must ship beside dist/console/',
+      );
+    }
+  };
+  return { html: read('console.html'), js: read('console.js'), css: read('console.css') };
+}
+
+/** `&`, `<`, `>`, `"` and `'` as HTML character references. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
