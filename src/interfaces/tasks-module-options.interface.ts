@@ -85,16 +85,16 @@ export interface TasksModuleOptions {
    */
   lease?: TasksLeaseOptions | false;
   /**
-   * Metrics and traces through `@opentelemetry/api`, when the app has it installed (else nothing
-   * is recorded). Default: the global meter and tracer providers; `false` turns it off.
+   * Metrics and traces through the OpenTelemetry API package, when the app has it installed (else
+   * nothing is recorded). Default: the global meter and tracer providers; `false` turns it off.
    */
   telemetry?: TasksTelemetryOptions | false;
 }
 
 /**
- * Where metrics and spans go. Each field takes the `@opentelemetry/api` provider (an SDK's
+ * Where metrics and spans go. Each field takes an OpenTelemetry provider (an SDK's
  * `MeterProvider` / `TracerProvider`); this package names no OpenTelemetry type, so an app
- * without the package type-checks.
+ * without the OpenTelemetry API installed type-checks.
  */
 export interface TasksTelemetryOptions {
   /** Default: the global one (`metrics.getMeterProvider()`), read when the module starts. */
