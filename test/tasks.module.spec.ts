@@ -89,6 +89,7 @@ describe('TasksModule.forRoot', () => {
       listen: { keepAliveMs: 15_000, maxStreams: 1_024, maxTaskIds: 256 },
       runningTasksOnShutdown: 'fail',
       lease: { ttlMs: 30_000 },
+      telemetry: {},
     });
   });
 
