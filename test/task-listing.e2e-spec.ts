@@ -10,6 +10,8 @@ import * as z from 'zod/v4';
 import {
   InMemoryTaskStore,
   InvalidTaskParamsError,
+  type ListAllTasksOptions,
+  TaskInternalError,
   type QueuedCall,
   type TaskContext,
   TaskQueue,
@@ -52,6 +54,10 @@ class UnfilteredStore extends InMemoryTaskStore {
   override list(...args: Parameters<InMemoryTaskStore['list']>) {
     this.asked.push(args[1]);
     return super.list(...args);
+  }
+  override listAll(...args: Parameters<InMemoryTaskStore['listAll']>) {
+    this.asked.push(args[0]);
+    return super.listAll(...args);
   }
 }
 
@@ -381,5 +387,159 @@ describe('@TaskTool calls record the tool and, when it opts in, redacted argumen
     await expect(startApp(BadModule, 'express')).rejects.toThrow(
       /keepArguments must be a function/,
     );
+  });
+});
+
+/** Every page of the listing across owners, with the number of pages it took. */
+async function pagesOfAll(
+  service: TasksService,
+  options: ListAllTasksOptions & { limit: number },
+): Promise<{ ids: string[]; pages: number }> {
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  for (let count = 1; count < 1000; count++) {
+    const page = await service.listAll({ ...options, ...(cursor !== undefined && { cursor }) });
+    expect(page.tasks.length).toBeLessThanOrEqual(options.limit);
+    ids.push(...page.tasks.map((task) => task.taskId));
+    cursor = page.nextCursor;
+    if (cursor === undefined) return { ids, pages: count };
+  }
+  throw new Error('still a nextCursor after 1,000 pages');
+}
+
+describe.each(STORES)('TasksService.listAll (the operator’s listing) on %s', (_name, makeStore) => {
+  let store: TaskStore;
+  beforeEach(() => {
+    store = makeStore();
+  });
+  afterEach(async () => {
+    if (store instanceof RedisTaskStore) await store.onApplicationShutdown();
+  });
+
+  /** Tasks of three owners and two tools, oldest first; every third completed. */
+  async function seed(service: TasksService, count: number): Promise<TaskRecord[]> {
+    const tasks: TaskRecord[] = [];
+    const owners = [alice, bob, { principal: 'carol', tenant: 't1' }];
+    for (let i = 0; i < count; i++) {
+      const toolName = i % 4 === 3 ? undefined : `tool_${i % 2}`;
+      const task = await service.create(owners[i % 3]!, {}, toolName ? { toolName } : {});
+      tasks.push(i % 3 === 0 ? await service.complete(task.taskId, { content: [] }) : task);
+      // Distinct creation instants keep the expected order independent of random ids.
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    return tasks;
+  }
+
+  const newest = (tasks: TaskRecord[], keep: (task: TaskRecord) => boolean): string[] =>
+    tasks
+      .filter(keep)
+      .map((task) => task.taskId)
+      .reverse();
+
+  it('pages every owner’s tasks newest first, by status, by tool, and by both', async () => {
+    const { service } = serviceWith({}, store);
+    expect(service.canListAll).toBe(true);
+    const tasks = await seed(service, 16);
+    expect((await pagesOfAll(service, { limit: 3 })).ids).toEqual(newest(tasks, () => true));
+    expect((await service.listAll()).tasks).toHaveLength(16);
+    expect((await pagesOfAll(service, { limit: 2, status: 'completed' })).ids).toEqual(
+      newest(tasks, (task) => task.status === 'completed'),
+    );
+    expect((await pagesOfAll(service, { limit: 2, toolName: 'tool_1' })).ids).toEqual(
+      newest(tasks, (task) => task.toolName === 'tool_1'),
+    );
+    expect(
+      (await pagesOfAll(service, { limit: 2, toolName: 'tool_0', status: ['working'] })).ids,
+    ).toEqual(newest(tasks, (task) => task.toolName === 'tool_0' && task.status === 'working'));
+    expect((await pagesOfAll(service, { limit: 100, toolName: 'no_such_tool' })).ids).toEqual([]);
+  });
+
+  it('refuses what list refuses, and an empty or non-string toolName, before the store is asked', async () => {
+    const { service } = serviceWith({}, store);
+    await service.create(alice);
+    const listAll = jest.spyOn(store, 'listAll' as never);
+    const bad: ListAllTasksOptions[] = [
+      { status: 'done' as TaskState },
+      { status: [] },
+      { limit: 0 },
+      { limit: 101 },
+      { limit: 1.5 },
+      { cursor: 7 as unknown as string },
+      { toolName: '' },
+      { toolName: 42 as unknown as string },
+    ];
+    for (const options of bad) {
+      await expect(service.listAll(options)).rejects.toBeInstanceOf(InvalidTaskParamsError);
+    }
+    expect(listAll).not.toHaveBeenCalled();
+    await expect(service.listAll({ cursor: 'not-a-cursor' })).rejects.toMatchObject({
+      code: -32602,
+    });
+  });
+
+  it('keeps its cursor while tasks of any owner are created and finish between pages', async () => {
+    const { service } = serviceWith({}, store);
+    const tasks = await seed(service, 10);
+    const first = await service.listAll({ limit: 1, status: 'completed' });
+    await Promise.all(
+      Array.from({ length: 10 }, async (_, i) => {
+        const task = await service.create(i % 2 ? alice : bob);
+        await service.complete(task.taskId, { content: [] });
+      }),
+    );
+    const ids = first.tasks.map((task) => task.taskId);
+    let cursor = first.nextCursor;
+    while (cursor !== undefined) {
+      const page = await service.listAll({ cursor, limit: 1, status: 'completed' });
+      ids.push(...page.tasks.map((task) => task.taskId));
+      cursor = page.nextCursor;
+    }
+    expect(ids).toEqual(newest(tasks, (task) => task.status === 'completed'));
+  });
+});
+
+describe('TasksService.listAll on other stores', () => {
+  it('filters by status in the service for a store without listsByStatus, never handing it a status', async () => {
+    const store = new UnfilteredStore();
+    const { service } = serviceWith({}, store);
+    for (let i = 0; i < 20; i++) await service.create(i % 2 ? alice : bob);
+    const done = await service.create(bob, {}, { toolName: 'export' });
+    await service.complete(done.taskId, { content: [] });
+    for (let i = 0; i < 20; i++) await service.create(alice, {}, { toolName: 'export' });
+    store.asked.length = 0;
+    const { ids, pages: count } = await pagesOfAll(service, {
+      limit: 5,
+      status: 'completed',
+      toolName: 'export',
+    });
+    expect(ids).toEqual([done.taskId]);
+    expect(store.asked.every((options) => options.status === undefined)).toBe(true);
+    expect(
+      store.asked.every((options) => (options as ListAllTasksOptions).toolName === 'export'),
+    ).toBe(true);
+    expect(store.asked.length).toBeLessThanOrEqual(count * 4);
+  });
+
+  it('a store without listAll: canListAll is false and listAll throws a TaskInternalError naming the fix', async () => {
+    const inner = new InMemoryTaskStore();
+    const bare: TaskStore = {
+      create: (record, options) => inner.create(record, options),
+      get: (taskId, owner) => inner.get(taskId, owner),
+      compareAndSet: (record, version) => inner.compareAndSet(record, version),
+      delete: (taskId) => inner.delete(taskId),
+      cleanup: (now, options) => inner.cleanup(now, options),
+      list: (owner, options) => inner.list(owner, options),
+    };
+    const { service } = serviceWith({}, bare);
+    expect(service.canList).toBe(true);
+    expect(service.canListAll).toBe(false);
+    const error = await service.listAll().then(
+      () => undefined,
+      (reason: unknown) => reason,
+    );
+    expect(error).toBeInstanceOf(TaskInternalError);
+    expect((error as Error).message).toMatch(/no listAll/);
+    // Bad options are still reported as such first.
+    await expect(service.listAll({ limit: 0 })).rejects.toBeInstanceOf(InvalidTaskParamsError);
   });
 });

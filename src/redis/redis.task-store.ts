@@ -6,6 +6,7 @@ import {
   keyOfCursor,
   listingKey,
   ownerKey,
+  placeOfKey,
   statusFilter,
 } from '../store/task-listing.js';
 import type {
@@ -14,6 +15,7 @@ import type {
   TaskStoreCleanupOptions,
   TaskStoreCreateOptions,
   TaskStoreLeases,
+  TaskStoreListAllOptions,
   TaskStoreListOptions,
 } from '../store/task-store.js';
 import {
@@ -36,14 +38,61 @@ import {
 
 /**
  * Reserves a row: refuses when `maxRows` tasks are live (expired ones do not count), refuses an
- * id already reserved. KEYS: rows. ARGV: now, maxRows (-1 = none), taskId, expiry score.
+ * id already reserved; a reserved task enters the listing across owners (scored by creation).
+ * KEYS: rows, created (one slot). ARGV: now, maxRows (-1 = none), taskId, expiry score, createdAt.
  * Returns 1 (reserved), 0 (full) or -1 (id taken).
  */
 const RESERVE = `
 local limit = tonumber(ARGV[2])
 if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') >= limit then return 0 end
 if redis.call('ZADD', KEYS[1], 'NX', ARGV[4], ARGV[3]) == 0 then return -1 end
+redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
 return 1`;
+
+/**
+ * Removes up to ARGV[2] rows past their expiry, and their entries in the listing across owners
+ * (ZREM in slices: Lua's unpack has a small stack). KEYS: rows, created. ARGV: now, count.
+ * Returns how many rows it removed.
+ */
+const EXPIRE_ROWS = `
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for i = 1, #ids, 1000 do
+  local last = math.min(i + 999, #ids)
+  redis.call('ZREM', KEYS[1], unpack(ids, i, last))
+  redis.call('ZREM', KEYS[2], unpack(ids, i, last))
+end
+return #ids`;
+
+/**
+ * A page of the listing across owners, newest first: ids and their creation scores after the
+ * cursor (createdAt, then id, as the listing key orders them). Within one score the set is in id
+ * order, so the place of the cursor among the tasks created in its millisecond is found by a
+ * binary search on rank (bytewise id comparison, as Redis orders members): O(log n) reads,
+ * however many tasks share that millisecond. KEYS: created. ARGV: cursor's createdAt ('' for the
+ * first page), cursor's task id, count. Returns [id, score, id, score, …].
+ */
+const LIST_ALL = `
+local function less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+local from = 0
+if ARGV[1] ~= '' then
+  from = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf')
+  local high = from + redis.call('ZCOUNT', KEYS[1], ARGV[1], ARGV[1])
+  while from < high do
+    local middle = math.floor((from + high) / 2)
+    if less(redis.call('ZRANGE', KEYS[1], middle, middle, 'REV')[1], ARGV[2]) then
+      high = middle
+    else
+      from = middle + 1
+    end
+  end
+end
+return redis.call('ZRANGE', KEYS[1], from, from + tonumber(ARGV[3]) - 1, 'REV', 'WITHSCORES')`;
 
 /**
  * Writes a new task with Redis's own expiry. KEYS: task. ARGV: version, json, expire-at ms or ''.
@@ -112,13 +161,43 @@ if redis.call('ZCARD', KEYS[2]) > 0 then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 return 1`;
 
+/** Listing keys read (newest first) and, aligned with them, their records or `null`. */
+interface ListingRead {
+  keys: string[];
+  records: (TaskRecord | null)[];
+}
+
+/**
+ * A key named `prefix` + `name` in the Redis Cluster slot of `key`, which starts with `prefix`:
+ * when `key` has a hash tag (it lies in the prefix), `prefix` + `name`; else `key` itself is
+ * made the tag. A prefix with an unmatched brace allows neither: then `prefix` + `name`, in
+ * another slot (fine on a single Redis).
+ */
+function keyInSlotOf(key: string, prefix: string, name: string): string {
+  if (hashed(key) !== key) return `${prefix}${name}`;
+  const tagged = `${prefix}{${key}}${name}`;
+  return hashed(tagged) === key ? tagged : `${prefix}${name}`;
+}
+
+/** The part of a key Redis Cluster hashes: its hash tag (`{…}`, not empty), else all of it. */
+function hashed(key: string): string {
+  const open = key.indexOf('{');
+  const close = open < 0 ? -1 : key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : key;
+}
+
 /** Index entries a filtered listing reads per round trip pair, at least (see `list`). */
 const FILTERED_LIST_BATCH = 100;
 /** Batches a filtered listing reads per call at most: its round trips are twice this. */
 const FILTERED_LIST_BATCHES = 3;
 
+/** Expired rows one cleanup script removes at most (it loops until fewer are left). */
+const EXPIRE_ROWS_BATCH = 1000;
+
 const COMMANDS = {
-  nestjsMcpTasksReserve: { numberOfKeys: 1, lua: RESERVE },
+  nestjsMcpTasksReserve: { numberOfKeys: 2, lua: RESERVE },
+  nestjsMcpTasksExpireRows: { numberOfKeys: 2, lua: EXPIRE_ROWS },
+  nestjsMcpTasksListAll: { numberOfKeys: 1, lua: LIST_ALL },
   nestjsMcpTasksCreate: { numberOfKeys: 1, lua: CREATE },
   nestjsMcpTasksCompareAndSet: { numberOfKeys: 1, lua: COMPARE_AND_SET },
   nestjsMcpTasksIndex: { numberOfKeys: 1, lua: INDEX },
@@ -127,7 +206,17 @@ const COMMANDS = {
 } as const;
 
 type ScriptClient = Redis & {
-  nestjsMcpTasksReserve(key: string, ...args: (string | number)[]): Promise<number>;
+  nestjsMcpTasksReserve(
+    rows: string,
+    created: string,
+    ...args: (string | number)[]
+  ): Promise<number>;
+  nestjsMcpTasksExpireRows(
+    rows: string,
+    created: string,
+    ...args: (string | number)[]
+  ): Promise<number>;
+  nestjsMcpTasksListAll(key: string, ...args: (string | number)[]): Promise<string[]>;
   nestjsMcpTasksCreate(key: string, ...args: (string | number)[]): Promise<number>;
   nestjsMcpTasksCompareAndSet(key: string, ...args: (string | number)[]): Promise<number>;
   nestjsMcpTasksIndex(key: string, ...args: (string | number)[]): Promise<number>;
@@ -158,6 +247,13 @@ type ScriptClient = Redis & {
  *   trip as the task; entries of tasks that are gone are dropped when a listing meets them, and
  *   the set expires with its longest-lived task. A status filter reads that set in bounded
  *   batches (see `list`).
+ * - The operator's listing across owners (`listAll`) reads `{prefix}{{prefix}rows}created`, every
+ *   task scored by `createdAt`. Its entry is added by the script that reserves the task's row, and
+ *   removed wherever the row is (delete, cleanup, a failed create): no extra round trip. Its name
+ *   carries the rows key as hash tag, so the two share a Redis Cluster slot; when the prefix has a
+ *   hash tag of its own, it is `{prefix}created`, in the prefix's slot. (A prefix with an unmatched
+ *   brace cannot do either, and is for a single Redis only.) Tasks created before this set existed
+ *   are not in it; they leave the listing's blind spot as they expire.
  * - Every call is bounded by `timeoutMs` (default 5 s): with Redis away a request fails in bounded
  *   time, and ioredis reconnects by itself when Redis is back.
  * - Leases (TaskStoreLeases): `{prefix}{lease}instances` scores each instance by the instant its
@@ -173,6 +269,8 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   private readonly prefix: string;
   private readonly timeoutMs: number;
   private readonly rowsKey: string;
+  /** Every task, scored by `createdAt`, in the slot of `rowsKey` (see the class comment). */
+  readonly createdKey: string;
   private readonly terminalKey: string;
   private readonly instancesKey: string;
   /** `list` filters by status itself. */
@@ -183,6 +281,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     this.prefix = options.prefix ?? DEFAULT_PREFIX;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
     this.rowsKey = `${this.prefix}rows`;
+    this.createdKey = keyInSlotOf(this.rowsKey, this.prefix, 'created');
     this.terminalKey = `${this.prefix}terminal`;
     this.instancesKey = `${this.prefix}{lease}instances`;
     for (const [name, definition] of Object.entries(COMMANDS)) {
@@ -204,10 +303,12 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     const reserved = await this.call(
       this.scripts.nestjsMcpTasksReserve(
         this.rowsKey,
+        this.createdKey,
         Date.now(),
         options.maxRows ?? -1,
         record.taskId,
         at ?? '+inf',
+        record.createdAt,
       ),
     );
     if (reserved === 0) throw new TaskStoreFullError(options.maxRows ?? 0);
@@ -237,8 +338,10 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       );
     } catch (error) {
       // The row was reserved but the task not written: give the row back (best effort; an
-      // orphan row only counts against maxRows until its expiry score passes).
+      // orphan row only counts against maxRows until its expiry score passes), and its entry in
+      // the listing across owners (an orphan one lists nothing, and goes with its row).
       this.client.zrem(this.rowsKey, record.taskId).catch(() => undefined);
+      this.client.zrem(this.createdKey, record.taskId).catch(() => undefined);
       throw error;
     }
     if (written === 0) throw new TaskInternalError('Task id already exists');
@@ -259,29 +362,100 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
     const states = statusFilter(options.status);
     const index = this.ownerIndexKey(owner);
-    if (states === undefined) {
-      const { keys, records } = await this.readListing(owner, index, after, options.limit);
+    return this.page(
+      (last, count) => this.readListing(owner, index, last, count),
+      after,
+      options.limit,
+      states && ((record) => states.has(record.status)),
+    );
+  }
+
+  /**
+   * Reads `{prefix}…created` as `list` reads an owner's index: two round trips unfiltered (a
+   * script that finds the cursor's place and reads the page of ids, then the records), batches of
+   * `max(limit, 100)` entries with a status or tool filter, at most 3 per call.
+   */
+  async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
+    const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
+    const states = statusFilter(options.status);
+    const { toolName } = options;
+    const keep =
+      states === undefined && toolName === undefined
+        ? undefined
+        : (record: TaskRecord): boolean =>
+            (states === undefined || states.has(record.status)) &&
+            (toolName === undefined || record.toolName === toolName);
+    return this.page((last, count) => this.readCreated(last, count), after, options.limit, keep);
+  }
+
+  /**
+   * One page of a listing that `read` reads (entries below a listing key, and their records,
+   * `null` for a task not to list). Without `keep`, one read of `limit` entries; with it, batches
+   * of `max(limit, 100)` entries until `limit` records are kept, at most FILTERED_LIST_BATCHES.
+   */
+  private async page(
+    read: (after: string | undefined, count: number) => Promise<ListingRead>,
+    after: string | undefined,
+    limit: number,
+    keep?: (record: TaskRecord) => boolean,
+  ): Promise<TaskListPage> {
+    if (keep === undefined) {
+      const { keys, records } = await read(after, limit);
       return {
         tasks: records.filter((record): record is TaskRecord => record !== null),
-        ...(keys.length === options.limit && { nextCursor: cursorAfter(keys[keys.length - 1]!) }),
+        ...(keys.length === limit && { nextCursor: cursorAfter(keys[keys.length - 1]!) }),
       };
     }
-    const batch = Math.max(options.limit, FILTERED_LIST_BATCH);
+    const batch = Math.max(limit, FILTERED_LIST_BATCH);
     const tasks: TaskRecord[] = [];
     let last = after;
-    for (let read = 0; read < FILTERED_LIST_BATCHES; read++) {
-      const { keys, records } = await this.readListing(owner, index, last, batch);
+    for (let reads = 0; reads < FILTERED_LIST_BATCHES; reads++) {
+      const { keys, records } = await read(last, batch);
       for (let i = 0; i < keys.length; i++) {
         last = keys[i]!;
         const record = records[i];
-        if (record == null || !states.has(record.status)) continue;
+        if (record == null || !keep(record)) continue;
         tasks.push(record);
         // The page is full: the next one starts right after this task, not after the batch.
-        if (tasks.length === options.limit) return { tasks, nextCursor: cursorAfter(last) };
+        if (tasks.length === limit) return { tasks, nextCursor: cursorAfter(last) };
       }
       if (keys.length < batch) return { tasks };
     }
     return { tasks, nextCursor: cursorAfter(last!) };
+  }
+
+  /**
+   * Up to `count` entries of the listing across owners below `after` (newest first) and, aligned
+   * with them, their records (`null` for a task gone or expired). Two round trips. Entries of
+   * tasks that are gone stay: the row is reserved (and listed) just before the task is written,
+   * so an entry without its task may be one being created; they go with their rows.
+   */
+  private async readCreated(after: string | undefined, count: number): Promise<ListingRead> {
+    const place = after === undefined ? undefined : placeOfKey(after);
+    const reply = await this.call(
+      this.scripts.nestjsMcpTasksListAll(
+        this.createdKey,
+        place?.createdAt ?? '',
+        place?.taskId ?? '',
+        count,
+      ),
+    );
+    const keys: string[] = [];
+    if (reply.length === 0) return { keys, records: [] };
+    const pipeline = this.client.pipeline();
+    for (let i = 0; i < reply.length; i += 2) {
+      const taskId = reply[i]!;
+      keys.push(listingKey({ createdAt: Number(reply[i + 1]), taskId }));
+      pipeline.hget(this.keyOf(taskId), 'j');
+    }
+    const replies = (await this.call(pipeline.exec())) ?? [];
+    const now = Date.now();
+    const records = replies.map(([error, json]) => {
+      if (error) throw error;
+      const record = json === null ? null : (JSON.parse(json as string) as TaskRecord);
+      return record === null || isExpired(record, now) ? null : record;
+    });
+    return { keys, records };
   }
 
   /**
@@ -294,7 +468,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     index: string,
     after: string | undefined,
     count: number,
-  ): Promise<{ keys: string[]; records: (TaskRecord | null)[] }> {
+  ): Promise<ListingRead> {
     const keys = await this.call(
       this.client.zrange(
         index,
@@ -409,6 +583,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       Promise.all([
         this.client.del(this.keyOf(taskId)),
         this.client.zrem(this.rowsKey, taskId),
+        this.client.zrem(this.createdKey, taskId),
         this.client.zrem(this.terminalKey, taskId),
       ]),
     );
@@ -416,8 +591,21 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   }
 
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
-    // Tasks past their TTL: Redis removed them already; their rows go now.
-    let removed = await this.call(this.client.zremrangebyscore(this.rowsKey, '-inf', now));
+    // Tasks past their TTL: Redis removed them already; their rows go now, with their entries in
+    // the listing across owners, in batches (each a script that keeps Redis busy briefly).
+    let removed = 0;
+    for (;;) {
+      const expired = await this.call(
+        this.scripts.nestjsMcpTasksExpireRows(
+          this.rowsKey,
+          this.createdKey,
+          now,
+          EXPIRE_ROWS_BATCH,
+        ),
+      );
+      removed += expired;
+      if (expired < EXPIRE_ROWS_BATCH) break;
+    }
     // Finished tasks without a TTL, once terminalTtlMs old. An entry can be stale (its write
     // lost the compare-and-set): the record decides.
     const before = now - options.terminalTtlMs;
@@ -434,6 +622,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
           Promise.all([
             this.client.del(this.keyOf(taskId)),
             this.client.zrem(this.rowsKey, taskId),
+            this.client.zrem(this.createdKey, taskId),
             this.client.zrem(this.terminalKey, taskId),
           ]),
         );

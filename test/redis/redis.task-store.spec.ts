@@ -228,3 +228,105 @@ describe('RedisTaskStore: listing by status', () => {
     }
   });
 });
+
+describe('RedisTaskStore: the listing across owners', () => {
+  it('keeps every task in one set by creation, in the rows key’s slot; delete and cleanup remove it', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'all-layout:' });
+    const raw = new Redis(redis.url);
+    try {
+      // The rows key is the hash tag: one slot for the script that writes both.
+      expect(store.createdKey).toBe('all-layout:{all-layout:rows}created');
+      const now = Date.now();
+      const kept = newTask('kept', { principal: 'a' }, { ttlMs: 3_600_000 }, now);
+      const deleted = newTask('deleted', { principal: 'b' }, { ttlMs: 3_600_000 }, now);
+      const expired = newTask('expired', { principal: 'a' }, { ttlMs: 1_000 }, now - 5_000);
+      const finished = newTask('finished', { principal: 'c' }, { ttlMs: null }, now - 7_200_000);
+      for (const task of [kept, deleted, expired, finished]) {
+        await store.create(task, { maxRows: null });
+      }
+      expect(await raw.zrange(store.createdKey, '0', '-1', 'WITHSCORES')).toEqual([
+        'finished',
+        String(finished.createdAt),
+        'expired',
+        String(expired.createdAt),
+        'deleted',
+        String(now),
+        'kept',
+        String(now),
+      ]);
+      await store.delete('deleted');
+      const done = completeTask(finished, toStoredResult({ content: [] }), {}, now - 3_600_000);
+      if (done instanceof Error) throw done;
+      expect(await store.compareAndSet(done, finished.version)).toBe(true);
+      expect(await store.cleanup(now, { terminalTtlMs: 1_000 })).toBe(2);
+      expect(await raw.zrange(store.createdKey, '0', '-1')).toEqual(['kept']);
+      expect((await store.listAll({ limit: 10 })).tasks.map((task) => task.taskId)).toEqual([
+        'kept',
+      ]);
+    } finally {
+      raw.disconnect();
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it('a prefix with a hash tag of its own keeps the set in that slot', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: '{tenant-7}:' });
+    try {
+      expect(store.createdKey).toBe('{tenant-7}:created');
+      await store.create(newTask('t', { principal: 'p' }, { ttlMs: 60_000 }, Date.now()), {
+        maxRows: 5,
+      });
+      expect((await store.listAll({ limit: 5 })).tasks.map((task) => task.taskId)).toEqual(['t']);
+    } finally {
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it('cleanup removes thousands of expired rows and their entries, a batch per script', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'all-expire:' });
+    const raw = new Redis(redis.url);
+    try {
+      const old = Date.now() - 60_000;
+      await Promise.all(
+        Array.from({ length: 2_500 }, (_, i) =>
+          store.create(newTask(`e${i}`, { principal: 'p' }, { ttlMs: 1_000 }, old), {
+            maxRows: null,
+          }),
+        ),
+      );
+      expect(await store.cleanup(Date.now(), { terminalTtlMs: 1_000 })).toBe(2_500);
+      expect(await raw.zcard(store.createdKey)).toBe(0);
+      expect(await raw.zcard('all-expire:rows')).toBe(0);
+    } finally {
+      raw.disconnect();
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it('a first page is 2 round trips unfiltered (the page script, then the records)', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'all-trips:' });
+    try {
+      const t0 = Date.now() - 60_000;
+      for (let i = 0; i < 120; i++) {
+        const owner = { principal: `p${i % 7}` };
+        await store.create(newTask(`w${i}`, owner, { ttlMs: 3_600_000 }, t0 + i), {
+          maxRows: null,
+        });
+      }
+      const client = store.client as unknown as Record<string, (...args: unknown[]) => unknown>;
+      const script = jest.spyOn(client, 'nestjsMcpTasksListAll');
+      const pipelines = jest.spyOn(store.client, 'pipeline');
+      const sent = jest.spyOn(store.client, 'sendCommand');
+      const page = await store.listAll({ limit: 50 });
+      expect(page.tasks).toHaveLength(50);
+      expect(page.tasks[0]!.taskId).toBe('w119');
+      expect([script.mock.calls.length, pipelines.mock.calls.length]).toEqual([1, 1]);
+      // The script is the only command sent outside the pipeline.
+      expect(sent.mock.calls.length).toBe(1 + 50);
+      const next = await store.listAll({ limit: 50, cursor: page.nextCursor! });
+      expect(next.tasks[0]!.taskId).toBe('w69');
+    } finally {
+      await store.onApplicationShutdown();
+    }
+  });
+});
