@@ -1,0 +1,285 @@
+import { Injectable } from '@nestjs/common';
+import { existsSync, mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { connectTasksClient, type TasksClient } from '../../src/client/index.js';
+import { TaskTool, TasksService, type TaskContext } from '../../src/index.js';
+import { startApp, type RunningApp } from '../e2e/app.js';
+import { testContextFetch } from '../e2e/official-client.js';
+import { consoleApp } from './console-app.js';
+
+/**
+ * The task console in a real browser (the system's Chromium through puppeteer-core): an admin
+ * opens the page, sees the tasks there, sees new ones appear and change without a reload, opens
+ * one, cancels it, and reads a status message full of HTML as text. A non-admin gets 403. The
+ * page with its detail open is saved to .artifacts/console.png.
+ */
+
+/** What the functions run in the page use of it (this project compiles without the DOM types). */
+interface PageElement {
+  textContent: string | null;
+  hidden?: boolean;
+  dataset?: Record<string, string | undefined>;
+}
+declare const document: {
+  querySelector(selector: string): PageElement | null;
+  querySelectorAll(selector: string): { length: number };
+};
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const HTML_MESSAGE = '<img src=x onerror=alert(1)> <b>bold?</b>';
+
+/** The browser: CHROMIUM_PATH, else /usr/bin/chromium, else `chromium` on PATH. */
+function findChromium(): string {
+  const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'];
+  for (const path of candidates) if (path && existsSync(path)) return path;
+  for (const name of ['chromium', 'chromium-browser']) {
+    try {
+      const found = execFileSync('which', [name], { encoding: 'utf8' }).trim();
+      if (found) return found;
+    } catch {
+      // not on PATH
+    }
+  }
+  throw new Error(
+    'No Chromium for the console browser test. Install it (Debian/Ubuntu: ' +
+      '`apt-get install -y --no-install-recommends chromium`) or set CHROMIUM_PATH to a ' +
+      'Chromium or Chrome binary.',
+  );
+}
+
+/** Lets the `hold` tool's calls finish when the test says so. */
+@Injectable()
+class Gate {
+  private waiting: (() => void)[] = [];
+  wait(signal: AbortSignal): Promise<void> {
+    return new Promise((done, fail) => {
+      this.waiting.push(done);
+      signal.addEventListener('abort', () => fail(signal.reason), { once: true });
+    });
+  }
+  open(): void {
+    for (const done of this.waiting.splice(0)) done();
+  }
+}
+
+@Injectable()
+class ConsoleTools {
+  constructor(private readonly gate: Gate) {}
+
+  @TaskTool({ name: 'hold', pollIntervalMs: 100 })
+  async hold(_input: unknown, task: TaskContext) {
+    await task.progress('Holding until told');
+    await this.gate.wait(task.signal);
+    return { content: [{ type: 'text' as const, text: 'released' }] };
+  }
+
+  @TaskTool({ name: 'wait_for_cancel', pollIntervalMs: 100 })
+  async waitForCancel(_input: unknown, task: TaskContext) {
+    await task.progress('Working until cancelled');
+    await new Promise<never>((_, reject) =>
+      task.signal.addEventListener('abort', () => reject(task.signal.reason), { once: true }),
+    );
+  }
+
+  @TaskTool({ name: 'html_status', pollIntervalMs: 100 })
+  async htmlStatus(_input: unknown, task: TaskContext) {
+    await task.progress(HTML_MESSAGE);
+    await new Promise<never>((_, reject) =>
+      task.signal.addEventListener('abort', () => reject(task.signal.reason), { once: true }),
+    );
+  }
+}
+
+describe('task console in a browser', () => {
+  let running: RunningApp;
+  let base: string;
+  let tasks: TasksService;
+  let gate: Gate;
+  let browser: Browser | undefined;
+  let page: Page;
+  let mcp: TasksClient;
+  const problems: string[] = [];
+
+  const statusOf = (taskId: string): Promise<string | null> =>
+    page.$eval(`tr[data-task-id="${taskId}"] td.state`, (cell) => cell.textContent);
+
+  const waitForStatus = (taskId: string, status: string): Promise<unknown> =>
+    page.waitForFunction(
+      (id, text) =>
+        document.querySelector(`tr[data-task-id="${id}"] td.state`)?.textContent === text,
+      { timeout: 5_000 },
+      taskId,
+      status,
+    );
+
+  beforeAll(async () => {
+    const executablePath = findChromium();
+    running = await startApp(consoleApp({}, {}, [Gate, ConsoleTools]), 'express');
+    base = new URL('/', running.url).href;
+    tasks = running.app.get(TasksService);
+    gate = running.app.get(Gate);
+    mcp = await connectTasksClient(running.url, {
+      fetch: testContextFetch,
+      headers: { Authorization: 'Bearer alice' },
+    });
+    browser = await puppeteer.launch({
+      executablePath,
+      headless: true,
+      args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+    });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1440, height: 900 });
+    page.on('pageerror', (error) => problems.push(`pageerror: ${String(error)}`));
+    page.on('console', (message) => {
+      if (message.type() === 'error' && !/favicon/.test(message.location().url ?? '')) {
+        problems.push(`console: ${message.text()} (${message.location().url ?? ''})`);
+      }
+    });
+    page.on('dialog', (dialog) => {
+      problems.push(`dialog: ${dialog.message()}`);
+      void dialog.dismiss();
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await mcp?.close();
+    await running?.close();
+  });
+
+  it('lists, follows live, shows, cancels, and renders task data as text only', async () => {
+    const seeded = await tasks.create({ principal: 'bob' }, {}, { toolName: 'seeded_job' });
+    await page.setExtraHTTPHeaders({ Authorization: 'Bearer admin' });
+    const response = await page.goto(`${base}mcp-tasks`, { waitUntil: 'domcontentloaded' });
+    expect(response?.status()).toBe(200);
+
+    // The page lists what exists, and goes live.
+    await page.waitForSelector(`tr[data-task-id="${seeded.taskId}"]`, { timeout: 5_000 });
+    expect(await statusOf(seeded.taskId)).toBe('working');
+    await page.waitForSelector('#connection[data-state="live"]', { timeout: 5_000 });
+
+    // A task made through the MCP endpoint appears without a reload, then completes live.
+    const held = await mcp.callTool('hold');
+    const heldId = held.taskId!;
+    await page.waitForSelector(`tr[data-task-id="${heldId}"]`, { timeout: 5_000 });
+    await page.waitForFunction(
+      (id) =>
+        document.querySelector(`tr[data-task-id="${id}"] td.message`)?.textContent ===
+        'Holding until told',
+      { timeout: 5_000 },
+      heldId,
+    );
+    expect(await statusOf(heldId)).toBe('working');
+    // Newest first: the new task sits above the seeded one.
+    const order = await page.$$eval('#task-rows tr', (rows) =>
+      rows.map((row) => (row as unknown as PageElement).dataset!.taskId),
+    );
+    expect(order.indexOf(heldId)).toBeLessThan(order.indexOf(seeded.taskId));
+    gate.open();
+    await waitForStatus(heldId, 'completed');
+
+    // Open a task, cancel it from the detail: cancelled in the page and in the store.
+    const doomed = await mcp.callTool('wait_for_cancel');
+    const doomedId = doomed.taskId!;
+    await page.waitForSelector(`tr[data-task-id="${doomedId}"]`, { timeout: 5_000 });
+    await page.click(`tr[data-task-id="${doomedId}"]`);
+    await page.waitForFunction(
+      (id) => document.querySelector('#detail-body .task-id')?.textContent === id,
+      { timeout: 5_000 },
+      doomedId,
+    );
+    expect(await page.$eval('#detail', (detail) => (detail as unknown as PageElement).hidden)).toBe(
+      false,
+    );
+    await page.click('#cancel-task');
+    await waitForStatus(doomedId, 'cancelled');
+    await page.waitForFunction(
+      () =>
+        document.querySelector('#detail-body .facts .status')?.textContent === 'cancelled' &&
+        document.querySelector('#cancel-task') === null,
+      { timeout: 5_000 },
+    );
+    expect((await tasks.status(doomedId)).status).toBe('cancelled');
+    const history = await page.$$eval('#detail-body .history li .status', (pills) =>
+      pills.map((pill) => pill.textContent),
+    );
+    expect(history[0]).toBe('working');
+    expect(history[history.length - 1]).toBe('cancelled');
+
+    // A status message full of HTML is shown as text, in the table and in the detail.
+    const html = await mcp.callTool('html_status');
+    const htmlId = html.taskId!;
+    await page.waitForFunction(
+      (id, text) =>
+        document.querySelector(`tr[data-task-id="${id}"] td.message`)?.textContent === text,
+      { timeout: 5_000 },
+      htmlId,
+      HTML_MESSAGE,
+    );
+    await page.click(`tr[data-task-id="${htmlId}"]`);
+    await page.waitForFunction(
+      (id) => document.querySelector('#detail-body .task-id')?.textContent === id,
+      { timeout: 5_000 },
+      htmlId,
+    );
+    expect(await page.$$eval('img, b', (found) => found.length)).toBe(0);
+    const facts = await page.$eval('#detail-body .facts', (list) => list.textContent);
+    expect(facts).toContain(HTML_MESSAGE);
+
+    mkdirSync(join(ROOT, '.artifacts'), { recursive: true });
+    await page.screenshot({ path: join(ROOT, '.artifacts/console.png') as `${string}.png` });
+    expect(problems).toEqual([]);
+  });
+
+  it('filters by tool and owner, and loads more with the cursor', async () => {
+    for (let index = 0; index < 55; index++) {
+      await tasks.create({ principal: 'carol' }, {}, { toolName: 'bulk_job' });
+    }
+    const rows = (): Promise<string[]> =>
+      page.$$eval('#task-rows tr td.tool', (cells) => cells.map((cell) => cell.textContent ?? ''));
+    const moreHidden = (): Promise<boolean> =>
+      page.$eval('#more', (more) => (more as unknown as PageElement).hidden === true);
+
+    await page.click('#close-detail');
+    await page.type('#filter-tool', 'bulk_job');
+    await page.click('#filters button[type="submit"]');
+    await page.waitForFunction(() => document.querySelectorAll('#task-rows tr').length === 50, {
+      timeout: 5_000,
+    });
+    expect(new Set(await rows())).toEqual(new Set(['bulk_job']));
+    expect(await moreHidden()).toBe(false);
+    await page.click('#more');
+    await page.waitForFunction(() => document.querySelectorAll('#task-rows tr').length === 55, {
+      timeout: 5_000,
+    });
+    expect(await moreHidden()).toBe(true);
+
+    await page.type('#filter-owner', 'nobody');
+    await page.click('#filters button[type="submit"]');
+    await page.waitForFunction(() => document.querySelectorAll('#task-rows tr').length === 0, {
+      timeout: 5_000,
+    });
+    expect(await page.$eval('#empty', (empty) => (empty as unknown as PageElement).hidden)).toBe(
+      false,
+    );
+    await page.click('#filters button[type="reset"]');
+    await page.waitForFunction(() => document.querySelectorAll('#task-rows tr').length === 50, {
+      timeout: 5_000,
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it('a non-admin gets 403 for the page', async () => {
+    const other = await browser!.newPage();
+    try {
+      await other.setExtraHTTPHeaders({ Authorization: 'Bearer alice' });
+      const response = await other.goto(`${base}mcp-tasks`, { waitUntil: 'domcontentloaded' });
+      expect(response?.status()).toBe(403);
+      expect(await other.content()).not.toContain('task-rows');
+    } finally {
+      await other.close();
+    }
+  });
+});
