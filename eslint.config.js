@@ -13,4 +13,17 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', ignoreRestSiblings: true }],
     },
   },
+  {
+    // The task console's page script: a browser ES module (no Node globals).
+    files: ['src/console/assets/**/*.js'],
+    languageOptions: {
+      sourceType: 'module',
+      globals: Object.fromEntries(
+        [
+          'window', 'document', 'Node', 'fetch', 'URL', 'URLSearchParams', 'EventSource', 'Intl',
+          'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
 );

@@ -5,6 +5,7 @@ import { RedisTaskStore, redisNotifier } from '../src/redis/index.js';
 import { BullModule } from '@nestjs/bullmq';
 import { TasksQueueModule } from '../src/bullmq/index.js';
 import { DemoAuthGuard } from './demo-auth.guard.js';
+import { DemoAdminGuard, prepareConsoleAssets } from './demo-console.js';
 import { DemoQueueTools } from './demo-queue.tools.js';
 import { DemoTools } from './demo.tools.js';
 
@@ -63,6 +64,11 @@ function demoQueueParts(queue: DemoQueue): Pick<DynamicModule, 'imports' | 'prov
   };
 }
 
+/** Where the demo serves the task console (`DemoAdminGuard` lets in the principal `admin`). */
+export const DEMO_CONSOLE_PATH = 'mcp-tasks';
+
+prepareConsoleAssets();
+
 /** The demo's TasksModule on the given storage (the in-memory store by default). */
 function demoTasks(storage: DemoStorage = {}): DynamicModule {
   return TasksModule.forRoot({
@@ -77,6 +83,7 @@ function demoTasks(storage: DemoStorage = {}): DynamicModule {
       );
     },
     ...storage,
+    console: { path: DEMO_CONSOLE_PATH, guards: [DemoAdminGuard] },
   });
 }
 

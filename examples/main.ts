@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import { DemoModule, demoQueue, demoStorage } from './demo.module.js';
+import { DEMO_CONSOLE_PATH, DemoModule, demoQueue, demoStorage } from './demo.module.js';
 
 /**
  * The demo server: the endpoint at /mcp, on PORT (default 3000). With REDIS_URL its tasks live in
@@ -18,7 +18,12 @@ async function main(): Promise<void> {
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port, process.env.HOST ?? '127.0.0.1');
-  console.log(`MCP endpoint: http://${process.env.HOST ?? '127.0.0.1'}:${port}/mcp`);
+  const origin = `http://${process.env.HOST ?? '127.0.0.1'}:${port}`;
+  console.log(`MCP endpoint: ${origin}/mcp`);
+  console.log(
+    `Task console: ${origin}/${DEMO_CONSOLE_PATH} (demo admin: user "admin", any password; ` +
+      'or Authorization: Bearer admin)',
+  );
   console.log(`Tasks: ${storage ? 'in Redis (REDIS_URL), prefix demo:' : 'in memory'}`);
   if (storage)
     console.log('Queue-run tool long_job: jobs on demo-jobs, run here and by `npm run worker`');
