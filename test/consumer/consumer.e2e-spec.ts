@@ -256,15 +256,20 @@ describe('consumer check: the packed package in two throwaway apps', () => {
     console.log(`consumer check: ${JSON.stringify(timings)}; ended ${codes.join('; ')}`);
   });
 
-  it('the tarball holds the compiled JS and type declarations of every entry, and nothing else', () => {
+  it('the tarball holds the compiled JS and type declarations of every entry, the task console’s page files, and nothing else', () => {
     for (const entry of ['index', 'redis/index', 'client/index', 'testing/index']) {
       expect(files).toContain(`dist/${entry}.js`);
       expect(files).toContain(`dist/${entry}.d.ts`);
     }
     expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json']));
+    const consoleFiles = ['console.html', 'console.js', 'console.css'].map(
+      (name) => `dist/console/assets/${name}`,
+    );
+    expect(files).toEqual(expect.arrayContaining(consoleFiles));
     const unexpected = files.filter(
       (path) =>
         !/^dist\/.+\.(js|d\.ts)$/.test(path) &&
+        !consoleFiles.includes(path) &&
         !['LICENSE', 'README.md', 'package.json'].includes(path),
     );
     expect(unexpected).toEqual([]);
@@ -396,6 +401,25 @@ describe('consumer check: the packed package in two throwaway apps', () => {
       });
       expect(text).not.toMatch(/\bat \S+ \(|\.js:\d+/);
     });
+  });
+
+  it('the ESM app serves the task console from the installed package: its page and script for alice, 403 for bob', async () => {
+    const page = await fetch(`${esm.base}/mcp-tasks`, { headers: bearer('alice-token') });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'self'");
+    expect(await page.text()).toContain('<script type="module" src="/mcp-tasks/console.js">');
+    const script = await fetch(`${esm.base}/mcp-tasks/console.js`, {
+      headers: bearer('alice-token'),
+    });
+    expect(script.status).toBe(200);
+    expect(await script.text()).toContain('EventSource');
+    const listing = await fetch(`${esm.base}/mcp-tasks/api/tasks`, {
+      headers: bearer('alice-token'),
+    });
+    expect(listing.status).toBe(200);
+    expect(await listing.json()).toHaveProperty('tasks');
+    const bob = await fetch(`${esm.base}/mcp-tasks`, { headers: bearer('bob-token') });
+    expect(bob.status).toBe(403);
   });
 
   it('every TypeScript snippet of the README compiles against the installed package', async () => {
