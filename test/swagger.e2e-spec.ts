@@ -19,17 +19,28 @@ class JobsController {
   }
 }
 
-function appModule(path?: string) {
+function appModule(path?: string, withConsole = false) {
   @Module({
-    imports: [TasksModule.forRoot(path === undefined ? {} : { path })],
+    imports: [
+      TasksModule.forRoot({
+        ...(path !== undefined && { path }),
+        ...(withConsole && { console: { guards: [] } }),
+      }),
+    ],
     controllers: [JobsController],
   })
   class AppModule {}
   return AppModule;
 }
 
-async function documentPaths(adapter: AdapterName, path?: string): Promise<string[]> {
-  const moduleRef = await Test.createTestingModule({ imports: [appModule(path)] }).compile();
+async function documentPaths(
+  adapter: AdapterName,
+  path?: string,
+  withConsole = false,
+): Promise<string[]> {
+  const moduleRef = await Test.createTestingModule({
+    imports: [appModule(path, withConsole)],
+  }).compile();
   const app: INestApplication = moduleRef.createNestApplication(
     adapter === 'express' ? new ExpressAdapter() : new FastifyAdapter(),
     { logger: false },
@@ -50,5 +61,9 @@ describe.each(ADAPTERS)('Swagger (%s)', (adapter) => {
 
   it('also under another path', async () => {
     expect(await documentPaths(adapter, 'rpc/mcp')).toEqual(['/jobs', '/jobs/{id}/retry']);
+  });
+
+  it('and none of the task console’s routes', async () => {
+    expect(await documentPaths(adapter, undefined, true)).toEqual(['/jobs', '/jobs/{id}/retry']);
   });
 });
