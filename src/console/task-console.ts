@@ -203,6 +203,11 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
     this.startKeepAlive();
   }
 
+  /** Streams open now (for leak checks). */
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
   beforeApplicationShutdown(): void {
     this.stopListening?.();
     this.stopListening = undefined;

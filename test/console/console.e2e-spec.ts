@@ -1,6 +1,8 @@
 import { Test } from '@nestjs/testing';
 import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { TasksModule, TasksService, InMemoryTaskStore, TasksConfigError } from '../../src/index.js';
+import { TaskConsole } from '../../src/console/task-console.js';
 import { ADAPTERS, startApp, type RunningApp } from '../e2e/app.js';
 import { ADMIN, ALICE, AdminGuard, call, consoleApp, openStream } from './console-app.js';
 
@@ -341,9 +343,16 @@ describe.each(ADAPTERS)('task console (%s)', (adapter) => {
         version: 2,
       });
       await stream.waitFor(/: keepalive\n\n/, 2_000);
+      expect(running.app.get(TaskConsole).openStreams).toBe(1);
     } finally {
       stream.close();
     }
+    // A client that goes away is dropped.
+    await stream.ended;
+    for (let i = 0; i < 50 && running.app.get(TaskConsole).openStreams > 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(running.app.get(TaskConsole).openStreams).toBe(0);
   });
 });
 
@@ -396,19 +405,25 @@ describe('task console: registration and stores', () => {
     }
   });
 
-  it('the app shuts down promptly with a stream open (no forceCloseConnections), ending it', async () => {
-    const moduleRef = await Test.createTestingModule({ imports: [consoleApp()] }).compile();
-    const app = moduleRef.createNestApplication(new ExpressAdapter(), { logger: false });
-    await app.listen(0, '127.0.0.1');
-    const { port } = app.getHttpServer().address() as { port: number };
-    const stream = await openStream(`http://127.0.0.1:${port}/`, '/mcp-tasks/api/stream', ADMIN);
-    await stream.waitFor(/: connected/);
-    const started = Date.now();
-    await app.close();
-    const took = Date.now() - started;
-    await stream.ended;
-    expect(took).toBeLessThan(1_000);
-  });
+  it.each(ADAPTERS)(
+    'the app shuts down promptly with a stream open (%s, no forceCloseConnections), ending it',
+    async (adapter) => {
+      const moduleRef = await Test.createTestingModule({ imports: [consoleApp()] }).compile();
+      const app = moduleRef.createNestApplication(
+        adapter === 'express' ? new ExpressAdapter() : new FastifyAdapter(),
+        { logger: false },
+      );
+      await app.listen(0, '127.0.0.1');
+      const { port } = app.getHttpServer().address() as { port: number };
+      const stream = await openStream(`http://127.0.0.1:${port}/`, '/mcp-tasks/api/stream', ADMIN);
+      await stream.waitFor(/: connected/);
+      const started = Date.now();
+      await app.close();
+      const took = Date.now() - started;
+      await stream.ended;
+      expect(took).toBeLessThan(1_000);
+    },
+  );
 
   it('is off by default: no route, nothing listens', async () => {
     const running = await startApp(consoleApp({}, { console: undefined }), 'express');
