@@ -45,12 +45,16 @@ function principalOf(header: string | string[] | undefined): string | undefined 
 
 /**
  * The demo runs compiled into .demo-build/ (`npm start`, the benchmarks), where tsc leaves out
- * the console's page files: put them beside the compiled console, as `npm run build` does for
- * dist/. From the sources (ts-jest) they are already there and nothing is copied.
+ * the console's page files: copy them beside the compiled console at each start (so an edit of
+ * src/console/assets shows), as `npm run build` does for dist/. From the sources (ts-jest) they
+ * are already there and nothing is copied.
  */
 export function prepareConsoleAssets(): void {
-  const target = new URL('../src/console/assets/', import.meta.url);
+  if (!new URL('.', import.meta.url).pathname.includes('/.demo-build/')) return;
   const source = new URL('../../src/console/assets/', import.meta.url);
-  if (existsSync(new URL('console.html', target))) return;
-  if (existsSync(new URL('console.html', source))) cpSync(source, target, { recursive: true });
+  if (!existsSync(source)) return;
+  cpSync(source, new URL('../src/console/assets/', import.meta.url), {
+    recursive: true,
+    force: true,
+  });
 }
