@@ -197,6 +197,10 @@ export class InMemoryTaskStore implements TaskStore {
     return { tasks, nextCursor: cursorAfter(last) };
   }
 
+  /** Whether an entry of `byCreation` is a stored task's (not one removed, or since re-created). */
+  private readonly listed = (createdAt: number, taskId: string): boolean =>
+    this.tasks.get(taskId)?.createdAt === createdAt;
+
   /** The id set of an owner, made on first use. */
   private ownedBy(owner: TaskOwner): Set<string> {
     const key = ownerKey(owner);
@@ -208,9 +212,7 @@ export class InMemoryTaskStore implements TaskStore {
   /** Drops a stored record; its owner entry goes later (see `byOwner`). */
   private remove(record: TaskRecord): void {
     this.tasks.delete(record.taskId);
-    this.byCreation.noteRemoved(
-      (createdAt, taskId) => this.tasks.get(taskId)?.createdAt === createdAt,
-    );
+    this.byCreation.noteRemoved(this.listed);
     if (++this.ownerStale >= 1024 && this.ownerStale * 2 >= this.tasks.size) {
       for (const [key, owned] of this.byOwner) {
         for (const taskId of owned) if (!this.tasks.has(taskId)) owned.delete(taskId);
