@@ -18,7 +18,15 @@
  * package is there. KEEP_CONSUMER_APPS=1 keeps the apps (their folder is printed).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -127,7 +135,12 @@ function writeApp(
   cpSync(join(APPS, name), dir, { recursive: true });
   cpSync(join(APPS, 'shared'), join(dir, 'src'), { recursive: true });
   const dependencies: Record<string, string> = { 'nestjs-mcp-tasks': `file:${tarball}` };
-  for (const peer of [...peers, platform]) dependencies[peer] = installedVersion(peer);
+  for (const peer of [...peers, platform]) {
+    // The CommonJS app goes without OpenTelemetry, as an app that never installed it: the module
+    // must boot and run there, recording nothing.
+    if (type === 'commonjs' && peer.startsWith('@opentelemetry/')) continue;
+    dependencies[peer] = installedVersion(peer);
+  }
   const manifest = {
     name: `consumer-${name}`,
     version: '1.0.0',
@@ -315,8 +328,14 @@ describe('consumer check: the packed package in two throwaway apps', () => {
         'rxjs',
         '@modelcontextprotocol/client',
         '@modelcontextprotocol/ext-tasks',
+        '@opentelemetry/api',
       ]),
     );
+  });
+
+  it('the CommonJS app has no OpenTelemetry installed (and runs: see its calls below); the ESM app has the API', () => {
+    expect(existsSync(join(cjs.dir, 'node_modules', '@opentelemetry', 'api'))).toBe(false);
+    expect(existsSync(join(esm.dir, 'node_modules', '@opentelemetry', 'api'))).toBe(true);
   });
 
   it('the CommonJS app is compiled to CommonJS and the ESM app to ESM', () => {
