@@ -2,11 +2,12 @@
 const MIN_STALE = 1024;
 
 /**
- * The in-memory store's listing index across owners: each task's `createdAt` and id, sorted by
- * listing order (creation, then id) in two parallel arrays, a number and a string reference per
- * task. Tasks are created in time order, so an entry is almost always appended; one that arrives
- * out of order (the clock stepped back, a record made with an older `createdAt`) is inserted in
- * its place.
+ * The in-memory store's listing index across owners: each task's `createdAt` and id in listing
+ * order (creation, then id), in two parallel arrays, a number and a string reference per task.
+ * Tasks are created in time order, so an entry is almost always appended. One that arrives out of
+ * order (the clock stepped back, records made with older `createdAt`s, as an import does) waits
+ * in a side list, and the next read sorts that list and merges it in: O(k log k + n) once per
+ * read that follows such entries, never O(n) per entry.
  *
  * Entries are never removed one by one: the store says when a task goes (`noteRemoved`), checks
  * each entry it reads against the live record, and the index compacts itself once removed tasks
@@ -15,28 +16,29 @@ const MIN_STALE = 1024;
 export class CreationIndex {
   private createdAt: number[] = [];
   private ids: string[] = [];
+  /** Entries that arrived out of order, not merged yet. */
+  private lateCreatedAt: number[] = [];
+  private lateIds: string[] = [];
   private stale = 0;
 
   get size(): number {
-    return this.ids.length;
+    return this.ids.length + this.lateIds.length;
   }
 
-  /** Adds a task; an entry equal to one already there (a task re-created) is not added twice. */
   add(createdAt: number, taskId: string): void {
     const last = this.ids.length - 1;
     if (last < 0 || before(this.createdAt[last]!, this.ids[last]!, createdAt, taskId)) {
       this.createdAt.push(createdAt);
       this.ids.push(taskId);
-      return;
+    } else {
+      this.lateCreatedAt.push(createdAt);
+      this.lateIds.push(taskId);
     }
-    const at = this.below(createdAt, taskId);
-    if (this.createdAt[at] === createdAt && this.ids[at] === taskId) return;
-    this.createdAt.splice(at, 0, createdAt);
-    this.ids.splice(at, 0, taskId);
   }
 
   /** How many entries sort before (`createdAt`, `taskId`): where a walk down from it starts. */
   below(createdAt: number, taskId: string): number {
+    this.settle();
     let low = 0;
     let high = this.ids.length;
     while (low < high) {
@@ -52,6 +54,7 @@ export class CreationIndex {
    * Returns the position of the entry that stopped it, or -1 when it visited them all.
    */
   walkDown(from: number, visit: (createdAt: number, taskId: string) => boolean): number {
+    this.settle();
     const { createdAt, ids } = this;
     for (let i = Math.min(from, ids.length) - 1; i >= 0; i--) {
       if (!visit(createdAt[i]!, ids[i]!)) return i;
@@ -61,7 +64,8 @@ export class CreationIndex {
 
   /** Counts a task removed from the store; compacts with `live` once stale entries pile up. */
   noteRemoved(live: (createdAt: number, taskId: string) => boolean): void {
-    if (++this.stale < MIN_STALE || this.stale * 2 < this.ids.length) return;
+    if (++this.stale < MIN_STALE || this.stale * 2 < this.size) return;
+    this.settle();
     const createdAt: number[] = [];
     const ids: string[] = [];
     for (let i = 0; i < this.ids.length; i++) {
@@ -77,7 +81,48 @@ export class CreationIndex {
   clear(): void {
     this.createdAt = [];
     this.ids = [];
+    this.lateCreatedAt = [];
+    this.lateIds = [];
     this.stale = 0;
+  }
+
+  /**
+   * Merges the entries that arrived out of order into place; an entry equal to one there (a
+   * task re-created with the same id and instant) is kept once.
+   */
+  private settle(): void {
+    if (this.lateIds.length === 0) return;
+    const { lateCreatedAt, lateIds } = this;
+    const order = Array.from(lateIds.keys()).sort((a, b) =>
+      before(lateCreatedAt[a]!, lateIds[a]!, lateCreatedAt[b]!, lateIds[b]!)
+        ? -1
+        : before(lateCreatedAt[b]!, lateIds[b]!, lateCreatedAt[a]!, lateIds[a]!)
+          ? 1
+          : 0,
+    );
+    const createdAt: number[] = [];
+    const ids: string[] = [];
+    const put = (at: number, id: string): void => {
+      const last = ids.length - 1;
+      if (last >= 0 && createdAt[last] === at && ids[last] === id) return;
+      createdAt.push(at);
+      ids.push(id);
+    };
+    let i = 0;
+    for (const late of order) {
+      const at = lateCreatedAt[late]!;
+      const id = lateIds[late]!;
+      while (i < this.ids.length && !before(at, id, this.createdAt[i]!, this.ids[i]!)) {
+        put(this.createdAt[i]!, this.ids[i]!);
+        i++;
+      }
+      put(at, id);
+    }
+    for (; i < this.ids.length; i++) put(this.createdAt[i]!, this.ids[i]!);
+    this.createdAt = createdAt;
+    this.ids = ids;
+    this.lateCreatedAt = [];
+    this.lateIds = [];
   }
 }
 
