@@ -282,9 +282,13 @@ export function checkPath(path: unknown): string | false {
   return path;
 }
 
-/** The `guards` extra: guard classes or instances (anything with a `canActivate` method). */
+/**
+ * The `guards` extra (or another list of guards, named by `key`): guard classes or instances
+ * (anything with a `canActivate` method).
+ */
 export function checkGuards(
   guards: TasksModuleExtras['guards'],
+  key = 'guards',
 ): NonNullable<TasksModuleExtras['guards']> {
   if (guards === undefined) return [];
   if (
@@ -296,7 +300,7 @@ export function checkGuards(
     )
   ) {
     throw new TasksConfigError(
-      `guards must be an array of guard classes or instances, got ${show(guards)}`,
+      `${key} must be an array of guard classes or instances, got ${show(guards)}`,
     );
   }
   return guards;

@@ -1,6 +1,7 @@
 import type { CanActivate, Type } from '@nestjs/common';
 import { show, TasksConfigError } from '../errors.js';
 import type { TasksConsoleOptions } from '../interfaces/tasks-module-options.interface.js';
+import { checkGuards } from '../tasks.config.js';
 
 /** Where the task console is served when its options name no path. */
 export const DEFAULT_CONSOLE_PATH = 'mcp-tasks';
@@ -49,17 +50,7 @@ export function checkConsole(
         'they run after the app-wide guards on every route of the console',
     );
   }
-  if (
-    !Array.isArray(guards) ||
-    !guards.every(
-      (guard) =>
-        typeof guard === 'function' ||
-        (guard !== null && typeof guard === 'object' && typeof guard.canActivate === 'function'),
-    )
-  ) {
-    throw mustBe('console.guards', 'an array of guard classes or instances', guards);
-  }
-  return { path: trimSlashes(path), guards };
+  return { path: trimSlashes(path), guards: checkGuards(guards, 'console.guards') };
 }
 
 const trimSlashes = (path: string): string => path.replace(/^\/+|\/+$/g, '');
