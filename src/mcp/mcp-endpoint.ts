@@ -157,7 +157,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     if (body === OVERSIZED_BODY) return sendError(res, null, BODY_TOO_LARGE, 413);
     // What no route below serves goes to the SDK as it is: its handler runs the same classifier
     // (and the same revision and standard-header checks), so it is not classified twice.
-    if (!this.servedHere(body)) return this.toSdk(req, res, body, this.infoOf(owner, body));
+    if (!this.servedHere(body)) return this.toSdk(req, res, body, this.infoOf(owner, body, req));
     const headers: StandardHeaders = {
       protocolVersion: header(request, 'mcp-protocol-version'),
       method: header(request, 'mcp-method'),
@@ -226,7 +226,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       }
     }
 
-    const info = this.infoOf(owner, message);
+    const info = this.infoOf(owner, message, req);
     const tasks = info.tasks;
     if (isRequest && method === 'tools/call') {
       const name = (message.params as { name?: unknown } | null)?.name;
@@ -285,12 +285,18 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
   }
 
   /** What the SDK's factory and the tool calls learn about a request. */
-  private infoOf(owner: Required<TaskOwner>, message: unknown): EndpointRequestInfo {
+  private infoOf(
+    owner: Required<TaskOwner>,
+    message: unknown,
+    req: IncomingMessage,
+  ): EndpointRequestInfo {
     const { method, params } = (message ?? {}) as { method?: unknown; params?: unknown };
+    const meta = (params as { _meta?: unknown } | null | undefined)?._meta;
     return {
       owner,
       tasks: declaresTasks(params),
       identified: namesClient(params),
+      trace: { meta, headers: req.headers },
       ...(typeof method === 'string' && { method }),
     };
   }

@@ -9,6 +9,7 @@ import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG, TASKS_EXTENSION_ID } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
+import type { TraceCarrier } from '../telemetry/tasks.telemetry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { TasksService } from '../tasks.service.js';
 import { McpServerNotifier } from './mcp-server.notifier.js';
@@ -30,6 +31,8 @@ export interface EndpointRequestInfo {
    * whole client identity from the request, and a reused server keeps none of an earlier client's.
    */
   identified?: boolean;
+  /** Where the request names its trace (`params._meta`, headers), for a tool run's span. */
+  trace?: TraceCarrier;
 }
 
 /** Key under which EndpointRequestInfo travels in the SDK's `authInfo.extra`. */
@@ -145,9 +148,9 @@ export class McpServerFactory implements OnApplicationShutdown {
     );
     const owner = extra?.owner ?? { principal: null, tenant: null };
     if (extra?.tasks) {
-      const record = await this.runner.start(tool, input, owner);
+      const record = await this.runner.start(tool, input, owner, undefined, undefined, extra.trace);
       return createTaskResult(record) as unknown as CallToolResult;
     }
-    return (await this.runner.runInline(tool, input, owner)) as CallToolResult;
+    return (await this.runner.runInline(tool, input, owner, extra?.trace)) as CallToolResult;
   }
 }

@@ -272,13 +272,17 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     return validateInputRequests(requests);
   }
 
-  /** For a client without the tasks extension: runs the method to the end, answers its result. */
+  /**
+   * For a client without the tasks extension: runs the method to the end, answers its result.
+   * `trace` as for `start`.
+   */
   async runInline(
     tool: TaskToolDefinition,
     input: unknown,
     owner: TaskOwner,
+    trace?: TraceCarrier,
   ): Promise<CallToolResult> {
-    const parent = this.telemetry?.parentOf(undefined);
+    const parent = this.telemetry?.parentOf(trace);
     const record = await this.create(tool, input, owner);
     if (tool.options.queue !== undefined)
       await this.enqueue(tool, input, record, undefined, parent);

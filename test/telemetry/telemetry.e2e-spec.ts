@@ -44,7 +44,7 @@ let openGate: () => void = () => undefined;
 
 @Injectable()
 class Tools {
-  @TaskTool({ name: 'add', pollIntervalMs: 50 })
+  @TaskTool({ name: 'add', pollIntervalMs: 50, whenClientLacksTasks: 'inline' })
   async add() {
     await sleep(20);
     return 'sum';
@@ -160,11 +160,20 @@ const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const traceparent = (traceId = TRACE_ID, spanId = '00f067aa0ba902b7') =>
   `00-${traceId}-${spanId}-01`;
 
-/** A tools/call with a `params._meta` of our choice (the W3C keys beside the envelope). */
-async function callWithMeta(url: string, name: string, meta: Record<string, unknown>) {
+/**
+ * A tools/call with a `params._meta` of our choice (the W3C keys beside the envelope), from a
+ * client with the tasks extension or (`tasks: false`) without it, which the SDK's handler serves
+ * inline; `headers` are added to the request's.
+ */
+async function callWithMeta(
+  url: string,
+  name: string,
+  meta: Record<string, unknown>,
+  { tasks = true, headers = {} }: { tasks?: boolean; headers?: Record<string, string> } = {},
+) {
   const response = await fetch(url, {
     method: 'POST',
-    headers: standardHeaders('tools/call', name),
+    headers: { ...standardHeaders('tools/call', name), ...headers },
     body: JSON.stringify({
       jsonrpc: '2.0',
       id: 1,
@@ -172,11 +181,11 @@ async function callWithMeta(url: string, name: string, meta: Record<string, unkn
       params: {
         name,
         arguments: {},
-        _meta: { ...envelope(declaredCapabilities(true), 'telemetry-e2e'), ...meta },
+        _meta: { ...envelope(declaredCapabilities(tasks), 'telemetry-e2e'), ...meta },
       },
     }),
   });
-  return parseMessage(await response.text())!.result as { taskId: string };
+  return parseMessage(await response.text())!.result as { taskId?: string; content?: unknown };
 }
 
 describe('telemetry through the telemetry option', () => {
@@ -326,6 +335,34 @@ describe('telemetry through the telemetry option', () => {
     );
     expect(span.parentSpanContext?.spanId).toBe('1111111111111111');
     expect(span.parentSpanContext?.traceState?.get('vendor')).toBe('value');
+  });
+
+  it('a client without the tasks extension (run inline by the SDK’s handler): the run continues the trace of its _meta, else of its headers', async () => {
+    const fromMeta = 'c'.repeat(31) + 'd';
+    const inline = await callWithMeta(
+      app.url,
+      'add',
+      { traceparent: traceparent(fromMeta, '2222222222222222') },
+      { tasks: false, headers: { traceparent: traceparent('e'.repeat(32)) } },
+    );
+    expect(inline.taskId).toBeUndefined();
+    expect(inline.content).toBeDefined();
+    const span = await eventually(() =>
+      sdk.spans('execute_tool add').find((s) => s.spanContext().traceId === fromMeta),
+    );
+    expect(span.parentSpanContext?.spanId).toBe('2222222222222222');
+
+    const fromHeader = 'f'.repeat(31) + '0';
+    await callWithMeta(
+      app.url,
+      'add',
+      {},
+      { tasks: false, headers: { traceparent: traceparent(fromHeader, '3333333333333333') } },
+    );
+    const headerSpan = await eventually(() =>
+      sdk.spans('execute_tool add').find((s) => s.spanContext().traceId === fromHeader),
+    );
+    expect(headerSpan.parentSpanContext?.spanId).toBe('3333333333333333');
   });
 });
 
