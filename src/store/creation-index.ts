@@ -2,8 +2,9 @@
 const MIN_STALE = 1024;
 
 /**
- * The in-memory store's listing index across owners: each task's `createdAt` and id in listing
- * order (creation, then id), in two parallel arrays, a number and a string reference per task.
+ * The in-memory store's listing index (one across owners, one per owner): each task's `createdAt`
+ * and id in listing order (creation, then id), in two parallel arrays, a number and a string
+ * reference per task.
  * Tasks are created in time order, so an entry is almost always appended. One that arrives out of
  * order (the clock stepped back, records made with older `createdAt`s, as an import does) waits
  * in a side list, and the next read sorts that list and merges it in: O(k log k + n) once per
@@ -11,28 +12,38 @@ const MIN_STALE = 1024;
  *
  * Entries are never removed one by one: the store says when a task goes (`noteRemoved`), checks
  * each entry it reads against the live record, and the index compacts itself once removed tasks
- * have left as many entries behind as live ones (amortised O(1) per task).
+ * have left as many entries behind as live ones (amortised O(1) per task). The owners' indexes
+ * are compacted by the store instead (`compact`), all in one pass, on the same rule.
  */
 export class CreationIndex {
   private createdAt: number[] = [];
   private ids: string[] = [];
-  /** Entries that arrived out of order, not merged yet. */
-  private lateCreatedAt: number[] = [];
-  private lateIds: string[] = [];
+  /**
+   * Entries that arrived out of order, not merged yet; made when one arrives (the store keeps an
+   * index per owner, most of them small and in order).
+   */
+  private late: { createdAt: number[]; ids: string[] } | undefined;
   private stale = 0;
 
   get size(): number {
-    return this.ids.length + this.lateIds.length;
+    return this.ids.length + (this.late?.ids.length ?? 0);
   }
 
   add(createdAt: number, taskId: string): void {
     const last = this.ids.length - 1;
-    if (last < 0 || before(this.createdAt[last]!, this.ids[last]!, createdAt, taskId)) {
+    if (last < 0) {
+      // Arrays of one, not pushes onto empty ones (which reserve room for 16): an owner's index
+      // often holds a task or two.
+      this.createdAt = [createdAt];
+      this.ids = [taskId];
+    } else if (before(this.createdAt[last]!, this.ids[last]!, createdAt, taskId)) {
       this.createdAt.push(createdAt);
       this.ids.push(taskId);
+    } else if (this.late === undefined) {
+      this.late = { createdAt: [createdAt], ids: [taskId] };
     } else {
-      this.lateCreatedAt.push(createdAt);
-      this.lateIds.push(taskId);
+      this.late.createdAt.push(createdAt);
+      this.late.ids.push(taskId);
     }
   }
 
@@ -65,6 +76,14 @@ export class CreationIndex {
   /** Counts a task removed from the store; compacts with `live` once stale entries pile up. */
   noteRemoved(live: (createdAt: number, taskId: string) => boolean): void {
     if (++this.stale < MIN_STALE || this.stale * 2 < this.size) return;
+    this.compact(live);
+  }
+
+  /**
+   * Keeps only the entries `live` accepts: O(n). For an owner of the store, whose removals the
+   * store counts itself and sweeps all owners at once (`noteRemoved` does it for one index).
+   */
+  compact(live: (createdAt: number, taskId: string) => boolean): void {
     this.settle();
     const createdAt: number[] = [];
     const ids: string[] = [];
@@ -81,8 +100,7 @@ export class CreationIndex {
   clear(): void {
     this.createdAt = [];
     this.ids = [];
-    this.lateCreatedAt = [];
-    this.lateIds = [];
+    this.late = undefined;
     this.stale = 0;
   }
 
@@ -91,8 +109,8 @@ export class CreationIndex {
    * task re-created with the same id and instant) is kept once.
    */
   private settle(): void {
-    if (this.lateIds.length === 0) return;
-    const { lateCreatedAt, lateIds } = this;
+    if (this.late === undefined) return;
+    const { createdAt: lateCreatedAt, ids: lateIds } = this.late;
     const order = Array.from(lateIds.keys()).sort((a, b) =>
       before(lateCreatedAt[a]!, lateIds[a]!, lateCreatedAt[b]!, lateIds[b]!)
         ? -1
@@ -121,8 +139,7 @@ export class CreationIndex {
     for (; i < this.ids.length; i++) put(this.createdAt[i]!, this.ids[i]!);
     this.createdAt = createdAt;
     this.ids = ids;
-    this.lateCreatedAt = [];
-    this.lateIds = [];
+    this.late = undefined;
   }
 }
 

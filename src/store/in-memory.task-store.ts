@@ -29,17 +29,17 @@ import type {
 } from './task-store.js';
 
 /**
- * Index entries one `listAll` page looks at most: a filter that matches few tasks ends the page
- * there, short, with a cursor to go on.
+ * Index entries one `list` or `listAll` page looks at most: a filter that matches few tasks ends
+ * the page there, short, with a cursor to go on.
  */
-const LIST_ALL_LOOKS = 10_000;
+const LIST_LOOKS = 10_000;
 
 /**
  * The default store: one process, one Map. Two expiry indexes make cleanup cost O(expired): one
  * by `createdAt + ttlMs` (a lane per TTL), one by the moment a task without a TTL became
- * terminal. A set of task ids per owner serves listing, and one index of every task by creation
- * (`CreationIndex`) the operator's listing across owners. Records are frozen on write, so a record
- * handed out cannot change the store behind its back.
+ * terminal. An index by creation (`CreationIndex`) per owner serves listing, and one of every task
+ * the operator's listing across owners. Records are frozen on write, so a record handed out
+ * cannot change the store behind its back.
  */
 @Injectable()
 export class InMemoryTaskStore implements TaskStore {
@@ -53,10 +53,11 @@ export class InMemoryTaskStore implements TaskStore {
   /** Terminal tasks without a TTL, by the instant they became terminal (one lane). */
   private readonly byTerminal = new ExpiryIndex();
   /**
-   * Each owner's task ids, for listing. Ids of removed tasks stay until a listing meets them or
-   * they pile up (then one pass drops them all), so removal costs no owner lookup.
+   * Each owner's tasks by creation, for `list`. Entries of removed tasks stay until they pile up
+   * (then one pass compacts every owner's index and forgets the owners left without tasks), so
+   * removal costs no owner lookup.
    */
-  private readonly byOwner = new Map<string, Set<string>>();
+  private readonly byOwner = new Map<string, CreationIndex>();
   private ownerStale = 0;
   /** Every task by creation, for `listAll`. */
   private readonly byCreation = new CreationIndex();
@@ -76,7 +77,7 @@ export class InMemoryTaskStore implements TaskStore {
     }
     this.tasks.set(record.taskId, Object.freeze(record));
     this.index(record, undefined);
-    this.ownedBy(record.owner).add(record.taskId);
+    this.ownedBy(record.owner).add(record.createdAt, record.taskId);
     this.byCreation.add(record.createdAt, record.taskId);
   }
 
@@ -132,60 +133,55 @@ export class InMemoryTaskStore implements TaskStore {
     this.stale = 0;
   }
 
+  /** Walks the owner's creation index down from the cursor, as `listAll` walks every task's. */
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
     const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
-    const states = statusFilter(options.status);
     const owned = this.byOwner.get(ownerKey(owner));
     if (owned === undefined) return { tasks: [] };
-    const now = Date.now();
-    const page: { key: string; record: TaskRecord }[] = [];
-    for (const taskId of owned) {
-      const record = this.tasks.get(taskId);
-      if (record === undefined) {
-        owned.delete(taskId);
-        if (this.ownerStale > 0) this.ownerStale--;
-        continue;
-      }
-      if (isExpired(record, now) || !isOwnedBy(record, owner)) continue;
-      if (states !== undefined && !states.has(record.status)) continue;
-      const key = listingKey(record);
-      if (after === undefined || key < after) page.push({ key, record });
-    }
-    page.sort((a, b) => (a.key < b.key ? 1 : -1));
-    const more = page.length > options.limit;
-    if (more) page.length = options.limit;
-    return {
-      tasks: page.map((entry) => entry.record),
-      ...(more && { nextCursor: cursorAfter(page[page.length - 1]!.key) }),
-    };
+    return this.page(owned, after, options, (record) => isOwnedBy(record, owner));
+  }
+
+  /** Walks the creation index of every task down from the cursor. */
+  async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
+    const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
+    const { toolName } = options;
+    return this.page(this.byCreation, after, options, (record) =>
+      toolName === undefined ? true : record.toolName === toolName,
+    );
   }
 
   /**
-   * Walks the creation index down from the cursor: O(log n) to find the place, then O(entries
-   * looked at), at most LIST_ALL_LOOKS per page.
+   * One page from `index`, after the listing key `after`: O(log n) to find the place, then
+   * O(entries looked at), at most LIST_LOOKS. An entry is skipped when its task is gone, was
+   * re-created since, has expired, is not in `options.status`, or `keep` refuses it.
    */
-  async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
-    let from = this.byCreation.size;
-    if (options.cursor !== undefined) {
-      const after = placeOfKey(keyOfCursor(options.cursor));
-      from = this.byCreation.below(after.createdAt, after.taskId);
+  private page(
+    index: CreationIndex,
+    after: string | undefined,
+    options: TaskStoreListOptions,
+    keep: (record: TaskRecord) => boolean,
+  ): TaskListPage {
+    let from = index.size;
+    if (after !== undefined) {
+      const place = placeOfKey(after);
+      from = index.below(place.createdAt, place.taskId);
     }
     const states = statusFilter(options.status);
-    const { limit, toolName } = options;
+    const { limit } = options;
     const now = Date.now();
     const tasks: TaskRecord[] = [];
     let looks = 0;
     let full = false;
     let last = '';
-    const stopped = this.byCreation.walkDown(from, (createdAt, taskId) => {
-      if (looks++ === LIST_ALL_LOOKS) return false;
+    const stopped = index.walkDown(from, (createdAt, taskId) => {
+      if (looks++ === LIST_LOOKS) return false;
       last = listingKey({ createdAt, taskId });
       const record = this.tasks.get(taskId);
       if (record === undefined || record.createdAt !== createdAt || isExpired(record, now)) {
         return true;
       }
       if (states !== undefined && !states.has(record.status)) return true;
-      if (toolName !== undefined && record.toolName !== toolName) return true;
+      if (!keep(record)) return true;
       // A match beyond the page: more follow, and the page ends at its last task.
       if (tasks.length === limit) return !(full = true);
       tasks.push(record);
@@ -193,7 +189,7 @@ export class InMemoryTaskStore implements TaskStore {
     });
     if (stopped < 0) return { tasks };
     if (full) return { tasks, nextCursor: cursorAfter(listingKey(tasks[tasks.length - 1]!)) };
-    // Looked at LIST_ALL_LOOKS entries: the next page goes on after the last of them.
+    // Looked at LIST_LOOKS entries: the next page goes on after the last of them.
     return { tasks, nextCursor: cursorAfter(last) };
   }
 
@@ -201,21 +197,29 @@ export class InMemoryTaskStore implements TaskStore {
   private readonly listed = (createdAt: number, taskId: string): boolean =>
     this.tasks.get(taskId)?.createdAt === createdAt;
 
-  /** The id set of an owner, made on first use. */
-  private ownedBy(owner: TaskOwner): Set<string> {
+  /** The creation index of an owner, made on first use. */
+  private ownedBy(owner: TaskOwner): CreationIndex {
     const key = ownerKey(owner);
-    let set = this.byOwner.get(key);
-    if (set === undefined) this.byOwner.set(key, (set = new Set()));
-    return set;
+    let index = this.byOwner.get(key);
+    if (index === undefined) this.byOwner.set(key, (index = new CreationIndex()));
+    return index;
   }
 
-  /** Drops a stored record; its owner entry goes later (see `byOwner`). */
+  /**
+   * Drops a stored record; its owner entry goes later (see `byOwner`): once removed tasks have
+   * left as many entries as there are live tasks, one pass compacts every owner's index
+   * (amortised O(1) per removal) and forgets the owners it leaves empty.
+   */
   private remove(record: TaskRecord): void {
     this.tasks.delete(record.taskId);
     this.byCreation.noteRemoved(this.listed);
     if (++this.ownerStale >= 1024 && this.ownerStale * 2 >= this.tasks.size) {
       for (const [key, owned] of this.byOwner) {
-        for (const taskId of owned) if (!this.tasks.has(taskId)) owned.delete(taskId);
+        // Listed under this owner: stored, not re-created since, and still this owner's.
+        owned.compact((createdAt, taskId) => {
+          const task = this.tasks.get(taskId);
+          return task?.createdAt === createdAt && ownerKey(task.owner) === key;
+        });
         if (owned.size === 0) this.byOwner.delete(key);
       }
       this.ownerStale = 0;

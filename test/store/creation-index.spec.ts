@@ -42,6 +42,25 @@ describe('CreationIndex', () => {
   });
 });
 
+describe('CreationIndex.compact', () => {
+  it('keeps the live entries in order, late ones merged in, whatever the count', () => {
+    const index = new CreationIndex();
+    for (const [at, id] of [
+      [3, 'c'],
+      [8, 'h'],
+      [1, 'a'],
+      [5, 'e'],
+    ] as const) {
+      index.add(at, id);
+    }
+    index.compact((_, taskId) => taskId !== 'h' && taskId !== 'a');
+    expect(index.size).toBe(2);
+    expect(entries(index)).toEqual(['5:e', '3:c']);
+    index.compact(() => false);
+    expect(index.size).toBe(0);
+  });
+});
+
 describe('InMemoryTaskStore.listAll', () => {
   it('ends a page after 10,000 entries looked at, with a cursor to go on', async () => {
     const store = new InMemoryTaskStore();
