@@ -127,6 +127,11 @@ export class TasksTelemetry implements OnModuleInit {
 interface ToolAttributes {
   readonly tool: Otel.Attributes;
   readonly byStatus: Map<string, Otel.Attributes>;
+  /**
+   * The run of this tool whose span does not record (no SDK, or sampled out): shared by all of
+   * them, so a running call keeps nothing of its own for telemetry.
+   */
+  unrecorded?: TelemetryRun;
 }
 
 class Instruments {
@@ -243,8 +248,12 @@ class Instruments {
       { kind: this.api.SpanKind.INTERNAL, attributes },
       parent ?? this.api.context.active(),
     );
-    const active = this.of(tool).tool;
+    const counted = this.of(tool);
+    const active = counted.tool;
     this.activeRuns.add(1, active);
+    if (!span.isRecording()) {
+      return (counted.unrecorded ??= { end: () => this.activeRuns.add(-1, active) });
+    }
     return {
       end: (latest, error) => {
         this.activeRuns.add(-1, active);

@@ -9,10 +9,11 @@ import {
   type Histogram,
   InMemoryMetricExporter,
   MeterProvider,
-  PeriodicExportingMetricReader,
   type MetricData,
+  PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
 import {
+  AlwaysOffSampler,
   BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
@@ -363,6 +364,48 @@ describe('telemetry through the telemetry option', () => {
       sdk.spans('execute_tool add').find((s) => s.spanContext().traceId === fromHeader),
     );
     expect(headerSpan.parentSpanContext?.spanId).toBe('3333333333333333');
+  });
+});
+
+describe('telemetry with spans sampled out', () => {
+  const sdk = new Sdk();
+  const sampledOut = new BasicTracerProvider({
+    sampler: new AlwaysOffSampler(),
+    spanProcessors: [new SimpleSpanProcessor(sdk.spanExporter)],
+  });
+  let app: RunningApp;
+  let client: TasksClient;
+
+  beforeAll(async () => {
+    app = await start({
+      telemetry: { meterProvider: sdk.meterProvider, tracerProvider: sampledOut },
+    });
+    client = await connectTasksClient(app.url, { fetch: testContextFetch, listen: false });
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    await app?.close();
+    await sampledOut.shutdown();
+    await sdk.shutdown();
+  });
+
+  it('still counts active runs, run after run (the runs keep no span), and exports no span', async () => {
+    const active = () => sdk.count('mcp.task.active_runs', { 'gen_ai.tool.name': 'gated' });
+    for (let run = 0; run < 2; run++) {
+      const call = await client.callTool('gated', {});
+      await eventually(async () => ((await active()) === 1 ? true : undefined));
+      openGate();
+      await call.result();
+      await eventually(async () => ((await active()) === 0 ? true : undefined));
+    }
+    expect(
+      await sdk.count('mcp.task.finished', {
+        'gen_ai.tool.name': 'gated',
+        'mcp.task.status': 'completed',
+      }),
+    ).toBe(2);
+    expect(sdk.spans()).toEqual([]);
   });
 });
 
