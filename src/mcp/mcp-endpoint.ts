@@ -291,13 +291,15 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     req: IncomingMessage,
   ): EndpointRequestInfo {
     const { method, params } = (message ?? {}) as { method?: unknown; params?: unknown };
-    const meta = (params as { _meta?: unknown } | null | undefined)?._meta;
     return {
       owner,
       tasks: declaresTasks(params),
       identified: namesClient(params),
-      trace: { meta, headers: req.headers },
       ...(typeof method === 'string' && { method }),
+      // Only a tool call starts a run, whose span continues the trace the request names.
+      ...(method === 'tools/call' && {
+        trace: { meta: (params as { _meta?: unknown } | null)?._meta, headers: req.headers },
+      }),
     };
   }
 
