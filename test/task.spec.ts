@@ -189,6 +189,28 @@ describe('task model: input requests and answers', () => {
     expect(ok(requireInputTask(back, { c: ask('c') }, {}, T0 + 3)).status).toBe('input_required');
   });
 
+  it('a stay in input_required is dated from its start (inputRequiredSince), across more requests and partial answers, and the date goes when it ends; never on the wire', () => {
+    const asked = inputRequired(['a', 'b']);
+    expect(asked.inputRequiredSince).toBe(T0 + 1);
+    const more = ok(requireInputTask(asked, { c: ask('c') }, {}, T0 + 5));
+    expect(more.inputRequiredSince).toBe(T0 + 1);
+    const partial = ok(updateTask(more, { a: answer('1') }, T0 + 6));
+    expect(partial.inputRequiredSince).toBe(T0 + 1);
+    expect(Object.keys(toWire(partial))).not.toContain('inputRequiredSince');
+    const back = ok(updateTask(partial, { b: answer('2'), c: answer('3') }, T0 + 7));
+    expect(back.status).toBe('working');
+    expect('inputRequiredSince' in back).toBe(false);
+    const again = ok(requireInputTask(back, { d: ask('d') }, {}, T0 + 9));
+    expect(again.inputRequiredSince).toBe(T0 + 9);
+    for (const end of [
+      ok(completeTask(again, result, {}, T0 + 10)),
+      ok(failTask(again, { code: -32000, message: 'no' }, {}, T0 + 10)),
+      ok(cancelTask(again, 'immediate', T0 + 10)),
+    ]) {
+      expect('inputRequiredSince' in end).toBe(false);
+    }
+  });
+
   it('a key still outstanding cannot be requested again either', () => {
     expect(requireInputTask(inputRequired(['a']), { a: ask('a') }, {}, T0 + 2)).toBeInstanceOf(
       DuplicateInputKeyError,
@@ -607,7 +629,10 @@ describe('task model: wire mapping (checked with the official ext-tasks schemas)
       pollIntervalMs: 250,
     });
     for (const task of every()) {
-      const parsed = CreateTaskResultV2Schema.safeParse({ ...toWireTask(task), resultType: 'task' });
+      const parsed = CreateTaskResultV2Schema.safeParse({
+        ...toWireTask(task),
+        resultType: 'task',
+      });
       expect(parsed.success).toBe(true);
       expect(toWireTask(task)).not.toHaveProperty('inputRequests');
       expect(toWireTask(task)).not.toHaveProperty('result');
