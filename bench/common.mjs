@@ -336,6 +336,28 @@ export function taskRecord(taskId, owner, params, now) {
   return record;
 }
 
+/**
+ * Checks that `taskRecord` still builds what the service makes: the same keys, each with a value
+ * of the same type, as the record `service.create(owner)` stored in `store`. A bench calls it once,
+ * before anything is measured, so the builder cannot drift from the library unnoticed.
+ */
+export async function checkTaskRecordShape(service, store, owner) {
+  const { taskId } = await service.create(owner);
+  const stored = await store.get(taskId);
+  assert(stored !== null, 'the created task is not in the store');
+  const built = taskRecord(newTaskId(), owner, { ttlMs: 3_600_000 }, Date.now());
+  const shape = (record) =>
+    Object.keys(record)
+      .map((key) => `${key}: ${record[key] === null ? 'null' : typeof record[key]}`)
+      .sort()
+      .join(', ');
+  assert(
+    shape(stored) === shape(built),
+    `the bench's taskRecord (common.mjs) no longer matches the service's records: ` +
+      `service { ${shape(stored)} }, bench { ${shape(built)} }`,
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Child processes: the benchmark's own file run again with other arguments, over IPC
 // ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import { Redis } from 'ioredis';
 import {
   armHardDeadline,
   assert,
+  checkTaskRecordShape,
   fmtInt,
   loadBuiltPackage,
   machineLine,
@@ -153,20 +154,7 @@ async function put(store, { created, completed }) {
 async function checkRecordShape() {
   const ctx = await tasksContext(lib, { maxRows: null, defaultTtlMs: HOUR, notifier: null });
   try {
-    const { taskId } = await ctx.service.create(owners[0]);
-    const stored = await ctx.store.get(taskId);
-    assert(stored !== null, 'the created task is not in the store');
-    const built = taskRecord(newTaskId(), owners[0], { ttlMs: HOUR }, Date.now());
-    const shape = (record) =>
-      Object.keys(record)
-        .map((key) => `${key}: ${record[key] === null ? 'null' : typeof record[key]}`)
-        .sort()
-        .join(', ');
-    assert(
-      shape(stored) === shape(built),
-      `the bench's taskRecord (common.mjs) no longer matches the service's records: ` +
-        `service { ${shape(stored)} }, bench { ${shape(built)} }`,
-    );
+    await checkTaskRecordShape(ctx.service, ctx.store, owners[0]);
   } finally {
     await ctx.close();
   }

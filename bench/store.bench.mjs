@@ -26,6 +26,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   assert,
+  checkTaskRecordShape,
   fmtInt,
   fullGc,
   heapUsed,
@@ -569,20 +570,7 @@ async function benchHeap() {
 async function checkRecordShape() {
   const ctx = await serviceContext();
   try {
-    const { taskId } = await ctx.service.create(OWNER);
-    const stored = await ctx.store.get(taskId);
-    assert(stored !== null, 'the created task is not in the store');
-    const built = taskRecord(newId(), OWNER, { ttlMs: HOUR }, Date.now());
-    const shape = (record) =>
-      Object.keys(record)
-        .map((key) => `${key}: ${record[key] === null ? 'null' : typeof record[key]}`)
-        .sort()
-        .join(', ');
-    assert(
-      shape(stored) === shape(built),
-      `the bench's taskRecord (common.mjs) no longer matches the service's records: ` +
-        `service { ${shape(stored)} }, bench { ${shape(built)} }`,
-    );
+    await checkTaskRecordShape(ctx.service, ctx.store, OWNER);
   } finally {
     await ctx.close();
   }
