@@ -441,21 +441,29 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       ),
     );
     const keys: string[] = [];
-    if (reply.length === 0) return { keys, records: [] };
-    const pipeline = this.client.pipeline();
+    const ids: string[] = [];
     for (let i = 0; i < reply.length; i += 2) {
-      const taskId = reply[i]!;
-      keys.push(listingKey({ createdAt: Number(reply[i + 1]), taskId }));
-      pipeline.hget(this.keyOf(taskId), 'j');
+      ids.push(reply[i]!);
+      keys.push(listingKey({ createdAt: Number(reply[i + 1]), taskId: reply[i]! }));
     }
+    return { keys, records: await this.readRecords(ids) };
+  }
+
+  /**
+   * The live records of `ids`, aligned with them (`null` for a task gone or expired): one
+   * pipeline, so one round trip, none for no ids.
+   */
+  private async readRecords(ids: readonly string[]): Promise<(TaskRecord | null)[]> {
+    if (ids.length === 0) return [];
+    const pipeline = this.client.pipeline();
+    for (const taskId of ids) pipeline.hget(this.keyOf(taskId), 'j');
     const replies = (await this.call(pipeline.exec())) ?? [];
     const now = Date.now();
-    const records = replies.map(([error, json]) => {
+    return replies.map(([error, json]) => {
       if (error) throw error;
       const record = json === null ? null : (JSON.parse(json as string) as TaskRecord);
       return record === null || isExpired(record, now) ? null : record;
     });
-    return { keys, records };
   }
 
   /**
@@ -481,24 +489,12 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         count,
       ),
     );
-    if (keys.length === 0) return { keys, records: [] };
-    const pipeline = this.client.pipeline();
-    for (const key of keys) pipeline.hget(this.keyOf(key.slice(key.indexOf(':') + 1)), 'j');
-    const replies = (await this.call(pipeline.exec())) ?? [];
-    const now = Date.now();
-    const records: (TaskRecord | null)[] = [];
-    const gone: string[] = [];
-    replies.forEach(([error, json], i) => {
-      if (error) throw error;
-      const record = json === null ? null : (JSON.parse(json as string) as TaskRecord);
-      if (record === null || isExpired(record, now)) {
-        gone.push(keys[i]!);
-        records.push(null);
-      } else {
-        records.push(isOwnedBy(record, owner) ? record : null);
-      }
-    });
+    const live = await this.readRecords(keys.map((key) => key.slice(key.indexOf(':') + 1)));
+    const gone = keys.filter((_key, i) => live[i] === null);
     if (gone.length > 0) this.client.zrem(index, ...gone).catch(() => undefined);
+    const records = live.map((record) =>
+      record !== null && isOwnedBy(record, owner) ? record : null,
+    );
     return { keys, records };
   }
 
@@ -617,16 +613,8 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         await this.call(this.client.zrem(this.terminalKey, taskId));
       } else if (since !== null && since > before) {
         await this.call(this.client.zadd(this.terminalKey, 'XX', since, taskId));
-      } else {
-        const [deleted] = await this.call(
-          Promise.all([
-            this.client.del(this.keyOf(taskId)),
-            this.client.zrem(this.rowsKey, taskId),
-            this.client.zrem(this.createdKey, taskId),
-            this.client.zrem(this.terminalKey, taskId),
-          ]),
-        );
-        removed += deleted;
+      } else if (await this.delete(taskId)) {
+        removed++;
       }
     }
     return removed;
