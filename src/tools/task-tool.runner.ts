@@ -188,7 +188,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
    * before the task (2026-07-28 multi round-trip); without them the task asks them first.
    * `trace`: where the request names the trace the run's span continues (telemetry).
    */
-  async start(
+  start(
     tool: TaskToolDefinition,
     input: unknown,
     owner: TaskOwner,
@@ -196,12 +196,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     firstInput?: Readonly<Record<string, InputResponse>>,
     trace?: TraceCarrier,
   ): Promise<TaskRecord> {
-    const parent = this.telemetry?.parentOf(trace);
-    const record = await this.create(tool, input, owner, requestedTtlMs);
-    if (tool.options.queue !== undefined) {
-      await this.enqueue(tool, input, record, firstInput, parent);
-    } else this.run(tool, input, record, false, firstInput, parent);
-    return record;
+    return this.begin(tool, input, owner, false, trace, requestedTtlMs, firstInput);
   }
 
   /**
@@ -282,11 +277,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     owner: TaskOwner,
     trace?: TraceCarrier,
   ): Promise<CallToolResult> {
-    const parent = this.telemetry?.parentOf(trace);
-    const record = await this.create(tool, input, owner);
-    if (tool.options.queue !== undefined)
-      await this.enqueue(tool, input, record, undefined, parent);
-    else this.run(tool, input, record, true, undefined, parent);
+    const record = await this.begin(tool, input, owner, true, trace);
     const end = await waitForTask(
       this.tasks,
       this.waiters,
@@ -330,6 +321,27 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
         await call.done;
       }),
     );
+  }
+
+  /**
+   * Stores the call's task, then sends it to the tool's queue or starts the method here; the
+   * run's span continues the trace the request names (`trace`), read before anything is awaited.
+   */
+  private async begin(
+    tool: TaskToolDefinition,
+    input: unknown,
+    owner: TaskOwner,
+    inline: boolean,
+    trace: TraceCarrier | undefined,
+    requestedTtlMs?: number,
+    firstInput?: Readonly<Record<string, InputResponse>>,
+  ): Promise<TaskRecord> {
+    const parent = this.telemetry?.parentOf(trace);
+    const record = await this.create(tool, input, owner, requestedTtlMs);
+    if (tool.options.queue !== undefined) {
+      await this.enqueue(tool, input, record, firstInput, parent);
+    } else this.run(tool, input, record, inline, firstInput, parent);
+    return record;
   }
 
   /**
