@@ -232,18 +232,7 @@ export class TasksService {
     const { cursor, limit, status } = validateListOptions(options);
     const store = this.store;
     if (!store.list) throw new TaskInternalError('The task store cannot list tasks');
-    try {
-      if (status !== undefined && store.listsByStatus !== true) {
-        return await this.listFiltering((page) => store.list!(owner, page), status, limit, cursor);
-      }
-      return await store.list(owner, {
-        limit,
-        ...(cursor !== undefined && { cursor }),
-        ...(status !== undefined && { status }),
-      });
-    } catch (error) {
-      throw this.storeFault(error);
-    }
+    return await this.listThrough((page) => store.list!(owner, page), status, limit, cursor);
   }
 
   /** Whether the store can list every owner's tasks (`listAll`), for an operator's console. */
@@ -276,20 +265,33 @@ export class TasksService {
       );
     }
     const filters = toolName === undefined ? {} : { toolName };
+    return await this.listThrough(
+      (page) => store.listAll!({ ...page, ...filters }),
+      status,
+      limit,
+      cursor,
+    );
+  }
+
+  /**
+   * One page through `read` (the store's `list` or `listAll`): the store filters by `status`
+   * when it says so (`listsByStatus`), else `listFiltering` does. Store faults become
+   * TaskInternalError.
+   */
+  private async listThrough(
+    read: (options: TaskStoreListOptions) => Promise<TaskListPage>,
+    status: readonly TaskState[] | undefined,
+    limit: number,
+    cursor: string | undefined,
+  ): Promise<TaskListPage> {
     try {
-      if (status !== undefined && store.listsByStatus !== true) {
-        return await this.listFiltering(
-          (page) => store.listAll!({ ...page, ...filters }),
-          status,
-          limit,
-          cursor,
-        );
+      if (status !== undefined && this.store.listsByStatus !== true) {
+        return await this.listFiltering(read, status, limit, cursor);
       }
-      return await store.listAll({
+      return await read({
         limit,
         ...(cursor !== undefined && { cursor }),
         ...(status !== undefined && { status }),
-        ...filters,
       });
     } catch (error) {
       throw this.storeFault(error);
