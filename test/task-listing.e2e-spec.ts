@@ -12,6 +12,7 @@ import {
   InvalidTaskParamsError,
   type ListAllTasksOptions,
   TaskInternalError,
+  type TaskListPage,
   type QueuedCall,
   type TaskContext,
   TaskQueue,
@@ -70,22 +71,35 @@ const STORES: [string, () => TaskStore][] = [
   ['a store without listsByStatus', () => new UnfilteredStore()],
 ];
 
-/** Every page of a listing, with the number of pages it took. */
-async function pages(
-  service: TasksService,
-  options: { limit: number; status?: TaskState | TaskState[] },
+/**
+ * Every page of a listing that `read` reads (`list` of alice, or `listAll`), with the number of
+ * pages it took; no page holds more than `limit` tasks.
+ */
+async function walk(
+  read: (cursor: string | undefined) => Promise<TaskListPage>,
+  limit: number,
 ): Promise<{ ids: string[]; pages: number }> {
   const ids: string[] = [];
   let cursor: string | undefined;
   for (let count = 1; count < 1000; count++) {
-    const page = await service.list(alice, { ...options, ...(cursor !== undefined && { cursor }) });
-    expect(page.tasks.length).toBeLessThanOrEqual(options.limit);
+    const page = await read(cursor);
+    expect(page.tasks.length).toBeLessThanOrEqual(limit);
     ids.push(...page.tasks.map((task) => task.taskId));
     cursor = page.nextCursor;
     if (cursor === undefined) return { ids, pages: count };
   }
   throw new Error('still a nextCursor after 1,000 pages');
 }
+
+/** Every page of alice's listing. */
+const pages = (
+  service: TasksService,
+  options: { limit: number; status?: TaskState | TaskState[] },
+) =>
+  walk(
+    (cursor) => service.list(alice, { ...options, ...(cursor !== undefined && { cursor }) }),
+    options.limit,
+  );
 
 describe.each(STORES)('TasksService.list by status on %s', (_name, makeStore) => {
   let store: TaskStore;
@@ -390,22 +404,12 @@ describe('@TaskTool calls record the tool and, when it opts in, redacted argumen
   });
 });
 
-/** Every page of the listing across owners, with the number of pages it took. */
-async function pagesOfAll(
-  service: TasksService,
-  options: ListAllTasksOptions & { limit: number },
-): Promise<{ ids: string[]; pages: number }> {
-  const ids: string[] = [];
-  let cursor: string | undefined;
-  for (let count = 1; count < 1000; count++) {
-    const page = await service.listAll({ ...options, ...(cursor !== undefined && { cursor }) });
-    expect(page.tasks.length).toBeLessThanOrEqual(options.limit);
-    ids.push(...page.tasks.map((task) => task.taskId));
-    cursor = page.nextCursor;
-    if (cursor === undefined) return { ids, pages: count };
-  }
-  throw new Error('still a nextCursor after 1,000 pages');
-}
+/** Every page of the listing across owners. */
+const pagesOfAll = (service: TasksService, options: ListAllTasksOptions & { limit: number }) =>
+  walk(
+    (cursor) => service.listAll({ ...options, ...(cursor !== undefined && { cursor }) }),
+    options.limit,
+  );
 
 describe.each(STORES)('TasksService.listAll (the operator’s listing) on %s', (_name, makeStore) => {
   let store: TaskStore;
