@@ -337,6 +337,15 @@ export function taskRecord(taskId, owner, params, now) {
 }
 
 /**
+ * Decorates the method `target[key]` as TypeScript's emitted code does (plain JavaScript has no
+ * decorator syntax). Needs `reflect-metadata` loaded, as every bench that uses Nest does.
+ */
+export function decorateMethod(decorators, target, key) {
+  const descriptor = Object.getOwnPropertyDescriptor(target, key);
+  Object.defineProperty(target, key, Reflect.decorate(decorators, target, key, descriptor));
+}
+
+/**
  * Checks that `taskRecord` still builds what the service makes: the same keys, each with a value
  * of the same type, as the record `service.create(owner)` stored in `store`. A bench calls it once,
  * before anything is measured, so the builder cannot drift from the library unnoticed.

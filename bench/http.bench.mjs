@@ -31,6 +31,7 @@ import 'reflect-metadata';
 import {
   armHardDeadline,
   askChild,
+  decorateMethod,
   exitOnStop,
   fmt,
   LEGACY_PROTOCOL_VERSION,
@@ -125,11 +126,6 @@ async function serve(kind) {
   const { Controller, HttpCode, Injectable, Module, Post } = await import('@nestjs/common');
   const { NestFactory } = await import('@nestjs/core');
   const { ExpressAdapter } = await import('@nestjs/platform-express');
-
-  const decorateMethod = (decorators, target, key) => {
-    const descriptor = Object.getOwnPropertyDescriptor(target, key);
-    Object.defineProperty(target, key, Reflect.decorate(decorators, target, key, descriptor));
-  };
 
   let module;
   /** The JSON the bare routes answer with, captured from the endpoint once it listens. */

@@ -80,6 +80,7 @@ import { constants, PerformanceObserver } from 'node:perf_hooks';
 import {
   armHardDeadline,
   assert,
+  decorateMethod,
   exitOnStop,
   fmt,
   fmtInt,
@@ -176,16 +177,7 @@ async function serveOurs() {
     ['waitForCancel', TOOL, 'Works until cancelled.'],
     ['waitForRelease', TOOL_PLAIN, 'Works until the bench releases it; never reads its signal.'],
   ]) {
-    Object.defineProperty(
-      WaitTools.prototype,
-      key,
-      Reflect.decorate(
-        [TaskTool({ name, description })],
-        WaitTools.prototype,
-        key,
-        Object.getOwnPropertyDescriptor(WaitTools.prototype, key),
-      ),
-    );
+    decorateMethod([TaskTool({ name, description })], WaitTools.prototype, key);
   }
   Reflect.decorate([Injectable()], WaitTools);
   class IdleModule {}

@@ -78,8 +78,10 @@ import { fileURLToPath, URL } from 'node:url';
 import {
   armHardDeadline,
   askChild,
+  decorateMethod,
   exitOnStop,
   fmt,
+  freePort,
   LEGACY_PROTOCOL_VERSION,
   listenBody,
   machineLine,
@@ -93,7 +95,6 @@ import {
   startChild,
   stopChild,
   verdict,
-  freePort,
 } from './common.mjs';
 import { loadGenerator } from './load.mjs';
 
@@ -185,12 +186,6 @@ const v1Get = (taskId) => legacyRequest('tasks/get', { taskId });
 // ---------------------------------------------------------------------------------------------
 // Server side (child process): `node bench/peers.bench.mjs --serve <kind> <port>`
 // ---------------------------------------------------------------------------------------------
-
-/** Decorates `target[key]` as TypeScript does. */
-function decorateMethod(decorators, target, key) {
-  const descriptor = Object.getOwnPropertyDescriptor(target, key);
-  Object.defineProperty(target, key, Reflect.decorate(decorators, target, key, descriptor));
-}
 
 /** What the bare routes answer: set by the parent (`{ type: 'bare' }`) once it has the bytes. */
 const bare = { get: null, echo: null };

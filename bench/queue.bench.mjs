@@ -87,22 +87,23 @@ import { Redis } from 'ioredis';
 import {
   armHardDeadline,
   assert,
+  decorateMethod,
   fmt,
   fmtInt,
   loadBuiltPackage,
+  machineLine,
   median,
+  msSince,
   newTaskId,
   nowNs,
-  msSince,
-  machineLine,
   positiveEnv,
   printTargetTable,
   providerNamed,
   sleep,
+  startBenchRedis,
   startChild,
   taskRecord,
   verdict,
-  startBenchRedis,
 } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -285,15 +286,10 @@ async function serveOurs(url, prefix) {
       return RESULT;
     }
   }
-  Object.defineProperty(
+  decorateMethod(
+    [TaskTool({ name: TOOL, description: 'Returns at once.', queue: QUEUE })],
     QueueTools.prototype,
     'instant',
-    Reflect.decorate(
-      [TaskTool({ name: TOOL, description: 'Returns at once.', queue: QUEUE })],
-      QueueTools.prototype,
-      'instant',
-      Object.getOwnPropertyDescriptor(QueueTools.prototype, 'instant'),
-    ),
   );
   Reflect.decorate([Injectable()], QueueTools);
   const connection = { connection: url, prefix: `${prefix}tasks:` };
@@ -433,15 +429,10 @@ async function serveLease(url, prefix) {
       }
     }
   }
-  Object.defineProperty(
+  decorateMethod(
+    [TaskTool({ name: 'wait_for_signal', description: 'Works until its signal fires.' })],
     WaitTools.prototype,
     'wait',
-    Reflect.decorate(
-      [TaskTool({ name: 'wait_for_signal', description: 'Works until its signal fires.' })],
-      WaitTools.prototype,
-      'wait',
-      Object.getOwnPropertyDescriptor(WaitTools.prototype, 'wait'),
-    ),
   );
   Reflect.decorate([Injectable()], WaitTools);
   const connection = { connection: url, prefix: `${prefix}lease:` };
