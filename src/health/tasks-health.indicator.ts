@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { type HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import { TaskNotifier } from '../notify/task-notifier.js';
+import { withTimeout } from '../redis/redis-connection.js';
 import { RedisTaskNotifier } from '../redis/redis.notifier.js';
 import { TaskStore } from '../store/task-store.js';
 
@@ -78,7 +79,7 @@ export class TasksHealthIndicator {
     const timeoutMs = options.timeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     const started = performance.now();
     try {
-      await this.within(this.ping(), timeoutMs);
+      await withTimeout(this.ping(), timeoutMs, () => new HealthTimeoutError(timeoutMs));
     } catch (error) {
       const reason =
         error instanceof HealthTimeoutError
@@ -102,14 +103,5 @@ export class TasksHealthIndicator {
   private async ping(): Promise<void> {
     if (typeof this.store.ping === 'function') await this.store.ping();
     else await this.store.get(`health-${randomUUID()}`);
-  }
-
-  private within(operation: Promise<void>, ms: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new HealthTimeoutError(ms)), ms);
-      timer.unref();
-    });
-    return Promise.race([operation, timeout]).finally(() => clearTimeout(timer));
   }
 }

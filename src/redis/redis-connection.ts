@@ -63,11 +63,15 @@ export class RedisTimeoutError extends Error {
   }
 }
 
-/** Rejects when `operation` takes longer than `ms`. */
-export function withTimeout<T>(operation: Promise<T>, ms: number): Promise<T> {
+/** Rejects when `operation` takes longer than `ms`, with `timedOut()` (a RedisTimeoutError). */
+export function withTimeout<T>(
+  operation: Promise<T>,
+  ms: number,
+  timedOut: () => Error = () => new RedisTimeoutError(ms),
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new RedisTimeoutError(ms)), ms);
+    timer = setTimeout(() => reject(timedOut()), ms);
     timer.unref();
   });
   return Promise.race([operation, timeout]).finally(() => clearTimeout(timer));
