@@ -13,6 +13,7 @@ import type { TasksConfig } from '../interfaces/tasks-module-options.interface.j
 import { ListenFeed } from '../notify/listen-feed.js';
 import type { TaskListPage } from '../store/task-store.js';
 import { type TaskOwner, type TaskRecord, type TaskState, expiresAt, isTerminal } from '../task.js';
+import { TASK_STATES } from '../task/rules.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import { MAX_LIST_LIMIT, TasksService } from '../tasks.service.js';
 import { type ConsoleFiles, escapeHtml, readConsoleFiles } from './console-assets.js';
@@ -62,13 +63,6 @@ export interface ConsoleQuery {
   limit: number;
 }
 
-const STATES: readonly TaskState[] = [
-  'working',
-  'input_required',
-  'completed',
-  'failed',
-  'cancelled',
-];
 const QUERY_KEYS: ReadonlySet<string> = new Set([
   'status',
   'tool',
@@ -311,9 +305,9 @@ export function parseListQuery(query: Record<string, unknown>): ConsoleQuery {
   if (status !== undefined) {
     const states = status.split(',').map((state) => state.trim());
     for (const state of states) {
-      if (!STATES.includes(state as TaskState)) {
+      if (!TASK_STATES.includes(state as TaskState)) {
         throw badRequest(
-          `status must be one of ${STATES.join(', ')} (or several, separated by commas), got ${JSON.stringify(state)}`,
+          `status must be one of ${TASK_STATES.join(', ')} (or several, separated by commas), got ${JSON.stringify(state)}`,
         );
       }
     }

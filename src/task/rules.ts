@@ -86,7 +86,8 @@ export function validateTaskLabel(label: { toolName?: unknown; arguments?: unkno
   return { ...(toolName !== undefined && { toolName }), arguments: JSON.parse(json) as unknown };
 }
 
-const TASK_STATES: readonly TaskState[] = [
+/** Every task state, in lifecycle order. */
+export const TASK_STATES: readonly TaskState[] = [
   'working',
   'input_required',
   'completed',
