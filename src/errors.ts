@@ -18,6 +18,8 @@ export type TaskErrorKind =
   | 'terminal'
   | 'duplicate_input_key'
   | 'store_full'
+  | 'quota'
+  | 'too_large'
   | 'conflict'
   | 'internal';
 
@@ -38,6 +40,8 @@ export const TASK_ERROR_CODES: Readonly<Record<TaskErrorKind, number>> = {
   terminal: ProtocolErrorCode.InvalidParams,
   duplicate_input_key: ProtocolErrorCode.InvalidParams,
   store_full: ProtocolErrorCode.InternalError,
+  quota: ProtocolErrorCode.InternalError,
+  too_large: ProtocolErrorCode.InvalidParams,
   conflict: ProtocolErrorCode.InternalError,
   internal: ProtocolErrorCode.InternalError,
 };
@@ -104,10 +108,64 @@ export class DuplicateInputKeyError extends TaskError {
   }
 }
 
-/** The store holds maxRows tasks already. */
+/**
+ * What a limit refusal carries in `data`: the option that set the limit and its value. Never a
+ * task id, never another owner's figure.
+ */
+export interface TaskLimitData {
+  limit: string;
+  max: number;
+}
+
+/**
+ * The store holds as much as it may: `maxRows` tasks (the default), or, for a store that caps its
+ * bytes (the in-memory store's `maxBytes`), that many bytes of records.
+ */
 export class TaskStoreFullError extends TaskError {
-  constructor(readonly maxRows: number) {
-    super('store_full', `Task store is full (maxRows ${maxRows})`);
+  declare readonly data: TaskLimitData;
+
+  constructor(
+    readonly maxRows: number,
+    limit = 'maxRows',
+  ) {
+    super('store_full', `Task store is full (${limit} ${maxRows})`, { limit, max: maxRows });
+  }
+}
+
+/**
+ * The owner (principal and tenant) holds `maxTasksPerOwner` tasks that are all still running or
+ * waiting for input: a finished task would have made room (see TaskStoreCreateOptions).
+ */
+export class TaskQuotaError extends TaskError {
+  declare readonly data: TaskLimitData;
+
+  constructor(readonly max: number) {
+    super('quota', `Task quota reached (maxTasksPerOwner ${max})`, {
+      limit: 'maxTasksPerOwner',
+      max,
+    });
+  }
+}
+
+/**
+ * A write would make the task's record larger than `maxTaskBytes` (its JSON, in UTF-8 bytes):
+ * what a client or a tool handed in is too large, and nothing was written.
+ */
+export class TaskTooLargeError extends TaskError {
+  declare readonly data: TaskLimitData;
+
+  constructor(
+    readonly max: number,
+    readonly bytes: number,
+  ) {
+    super(
+      'too_large',
+      `Invalid params: the task would hold ${bytes} bytes, over maxTaskBytes (${max})`,
+      {
+        limit: 'maxTaskBytes',
+        max,
+      },
+    );
   }
 }
 
@@ -135,6 +193,8 @@ export const TASK_ERROR_HTTP_STATUS: Readonly<Record<TaskErrorKind, number>> = {
   duplicate_input_key: 409,
   conflict: 409,
   store_full: 503,
+  quota: 429,
+  too_large: 413,
   internal: 503,
 };
 

@@ -19,6 +19,7 @@ export type {
   TasksListenOptions,
   TasksModuleExtras,
   TasksModuleOptions,
+  TasksResultWaitsOptions,
   TasksServerOptions,
   TasksTelemetryOptions,
 } from './interfaces/tasks-module-options.interface.js';
@@ -61,11 +62,14 @@ export {
   TaskError,
   TaskInternalError,
   TaskNotFoundError,
+  TaskQuotaError,
   TaskStoreFullError,
   TaskTerminalError,
+  TaskTooLargeError,
   TasksConfigError,
   type JsonRpcErrorObject,
   type TaskErrorKind,
+  type TaskLimitData,
 } from './errors.js';
 export {
   TASK_ERROR_HTTP_STATUS,

@@ -3,8 +3,28 @@ export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
 
 /** One hour: the lifetime of a task when neither the tool nor the caller asks for another. */
 export const DEFAULT_TTL_MS = 3_600_000;
+/** Seven days: the longest TTL a task gets unless `maxTtlMs` is configured otherwise. */
+export const DEFAULT_MAX_TTL_MS = 604_800_000;
+/**
+ * The longest TTL any task gets, whatever the options (`maxTtlMs: null` included): 100 years.
+ * A TTL can be a client's number: without a ceiling `createdAt + ttlMs` could leave the range of
+ * a Date (year 275760: the expiry could no longer be written as an ISO date) and the range where
+ * doubles are exact integers (what Redis's PEXPIREAT and Lua's numbers need). Capped here, every
+ * expiry is an exact integer far inside both, and the created task shows the TTL it got.
+ */
+export const TTL_CEILING_MS = 3_155_760_000_000;
 /** The largest number of tasks a store holds unless configured otherwise. */
 export const DEFAULT_MAX_ROWS = 10_000;
+/**
+ * The largest task record unless configured otherwise: 1 MiB of JSON, what a request body may
+ * carry, so one answer or result of any size a client can send fits.
+ */
+export const DEFAULT_MAX_TASK_BYTES = 1_048_576;
+/**
+ * The most tasks one owner keeps unless configured otherwise. With DEFAULT_MAX_TASK_BYTES it
+ * bounds one owner's share of a store at 100 MiB, under the in-memory store's 256 MiB in all.
+ */
+export const DEFAULT_MAX_TASKS_PER_OWNER = 100;
 export const DEFAULT_JANITOR_INTERVAL_MS = 30_000;
 /** How long a finished task without a TTL is kept before the janitor removes it. */
 export const DEFAULT_TERMINAL_TTL_MS = 3_600_000;
@@ -39,4 +59,10 @@ export const MCP_PATH = Symbol('nestjs-mcp-tasks:path');
 export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
 export const DEFAULT_KEEPALIVE_MS = 15_000;
 export const DEFAULT_MAX_STREAMS = 1_024;
+/** Open listen streams one principal may hold in a process unless configured otherwise. */
+export const DEFAULT_MAX_STREAMS_PER_PRINCIPAL = 32;
+/** Waiting 2025-11-25 `tasks/result` requests per process unless configured otherwise. */
+export const DEFAULT_MAX_RESULT_WAITS = 1_024;
+/** Waiting `tasks/result` requests one principal may hold in a process unless configured otherwise. */
+export const DEFAULT_MAX_RESULT_WAITS_PER_PRINCIPAL = 32;
 export const DEFAULT_MAX_TASK_IDS = 256;

@@ -1,13 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { TaskChangeListeners } from './notify/task-change.listeners.js';
 import {
+  INTERNAL_ERROR_MESSAGE,
   InvalidTaskParamsError,
   messageOf,
   TaskConflictError,
   TaskError,
   TaskInternalError,
   TaskNotFoundError,
+  TaskTooLargeError,
 } from './errors.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { WaiterFeed } from './notify/waiter-feed.js';
@@ -28,6 +31,7 @@ import {
   markCancelledTask,
   newTask,
   progressTask,
+  recordBytes,
   requireInputTask,
   takeInputResponsesTask,
   type TaskFailure,
@@ -117,6 +121,15 @@ export interface StatusMessageOption {
 
 type Transition = (record: TaskRecord, now: number) => TransitionResult;
 
+/**
+ * What a worker-side write does when its record would pass `maxTaskBytes`: the record to write
+ * instead (complete and fail end the task with a generic failure), or `undefined` to refuse.
+ */
+type Oversize = (current: TaskRecord, refused: TaskTooLargeError, now: number) => TransitionResult;
+
+/** The failure a task gets when its own result or error is too large to keep. */
+const TOO_LARGE_FAILURE: TaskFailure = [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE];
+
 /** The cursor, page size and status filter of `list` and `listAll`, checked (else -32602). */
 function validateListOptions(options: ListTasksOptions): {
   cursor: string | undefined;
@@ -185,9 +198,13 @@ export class TasksService {
     const valid = validateNewTaskParams(params, this.config);
     if (options.held === true && this.leased) valid.heldBy = this.instanceId;
     Object.assign(valid, validateTaskLabel(options));
-    const record = newTask(newTaskId(), owner, valid, Date.now());
+    const record = this.sized(newTask(newTaskId(), owner, valid, Date.now()));
+    if (record instanceof TaskTooLargeError) throw record;
     try {
-      await this.store.create(record, { maxRows: this.config.maxRows });
+      await this.store.create(record, {
+        maxRows: this.config.maxRows,
+        maxTasksPerOwner: this.config.maxTasksPerOwner,
+      });
     } catch (error) {
       throw this.storeFault(error);
     }
@@ -200,6 +217,23 @@ export class TasksService {
   /** The task as its owner sees it. */
   get(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
     return this.read(taskId, owner);
+  }
+
+  /**
+   * Which of `taskIds` the owner may see: its own live tasks, each id once, in the order given.
+   * Unknown, expired and foreign ids are dropped alike, so the answer reveals nothing of other
+   * owners' tasks. The ids are read at once; a store fault fails the whole read as one
+   * "Task store unavailable", logged once.
+   */
+  async ownTaskIds(taskIds: readonly string[], owner: TaskOwner): Promise<string[]> {
+    const unique = [...new Set(taskIds)];
+    let found: (TaskRecord | null)[];
+    try {
+      found = await Promise.all(unique.map((taskId) => this.store.get(taskId, owner)));
+    } catch (error) {
+      throw this.storeFault(error);
+    }
+    return unique.filter((_, i) => found[i] !== null);
   }
 
   /**
@@ -360,12 +394,8 @@ export class TasksService {
   ): Promise<TaskRecord> {
     const stored = toStoredResult(result);
     const message = validateStatusMessage(options.statusMessage);
-    return await this.transition(
-      taskId,
-      undefined,
-      (task, now) => completeTask(task, stored, { statusMessage: message }, now),
-      true,
-      options.known,
+    return await this.settleWithin(taskId, 'result', options.known, (task, now) =>
+      completeTask(task, stored, { statusMessage: message }, now),
     );
   }
 
@@ -377,13 +407,41 @@ export class TasksService {
   ): Promise<TaskRecord> {
     const error = toJsonRpcError(failure);
     const message = validateStatusMessage(options.statusMessage);
-    return await this.transition(
+    return await this.settleWithin(taskId, 'error', options.known, (task, now) =>
+      failTask(task, error, { statusMessage: message }, now),
+    );
+  }
+
+  /**
+   * Completes or fails a task (`change`) within `maxTaskBytes`: when what the worker hands in
+   * would make the record too large, the task fails with -32603 "Internal error" instead (the
+   * reason, with the tool's name, goes to the log) and the call throws TaskTooLargeError, so the
+   * worker learns it and the task never stays live for want of a write.
+   */
+  private async settleWithin(
+    taskId: string,
+    what: 'result' | 'error',
+    known: TaskRecord | undefined,
+    change: Transition,
+  ): Promise<TaskRecord> {
+    let refused: TaskTooLargeError | undefined;
+    const record = await this.transition(
       taskId,
       undefined,
-      (task, now) => failTask(task, error, { statusMessage: message }, now),
+      change,
       true,
-      options.known,
+      known,
+      (task, error, now) => {
+        refused = error;
+        const tool = task.toolName === undefined ? 'A task' : `Task tool ${task.toolName}`;
+        this.logger.error(
+          `${tool}: its ${what} would make the task ${error.bytes} bytes, over maxTaskBytes (${error.max}); the task fails with an internal error`,
+        );
+        return failTask(task, toJsonRpcError(TOO_LARGE_FAILURE), {}, now);
+      },
     );
+    if (refused !== undefined) throw refused;
+    return record;
   }
 
   /** Asks the client for input; keys are unique over the task's life. */
@@ -482,6 +540,7 @@ export class TasksService {
     change: Transition,
     announce = true,
     known?: TaskRecord,
+    oversize?: Oversize,
   ): Promise<TaskRecord> {
     return this.serialize(taskId, async () => {
       for (let attempt = 1; ; attempt++) {
@@ -489,9 +548,18 @@ export class TasksService {
           attempt === 1 && known?.taskId === taskId && owner === undefined
             ? known
             : await this.read(taskId, owner);
-        const next = change(current, Date.now());
-        if (next instanceof TaskError) throw next;
-        if (next === current) return current;
+        const now = Date.now();
+        const changed = change(current, now);
+        if (changed instanceof TaskError) throw changed;
+        if (changed === current) return current;
+        let next = this.sized(changed);
+        if (next instanceof TaskTooLargeError) {
+          const instead = oversize?.(current, next, now);
+          if (instead === undefined) throw next;
+          if (instead instanceof TaskError) throw instead;
+          next = this.sized(instead);
+          if (next instanceof TaskError) throw next;
+        }
         let written: boolean;
         try {
           written = await this.store.compareAndSet(next, current.version);
@@ -508,6 +576,20 @@ export class TasksService {
         await new Promise((resolve) => setTimeout(resolve, Math.random() * attempt));
       }
     });
+  }
+
+  /**
+   * The record with its size (`bytes`) set, or TaskTooLargeError when it passes `maxTaskBytes`.
+   * Transitions hand out fresh copies, so the size is set on the copy before it is stored.
+   */
+  private sized(record: TaskRecord): TaskRecord | TaskTooLargeError {
+    const copy = record as { bytes?: number };
+    copy.bytes = undefined;
+    const bytes = recordBytes(record);
+    const max = this.config.maxTaskBytes;
+    if (bytes > max) return new TaskTooLargeError(max, bytes);
+    copy.bytes = bytes;
+    return record;
   }
 
   private serialize<T>(taskId: string, work: () => Promise<T>): Promise<T> {

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { TaskInternalError, TaskStoreFullError } from '../errors.js';
+import { TaskInternalError, TaskQuotaError, TaskStoreFullError } from '../errors.js';
 import {
   expiresAt,
+  recordBytes,
   isExpired,
   isOwnedBy,
   isTerminal,
@@ -10,6 +11,7 @@ import {
   terminalSince,
 } from '../task.js';
 import { CreationIndex } from './creation-index.js';
+import { ExpiryHeap } from './expiry-heap.js';
 import { ExpiryIndex } from './expiry-index.js';
 import {
   cursorAfter,
@@ -27,6 +29,29 @@ import type {
   TaskStoreListAllOptions,
   TaskStoreListOptions,
 } from './task-store.js';
+
+/** What the in-memory store may hold in all unless configured otherwise: 256 MiB of records. */
+export const DEFAULT_IN_MEMORY_MAX_BYTES = 256 * 1_048_576;
+
+export interface InMemoryTaskStoreOptions {
+  /**
+   * The most bytes of task records (their JSON, UTF-8) the store holds, every owner together: a
+   * create beyond it is refused like a full store (-32603 "Task store is full (maxBytes …)"), and
+   * so is a write that would grow a record past it. Default 256 MiB; `null` = no limit. Size the
+   * process's heap above it (records are about their JSON's size in memory).
+   */
+  maxBytes?: number | null;
+}
+
+/** An owner's count of stored tasks, and its finished tasks by expiry (for making room). */
+interface OwnerTally {
+  count: number;
+  /**
+   * The owner's finished tasks by expiry (`Infinity`: no TTL), made when the first one finishes;
+   * entries may be stale.
+   */
+  finished?: ExpiryHeap;
+}
 
 /**
  * Index entries one `list` or `listAll` page looks at most: a filter that matches few tasks ends
@@ -55,7 +80,7 @@ export class InMemoryTaskStore implements TaskStore {
   /**
    * Each owner's tasks by creation, for `list`. Entries of removed tasks stay until they pile up
    * (then one pass compacts every owner's index and forgets the owners left without tasks), so
-   * removal costs no owner lookup.
+   * removal never searches an index (it updates the owner's tally, one Map lookup).
    */
   private readonly byOwner = new Map<string, CreationIndex>();
   private ownerStale = 0;
@@ -63,6 +88,26 @@ export class InMemoryTaskStore implements TaskStore {
   private readonly byCreation = new CreationIndex();
   /** Heap entries whose task was deleted directly: compacted away when they pile up. */
   private stale = 0;
+  /** Each owner's count and finished tasks, for `maxTasksPerOwner`; an owner without tasks goes. */
+  private readonly tallies = new Map<string, OwnerTally>();
+  /** The bytes of every stored record (see `sizeOf`), and the most it may reach. */
+  private heldBytes = 0;
+  private readonly maxBytes: number | null;
+
+  constructor(options: InMemoryTaskStoreOptions = {}) {
+    const { maxBytes = DEFAULT_IN_MEMORY_MAX_BYTES } = options;
+    if (maxBytes !== null && !(Number.isSafeInteger(maxBytes) && maxBytes > 0)) {
+      throw new TypeError(
+        `InMemoryTaskStore maxBytes must be a positive integer or null, got ${String(maxBytes)}`,
+      );
+    }
+    this.maxBytes = maxBytes;
+  }
+
+  /** The bytes of records held now (expired ones not yet cleaned up included). */
+  get bytes(): number {
+    return this.heldBytes;
+  }
 
   /** The number of stored tasks, expired ones not yet cleaned up included. */
   get size(): number {
@@ -71,14 +116,60 @@ export class InMemoryTaskStore implements TaskStore {
 
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
     if (this.tasks.has(record.taskId)) throw new TaskInternalError('Task id already exists');
-    if (options.maxRows !== null && this.tasks.size >= options.maxRows) {
+    const size = sizeOf(record);
+    const { maxRows } = options;
+    const quota = options.maxTasksPerOwner ?? null;
+    const key = ownerKey(record.owner);
+    let tally = this.tallies.get(key);
+    if (
+      (maxRows !== null && this.tasks.size >= maxRows) ||
+      (quota !== null && tally !== undefined && tally.count >= quota) ||
+      this.overBytes(size)
+    ) {
+      // Expired tasks never count: remove them first, then judge again.
       this.removeExpired(Date.now());
-      if (this.tasks.size >= options.maxRows) throw new TaskStoreFullError(options.maxRows);
+      tally = this.tallies.get(key);
+      if (quota !== null && tally !== undefined && tally.count >= quota) {
+        this.makeRoom(tally, quota);
+        if (tally.count >= quota) throw new TaskQuotaError(quota);
+      }
+      if (maxRows !== null && this.tasks.size >= maxRows) throw new TaskStoreFullError(maxRows);
+      if (this.overBytes(size)) throw new TaskStoreFullError(this.maxBytes!, 'maxBytes');
     }
     this.tasks.set(record.taskId, Object.freeze(record));
+    this.heldBytes += size;
+    // Making room may have forgotten the owner (its last task gone): look it up again.
+    tally = this.tallies.get(key);
+    if (tally === undefined) {
+      tally = { count: 0 };
+      this.tallies.set(key, tally);
+    }
+    tally.count++;
     this.index(record, undefined);
     this.ownedBy(record.owner).add(record.createdAt, record.taskId);
     this.byCreation.add(record.createdAt, record.taskId);
+  }
+
+  /** Whether `more` bytes would take the store past `maxBytes`. */
+  private overBytes(more: number): boolean {
+    return this.maxBytes !== null && this.heldBytes + more > this.maxBytes;
+  }
+
+  /**
+   * Deletes the owner's finished tasks, the one that expires first first, until it holds fewer
+   * than `quota` (or has no finished task left). Entries of tasks gone, re-created or not finished
+   * are skipped and dropped.
+   */
+  private makeRoom(tally: OwnerTally, quota: number): void {
+    const heap = tally.finished;
+    while (heap !== undefined && tally.count >= quota && heap.size > 0) {
+      const deadline = heap.peekDeadline();
+      const record = this.tasks.get(heap.pop());
+      if (record !== undefined && isTerminal(record.status) && finishedKey(record) === deadline) {
+        this.remove(record);
+        this.noteStale();
+      }
+    }
   }
 
   /** Always answers: the Map is in this process. */
@@ -95,7 +186,12 @@ export class InMemoryTaskStore implements TaskStore {
     const current = this.tasks.get(record.taskId);
     if (current === undefined || current.version !== expectedVersion) return false;
     if (isExpired(current, Date.now())) return false;
+    const grows = sizeOf(record) - sizeOf(current);
+    if (grows > 0 && this.overBytes(grows)) {
+      throw new TaskStoreFullError(this.maxBytes!, 'maxBytes');
+    }
     this.tasks.set(record.taskId, Object.freeze(record));
+    this.heldBytes += grows;
     this.index(record, current);
     return true;
   }
@@ -131,6 +227,8 @@ export class InMemoryTaskStore implements TaskStore {
     this.byCreation.clear();
     this.ownerStale = 0;
     this.stale = 0;
+    this.tallies.clear();
+    this.heldBytes = 0;
   }
 
   /** Walks the owner's creation index down from the cursor, as `listAll` walks every task's. */
@@ -212,6 +310,13 @@ export class InMemoryTaskStore implements TaskStore {
    */
   private remove(record: TaskRecord): void {
     this.tasks.delete(record.taskId);
+    this.heldBytes -= sizeOf(record);
+    const key = ownerKey(record.owner);
+    const tally = this.tallies.get(key);
+    if (tally !== undefined && --tally.count === 0) this.tallies.delete(key);
+    else if (tally?.finished !== undefined && tally.finished.size > 2 * tally.count + 64) {
+      this.compactFinished(tally);
+    }
     this.byCreation.noteRemoved(this.listed);
     if (++this.ownerStale >= 1024 && this.ownerStale * 2 >= this.tasks.size) {
       for (const [key, owned] of this.byOwner) {
@@ -247,10 +352,20 @@ export class InMemoryTaskStore implements TaskStore {
       if (at !== null) this.byExpiry.push(record.ttlMs!, at, record.taskId);
       return;
     }
+    if (!isTerminal(record.status) || isTerminal(previous.status)) return;
     const since = terminalSince(record);
-    if (since !== null && !isTerminal(previous.status)) {
-      this.byTerminal.push(0, since, record.taskId);
-    }
+    if (since !== null) this.byTerminal.push(0, since, record.taskId);
+    const tally = this.tallies.get(ownerKey(record.owner));
+    if (tally !== undefined)
+      (tally.finished ??= new ExpiryHeap()).push(finishedKey(record), record.taskId);
+  }
+
+  /** Keeps only the entries of an owner's finished tasks that are stored and finished. */
+  private compactFinished(tally: OwnerTally): void {
+    tally.finished?.compact((deadline, taskId) => {
+      const task = this.tasks.get(taskId);
+      return task !== undefined && isTerminal(task.status) && finishedKey(task) === deadline;
+    });
   }
 
   private noteStale(): void {
@@ -265,4 +380,14 @@ export class InMemoryTaskStore implements TaskStore {
     this.byTerminal.compact(live);
     this.stale = 0;
   }
+}
+
+/** A record's size: what TasksService counted (`bytes`), else its JSON's. */
+function sizeOf(record: TaskRecord): number {
+  return record.bytes ?? recordBytes(record);
+}
+
+/** Where a finished task stands among its owner's when room is made: its expiry, else last. */
+function finishedKey(record: TaskRecord): number {
+  return expiresAt(record) ?? Infinity;
 }

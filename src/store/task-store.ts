@@ -4,6 +4,15 @@ import type { TaskOwner, TaskRecord, TaskState } from '../task.js';
 export interface TaskStoreCreateOptions {
   /** Refuse the create with TaskStoreFullError when this many tasks are stored; `null` = no limit. */
   maxRows: number | null;
+  /**
+   * The most tasks one owner (principal and tenant, compared exactly) may have stored; absent or
+   * `null` = no limit. At the limit, the owner's finished tasks make room: the one that expires
+   * first is deleted (a task without a TTL expires last), as many as needed. When every one of
+   * them is still running or waiting for input, the create is refused with TaskQuotaError. Counted
+   * atomically with the create (two concurrent creates cannot both take the last place), and
+   * expired tasks never count. Other owners' tasks are never touched.
+   */
+  maxTasksPerOwner?: number | null;
 }
 
 export interface TaskStoreListOptions {
@@ -91,21 +100,27 @@ export interface TaskStore extends Partial<TaskStoreLeases> {
 
   /**
    * Stores a new record. Refuses with `TaskStoreFullError` when `maxRows` tasks are stored
-   * (expired tasks do not count) and with a `TaskError` when the id is taken. A store with leases
+   * (expired tasks do not count), with `TaskQuotaError` when the owner holds `maxTasksPerOwner`
+   * live tasks (finished ones make room first, see TaskStoreCreateOptions), and with a
+   * `TaskError` when the id is taken. A store with leases
    * holds a record with `heldBy` for that instance, in the same write.
    */
   create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void>;
 
   /**
    * The record, or `null` when it is missing or expired, or, when `owner` is given, when it
-   * belongs to another owner. The three cases are indistinguishable by design.
+   * belongs to another owner. The three cases are indistinguishable by design, in time too: the
+   * owner is checked before the record is transferred or parsed, so another owner's large task
+   * answers as fast as a made-up id.
    */
   get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null>;
 
   /**
    * Replaces the stored record by `record` if, and only if, the stored version is
    * `expectedVersion` and the task has not expired. Returns whether the write happened. A store
-   * with leases stops holding a task written terminal for its `heldBy` instance.
+   * with leases stops holding a task written terminal for its `heldBy` instance. A store that
+   * caps the bytes it holds (the in-memory store) refuses a write that grows a record past its cap
+   * with TaskStoreFullError; a write that does not grow it is never refused for size.
    */
   compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean>;
 

@@ -67,6 +67,12 @@ export interface TaskRecord {
    * MAX_KEPT_ARGUMENTS_BYTES serialized. Shown by listing; never on the wire.
    */
   readonly arguments?: unknown;
+  /**
+   * The record's size: its JSON in UTF-8 bytes, as TasksService last wrote it (what `maxTaskBytes`
+   * bounds, and what a store that caps its bytes counts). Absent on records written before sizes
+   * were kept, or by code other than TasksService. Never on the wire.
+   */
+  readonly bytes?: number;
   readonly version: number;
 }
 

@@ -3,7 +3,15 @@
  * throws the TaskError the caller gets.
  */
 import { InvalidTaskParamsError, show, TasksConfigError } from '../errors.js';
-import type { InputRequest, InputResponse, NewTaskParams, TaskState, TtlLimits } from './record.js';
+import { TTL_CEILING_MS } from '../tasks.constants.js';
+import type {
+  InputRequest,
+  InputResponse,
+  NewTaskParams,
+  TaskRecord,
+  TaskState,
+  TtlLimits,
+} from './record.js';
 
 const INPUT_METHODS: ReadonlySet<string> = new Set([
   'elicitation/create',
@@ -34,17 +42,55 @@ export function isPositiveInteger(value: unknown): value is number {
 }
 
 /**
+ * Whether a client may ask for this TTL: a whole number of milliseconds greater than zero, of any
+ * size. Integers past 2^53 count (JSON has no such limit, and they are capped anyway), and so does
+ * `Infinity`, which is what `JSON.parse` makes of an integer too long for a double (`1e309`).
+ */
+export function isRequestableTtl(value: unknown): value is number {
+  return value === Infinity || (Number.isInteger(value) && (value as number) > 0);
+}
+
+/**
+ * A value a client sent, for an error message: a number as it is, anything else by its kind only,
+ * so a message never echoes a client's string or object back at any length.
+ */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'number' || value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+/**
  * The TTL of a new task: none requested gives `defaultTtlMs`; a request is a positive integer or
- * `null` (unlimited), and `maxTtlMs` caps it (an unlimited request gets `maxTtlMs`).
+ * `null` (unlimited), and `maxTtlMs` caps it (an unlimited request gets `maxTtlMs`). Anything else
+ * (zero, a negative or fractional number, a string, an object) is invalid params. Whatever the
+ * limits, no TTL goes past TTL_CEILING_MS, so `createdAt + ttlMs` is always a valid Date and an
+ * exact integer for Redis; with `maxTtlMs: null` an unlimited request stays unlimited.
  */
 export function resolveTtlMs(requested: unknown, limits: TtlLimits): number | null {
   const { defaultTtlMs, maxTtlMs } = limits;
-  if (requested === undefined) return defaultTtlMs;
-  if (requested !== null && !isPositiveInteger(requested)) {
-    throw new InvalidTaskParamsError('ttlMs must be a positive integer or null');
+  if (requested !== undefined && requested !== null && !isRequestableTtl(requested)) {
+    throw new InvalidTaskParamsError(
+      `ttlMs must be a positive integer or null, got ${describeValue(requested)}`,
+    );
   }
-  if (maxTtlMs === null) return requested as number | null;
-  return requested === null ? maxTtlMs : Math.min(requested as number, maxTtlMs);
+  const wanted = requested === undefined ? defaultTtlMs : requested;
+  const cap = Math.min(maxTtlMs ?? TTL_CEILING_MS, TTL_CEILING_MS);
+  if (wanted === null) return maxTtlMs === null ? null : cap;
+  return Math.min(wanted, cap);
+}
+
+/**
+ * A record's size as TasksService counts it (`TaskRecord.bytes`, bounded by `maxTaskBytes`): its
+ * JSON in UTF-8 bytes, its own `bytes` field left out.
+ */
+export function recordBytes(record: TaskRecord): number {
+  let counted: object = record;
+  if (record.bytes !== undefined) {
+    const { bytes: _previous, ...rest } = record;
+    counted = rest;
+  }
+  return Buffer.byteLength(JSON.stringify(counted), 'utf8');
 }
 
 /** The most a task keeps of its call's arguments: 4 KiB of JSON (UTF-8). */

@@ -12,6 +12,7 @@ import {
   TaskInternalError,
   TaskNotFoundError,
   TaskTerminalError,
+  TaskTooLargeError,
   TasksConfigError,
 } from '../errors.js';
 import {
@@ -506,12 +507,17 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     }
   }
 
-  /** A task finished by someone else meanwhile (cancelled, failed at shutdown) stays as it is. */
+  /**
+   * A task finished by someone else meanwhile (cancelled, failed at shutdown) stays as it is; a
+   * result or error too large to keep has failed the task already (TasksService logged why).
+   */
   private async settle(write: Promise<TaskRecord>): Promise<void> {
     try {
       await write;
     } catch (error) {
-      if (!(error instanceof TaskTerminalError)) throw error;
+      if (!(error instanceof TaskTerminalError) && !(error instanceof TaskTooLargeError)) {
+        throw error;
+      }
     }
   }
 
