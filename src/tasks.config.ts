@@ -5,9 +5,15 @@ import {
   DEFAULT_MCP_PATH,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_RESULT_WAITS,
+  DEFAULT_MAX_RESULT_WAITS_PER_PRINCIPAL,
   DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
   DEFAULT_MAX_TASK_IDS,
+  DEFAULT_MAX_TTL_MS,
   DEFAULT_MAX_ROWS,
+  DEFAULT_MAX_TASK_BYTES,
+  DEFAULT_MAX_TASKS_PER_OWNER,
   DEFAULT_TERMINAL_TTL_MS,
   DEFAULT_TTL_MS,
   MIN_LEASE_TTL_MS,
@@ -21,6 +27,7 @@ import type {
   TasksListenOptions,
   TasksModuleExtras,
   TasksModuleOptions,
+  TasksResultWaitsOptions,
   TasksServerOptions,
   TasksTelemetryOptions,
 } from './interfaces/tasks-module-options.interface.js';
@@ -35,6 +42,8 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'defaultTtlMs',
   'maxTtlMs',
   'maxRows',
+  'maxTasksPerOwner',
+  'maxTaskBytes',
   'janitor',
   'serverInfo',
   'principal',
@@ -45,11 +54,18 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'allowedOrigins',
   'maxBodyBytes',
   'listen',
+  'resultWaits',
   'runningTasksOnShutdown',
   'lease',
   'telemetry',
 ]);
-const LISTEN_KEYS: ReadonlySet<string> = new Set(['keepAliveMs', 'maxStreams', 'maxTaskIds']);
+const LISTEN_KEYS: ReadonlySet<string> = new Set([
+  'keepAliveMs',
+  'maxStreams',
+  'maxStreamsPerPrincipal',
+  'maxTaskIds',
+]);
+const RESULT_WAITS_KEYS: ReadonlySet<string> = new Set(['max', 'maxPerPrincipal']);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
 const LEASE_KEYS: ReadonlySet<string> = new Set(['ttlMs']);
 const TELEMETRY_KEYS: ReadonlySet<string> = new Set([
@@ -101,12 +117,18 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
   if (cancellation !== 'immediate' && cancellation !== 'cooperative') {
     throw mustBe('cancellation', '"immediate" or "cooperative"', cancellation);
   }
-  const maxTtlMs = positiveIntegerOrNull('maxTtlMs', raw.maxTtlMs, null);
+  const maxTtlMs = positiveIntegerOrNull('maxTtlMs', raw.maxTtlMs, DEFAULT_MAX_TTL_MS);
   const defaultTtlMs = ttlDefault(
     positiveIntegerOrNull('defaultTtlMs', raw.defaultTtlMs, undefined),
     maxTtlMs,
   );
   const maxRows = positiveIntegerOrNull('maxRows', raw.maxRows, DEFAULT_MAX_ROWS);
+  const maxTasksPerOwner = positiveIntegerOrNull(
+    'maxTasksPerOwner',
+    raw.maxTasksPerOwner,
+    DEFAULT_MAX_TASKS_PER_OWNER,
+  );
+  const maxTaskBytes = positiveInteger('maxTaskBytes', raw.maxTaskBytes, DEFAULT_MAX_TASK_BYTES);
 
   let janitor: TasksConfig['janitor'] = false;
   if (raw.janitor !== false) {
@@ -156,6 +178,8 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     defaultTtlMs,
     maxTtlMs,
     maxRows,
+    maxTasksPerOwner,
+    maxTaskBytes,
     janitor,
     serverInfo: Object.freeze({ ...(serverInfo as { name: string; version: string }) }),
     principal: principal as PrincipalResolver,
@@ -166,6 +190,7 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     allowedOrigins,
     maxBodyBytes: positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
     listen: listenOptions(raw.listen),
+    resultWaits: resultWaitsOptions(raw.resultWaits),
     runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
     lease: leaseOptions(raw.lease),
     telemetry: telemetryOptions(raw.telemetry),
@@ -243,7 +268,26 @@ function listenOptions(value: unknown): Readonly<Required<TasksListenOptions>> {
   return Object.freeze({
     keepAliveMs: keepAliveMs as number,
     maxStreams: positiveInteger('listen.maxStreams', given.maxStreams, DEFAULT_MAX_STREAMS),
+    maxStreamsPerPrincipal: positiveInteger(
+      'listen.maxStreamsPerPrincipal',
+      given.maxStreamsPerPrincipal,
+      DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
+    ),
     maxTaskIds: positiveInteger('listen.maxTaskIds', given.maxTaskIds, DEFAULT_MAX_TASK_IDS),
+  });
+}
+
+function resultWaitsOptions(value: unknown): Readonly<Required<TasksResultWaitsOptions>> {
+  const given = value ?? {};
+  if (!isObject(given)) throw mustBe('resultWaits', 'an object', given);
+  refuseUnknownKeys('resultWaits.', given, RESULT_WAITS_KEYS);
+  return Object.freeze({
+    max: positiveInteger('resultWaits.max', given.max, DEFAULT_MAX_RESULT_WAITS),
+    maxPerPrincipal: positiveInteger(
+      'resultWaits.maxPerPrincipal',
+      given.maxPerPrincipal,
+      DEFAULT_MAX_RESULT_WAITS_PER_PRINCIPAL,
+    ),
   });
 }
 

@@ -27,12 +27,31 @@ export interface TasksModuleOptions {
    */
   defaultTtlMs?: number | null;
   /**
-   * Upper bound for any TTL: a longer or unlimited request gets `maxTtlMs`, and so does the default
-   * TTL. Default `null`: none. An explicit `defaultTtlMs` above it fails the boot.
+   * Upper bound for any TTL (a 2025-11-25 client's `task.ttl`, a tool's `ttlMs`, TasksService's):
+   * a longer or unlimited request gets `maxTtlMs`, and so does the default TTL; the created task
+   * shows the TTL it got. Default 7 days (604,800,000). `null`: no cap but a built-in ceiling of
+   * 100 years (a longer TTL gets that), and an unlimited request stays unlimited. An explicit
+   * `defaultTtlMs` above it fails the boot.
    */
   maxTtlMs?: number | null;
   /** How many tasks the store may hold. Default 10,000; `null` = unlimited. */
   maxRows?: number | null;
+  /**
+   * How many tasks one owner (principal and tenant) may keep. At the limit the owner's finished
+   * tasks make room (the one that expires first is deleted); when all of them still run or wait
+   * for input, a new call is refused with -32603 "Task quota reached (maxTasksPerOwner 100)",
+   * `data: { limit: "maxTasksPerOwner", max }`. Every anonymous caller is one owner (`null`), so
+   * they share one quota. Default 100; `null` = unlimited.
+   */
+  maxTasksPerOwner?: number | null;
+  /**
+   * The largest task record, in bytes of JSON (UTF-8): what a task keeps of its call, its input
+   * requests and answers, its result or error and its status message, together. A `tasks/update`
+   * (or 2025 input answer) beyond it is -32602 naming the limit and changes nothing; a tool result
+   * or error beyond it fails the task with -32603 "Internal error" (the reason, with the tool's
+   * name, is logged). Default 1 MiB.
+   */
+  maxTaskBytes?: number;
   /** The janitor that removes expired tasks; `false` turns it off. */
   janitor?: TasksJanitorOptions | false;
   /** Name and version the MCP server reports. Default: this package's. */
@@ -69,6 +88,8 @@ export interface TasksModuleOptions {
   maxBodyBytes?: number;
   /** Listen streams (`subscriptions/listen`). */
   listen?: TasksListenOptions;
+  /** Waiting 2025-11-25 `tasks/result` requests. */
+  resultWaits?: TasksResultWaitsOptions;
   /**
    * What happens, at shutdown, to tool calls still running in this process. `'fail'` (default):
    * each task fails with -32603 "The server shut down before the task finished", so no task stays
@@ -117,10 +138,35 @@ export interface TasksLeaseOptions {
 export interface TasksListenOptions {
   /** Interval of SSE keepalive comments; `0` turns them off. Default 15 s. */
   keepAliveMs?: number;
-  /** Open streams per process; a listen beyond it gets a JSON-RPC error. Default 1,024. */
+  /**
+   * Open streams per process; a listen beyond it is refused at once with -32603 "Subscription
+   * limit reached (listen.maxStreams 1024)", `data: { limit, max }`. Default 1,024.
+   */
   maxStreams?: number;
+  /**
+   * Open streams per owner (principal and tenant) in this process; a listen beyond it is refused
+   * like one beyond `maxStreams`, naming `listen.maxStreamsPerPrincipal`. Default 32. All
+   * anonymous callers are one principal: they share these streams.
+   */
+  maxStreamsPerPrincipal?: number;
   /** Task ids per filter; more is -32602. Default 256. */
   maxTaskIds?: number;
+}
+
+/**
+ * How many 2025-11-25 `tasks/result` requests may wait for their task at once in this process. A
+ * wait beyond a cap is refused at once with -32603 naming it, e.g. "Result wait limit reached
+ * (resultWaits.maxPerPrincipal 32)", `data: { limit, max }`; a task already finished is answered
+ * without waiting, so it needs no slot.
+ */
+export interface TasksResultWaitsOptions {
+  /** Waits in the whole process. Default 1,024. */
+  max?: number;
+  /**
+   * Waits per owner (principal and tenant). Default 32. All anonymous callers are one principal:
+   * they share these waits.
+   */
+  maxPerPrincipal?: number;
 }
 
 /**
@@ -191,6 +237,8 @@ export interface TasksConfig {
   readonly defaultTtlMs: number | null;
   readonly maxTtlMs: number | null;
   readonly maxRows: number | null;
+  readonly maxTasksPerOwner: number | null;
+  readonly maxTaskBytes: number;
   readonly janitor: Readonly<Required<TasksJanitorOptions>> | false;
   readonly serverInfo: Readonly<{ name: string; version: string; title?: string }>;
   readonly principal: PrincipalResolver;
@@ -201,6 +249,7 @@ export interface TasksConfig {
   readonly allowedOrigins: readonly string[] | false | undefined;
   readonly maxBodyBytes: number;
   readonly listen: Readonly<Required<TasksListenOptions>>;
+  readonly resultWaits: Readonly<Required<TasksResultWaitsOptions>>;
   readonly runningTasksOnShutdown: 'fail' | 'leave';
   readonly lease: Readonly<Required<TasksLeaseOptions>> | false;
   readonly telemetry: Readonly<TasksTelemetryOptions> | false;
