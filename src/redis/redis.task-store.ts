@@ -1,6 +1,6 @@
 import type { OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { TaskInternalError, TaskStoreFullError } from '../errors.js';
+import { TaskInternalError, TaskQuotaError, TaskStoreFullError } from '../errors.js';
 import {
   cursorAfter,
   keyOfCursor,
@@ -37,17 +37,104 @@ import {
 } from './redis-connection.js';
 
 /**
+ * Adds an entry scored by expiry to a per-owner sorted set, which lives as long as its
+ * longest-lived entry: a new set takes the entry's expiry, a later one pushes it out, '+inf' (a
+ * task without TTL) makes it persistent. Shared by RESERVE and FINISH.
+ */
+const ADD_KEPT = `
+local function add(key, score, id)
+  local fresh = redis.call('EXISTS', key) == 0
+  redis.call('ZADD', key, score, id)
+  if score == '+inf' then
+    redis.call('PERSIST', key)
+  elseif fresh then
+    redis.call('PEXPIREAT', key, score)
+  else
+    local current = redis.call('PEXPIRETIME', key)
+    if current >= 0 and current < tonumber(score) then redis.call('PEXPIREAT', key, score) end
+  end
+end`;
+
+/**
  * Reserves a row: refuses when `maxRows` tasks are live (expired ones do not count), refuses an
  * id already reserved; a reserved task enters the listing across owners (scored by creation).
- * KEYS: rows, created (one slot). ARGV: now, maxRows (-1 = none), taskId, expiry score, createdAt.
- * Returns 1 (reserved), 0 (full) or -1 (id taken).
+ * With a per-owner quota it first counts the owner's live tasks (`quota`, scored by expiry) and,
+ * at the quota, makes room with the owner's finished tasks (`done`, scored by expiry): the one
+ * that expires first leaves every set here, and its id is returned, for the caller to delete the
+ * task itself (its key is in another slot) after checking it is finished (see EVICT).
+ * KEYS: rows, created, quota, done (one slot). ARGV: now, maxRows (-1 = none), taskId, expiry
+ * score, createdAt, maxTasksPerOwner (-1 = none). Returns {status, evicted ids…}: status 1
+ * (reserved), 0 (store full), -1 (id taken), -2 (the owner's quota, all live).
  */
-const RESERVE = `
+const RESERVE = `${ADD_KEPT}
+local evicted = {}
+local quota = tonumber(ARGV[6])
+if quota >= 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[1])
+  local count = redis.call('ZCARD', KEYS[3])
+  while count >= quota do
+    local oldest = redis.call('ZPOPMIN', KEYS[4])
+    if #oldest == 0 then return {-2, unpack(evicted)} end
+    if redis.call('ZREM', KEYS[3], oldest[1]) == 1 then
+      redis.call('ZREM', KEYS[1], oldest[1])
+      redis.call('ZREM', KEYS[2], oldest[1])
+      count = count - 1
+      evicted[#evicted + 1] = oldest[1]
+    end
+  end
+end
 local limit = tonumber(ARGV[2])
-if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') >= limit then return 0 end
-if redis.call('ZADD', KEYS[1], 'NX', ARGV[4], ARGV[3]) == 0 then return -1 end
+if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') >= limit then
+  return {0, unpack(evicted)}
+end
+if redis.call('ZADD', KEYS[1], 'NX', ARGV[4], ARGV[3]) == 0 then return {-1, unpack(evicted)} end
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
+if quota >= 0 then add(KEYS[3], ARGV[4], ARGV[3]) end
+return {1, unpack(evicted)}`;
+
+/**
+ * A task written terminal becomes one its owner's quota may give up (see RESERVE). Sent in the
+ * round trip of the write; should the write lose, EVICT still checks the task before deleting.
+ * KEYS: done. ARGV: expiry score, task id.
+ */
+const FINISH = `${ADD_KEPT}
+add(KEYS[1], ARGV[1], ARGV[2])
 return 1`;
+
+/**
+ * Deletes a task RESERVE gave up to make room, if it is finished: returns 1 (deleted, or already
+ * gone), else its JSON (a task still live, whose finish entry came before its write: the caller
+ * counts it again). KEYS: task.
+ */
+const EVICT = `
+local status = redis.call('HGET', KEYS[1], 's')
+if status == 'completed' or status == 'failed' or status == 'cancelled' then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end
+return redis.call('HGET', KEYS[1], 'j')`;
+
+/**
+ * Reads a task for its owner: the owner is compared before the record leaves Redis, so another
+ * owner's task (of any size) answers as fast as a missing one. A record written before owners
+ * were kept beside it has no 'o': it is returned, and the caller compares. KEYS: task. ARGV:
+ * owner key.
+ */
+const GET_OWNED = `
+local owner = redis.call('HGET', KEYS[1], 'o')
+if owner and owner ~= ARGV[1] then return false end
+return redis.call('HGET', KEYS[1], 'j')`;
+
+/**
+ * Deletes a task and returns its owner key (false when there was none, '' for a record written
+ * before owners were kept), so the caller can drop it from its owner's sets. KEYS: task.
+ */
+const DELETE = `
+local owner = redis.call('HGET', KEYS[1], 'o')
+if redis.call('DEL', KEYS[1]) == 0 then return false end
+return owner or ''`;
 
 /**
  * Removes up to ARGV[2] rows past their expiry, and their entries in the listing across owners
@@ -95,21 +182,23 @@ end
 return redis.call('ZRANGE', KEYS[1], from, from + tonumber(ARGV[3]) - 1, 'REV', 'WITHSCORES')`;
 
 /**
- * Writes a new task with Redis's own expiry. KEYS: task. ARGV: version, json, expire-at ms or ''.
+ * Writes a new task with Redis's own expiry, its owner key and status beside the JSON (for
+ * GET_OWNED and EVICT). KEYS: task. ARGV: version, json, expire-at ms or '', owner key, status.
  */
 const CREATE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[1], 'j', ARGV[2])
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'j', ARGV[2], 'o', ARGV[4], 's', ARGV[5])
 if ARGV[3] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[3]) end
 return 1`;
 
 /**
  * The compare-and-set: writes only if the stored version is the expected one (an expired task has
- * no key, so it fails too). HSET keeps the key's expiry. KEYS: task. ARGV: expected, version, json.
+ * no key, so it fails too). HSET keeps the key's expiry. KEYS: task. ARGV: expected, version,
+ * json, status.
  */
 const COMPARE_AND_SET = `
 if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'j', ARGV[3])
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'j', ARGV[3], 's', ARGV[4])
 return 1`;
 
 /**
@@ -195,7 +284,11 @@ const FILTERED_LIST_BATCHES = 3;
 const EXPIRE_ROWS_BATCH = 1000;
 
 const COMMANDS = {
-  nestjsMcpTasksReserve: { numberOfKeys: 2, lua: RESERVE },
+  nestjsMcpTasksReserve: { numberOfKeys: 4, lua: RESERVE },
+  nestjsMcpTasksFinish: { numberOfKeys: 1, lua: FINISH },
+  nestjsMcpTasksEvict: { numberOfKeys: 1, lua: EVICT },
+  nestjsMcpTasksGetOwned: { numberOfKeys: 1, lua: GET_OWNED },
+  nestjsMcpTasksDelete: { numberOfKeys: 1, lua: DELETE },
   nestjsMcpTasksExpireRows: { numberOfKeys: 2, lua: EXPIRE_ROWS },
   nestjsMcpTasksListAll: { numberOfKeys: 1, lua: LIST_ALL },
   nestjsMcpTasksCreate: { numberOfKeys: 1, lua: CREATE },
@@ -209,8 +302,14 @@ type ScriptClient = Redis & {
   nestjsMcpTasksReserve(
     rows: string,
     created: string,
+    quota: string,
+    done: string,
     ...args: (string | number)[]
-  ): Promise<number>;
+  ): Promise<(number | string)[]>;
+  nestjsMcpTasksFinish(key: string, ...args: (string | number)[]): Promise<number>;
+  nestjsMcpTasksEvict(key: string): Promise<number | string>;
+  nestjsMcpTasksGetOwned(key: string, owner: string): Promise<string | null>;
+  nestjsMcpTasksDelete(key: string): Promise<string | null>;
   nestjsMcpTasksExpireRows(
     rows: string,
     created: string,
@@ -254,6 +353,15 @@ type ScriptClient = Redis & {
  *   hash tag of its own, it is `{prefix}created`, in the prefix's slot. (A prefix with an unmatched
  *   brace cannot do either, and is for a single Redis only.) Tasks created before this set existed
  *   are not in it; they leave the listing's blind spot as they expire.
+ * - The per-owner quota (`maxTasksPerOwner`) counts the owner's live tasks in
+ *   `{prefix}{{prefix}rows}quota:<owner>` and its finished ones in `…done:<owner>` (both scored by
+ *   expiry, both in the slot of the rows): the script that reserves the row counts the owner and,
+ *   at the quota, gives up the owner's finished task that expires first, all atomically. The task
+ *   given up is deleted in the create's second round trip, after a check on its own key that it
+ *   is finished. Each set lives as long as its longest-lived entry.
+ * - Beside its JSON a task's hash keeps its owner key (`o`) and status (`s`): an owner-scoped `get`
+ *   compares the owner inside Redis, so another owner's task is never sent (a foreign id answers
+ *   as fast as a missing one, whatever the record's size), and eviction checks the status there.
  * - Every call is bounded by `timeoutMs` (default 5 s): with Redis away a request fails in bounded
  *   time, and ioredis reconnects by itself when Redis is back.
  * - Leases (TaskStoreLeases): `{prefix}{lease}instances` scores each instance by the instant its
@@ -300,19 +408,31 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
 
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
     const at = expiresAt(record);
-    const reserved = await this.call(
+    const score = at ?? '+inf';
+    const owner = ownerKey(record.owner);
+    const quota = options.maxTasksPerOwner ?? null;
+    const [status, ...evicted] = (await this.call(
       this.scripts.nestjsMcpTasksReserve(
         this.rowsKey,
         this.createdKey,
+        this.quotaKey(owner),
+        this.doneKey(owner),
         Date.now(),
         options.maxRows ?? -1,
         record.taskId,
-        at ?? '+inf',
+        score,
         record.createdAt,
+        quota ?? -1,
       ),
-    );
-    if (reserved === 0) throw new TaskStoreFullError(options.maxRows ?? 0);
-    if (reserved === -1) throw new TaskInternalError('Task id already exists');
+    )) as [number, ...string[]];
+    // Tasks given up to make room are deleted in the next round trip, the task's own.
+    const evictions = evicted.map((taskId) => this.evict(taskId, owner));
+    if (status !== 1) {
+      await Promise.all(evictions);
+      if (status === 0) throw new TaskStoreFullError(options.maxRows ?? 0);
+      if (status === -2) throw new TaskQuotaError(quota ?? 0);
+      throw new TaskInternalError('Task id already exists');
+    }
     let written: number;
     try {
       // The owner's listing entry goes in the same round trip (another slot): should the write
@@ -324,6 +444,8 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
             record.version,
             JSON.stringify(record),
             at ?? '',
+            owner,
+            record.status,
           ),
           this.scripts.nestjsMcpTasksIndex(
             this.ownerIndexKey(record.owner),
@@ -333,18 +455,63 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
           // A task an instance runs is held by it from this same round trip on.
           record.heldBy === undefined
             ? undefined
-            : this.client.zadd(this.heldKey(record.heldBy), at ?? '+inf', record.taskId),
+            : this.client.zadd(this.heldKey(record.heldBy), score, record.taskId),
+          ...evictions,
         ]),
       );
     } catch (error) {
       // The row was reserved but the task not written: give the row back (best effort; an
-      // orphan row only counts against maxRows until its expiry score passes), and its entry in
-      // the listing across owners (an orphan one lists nothing, and goes with its row).
+      // orphan row only counts against maxRows until its expiry score passes), and its entries
+      // in the listing across owners and the owner's quota (orphans list nothing, and go with
+      // their row or by their score).
       this.client.zrem(this.rowsKey, record.taskId).catch(() => undefined);
       this.client.zrem(this.createdKey, record.taskId).catch(() => undefined);
+      this.client.zrem(this.quotaKey(owner), record.taskId).catch(() => undefined);
       throw error;
     }
     if (written === 0) throw new TaskInternalError('Task id already exists');
+  }
+
+  /**
+   * Deletes a task RESERVE gave up to make room for its owner's new one, if it is finished. A
+   * task still live (its finish entry was sent with a write that then lost the compare-and-set)
+   * is counted again, in its row, the listing across owners and the quota: the owner may hold
+   * one task above its quota until then, never loses a live task.
+   */
+  private async evict(taskId: string, owner: string): Promise<void> {
+    const reply = await this.scripts.nestjsMcpTasksEvict(this.keyOf(taskId));
+    if (reply === 1) return;
+    const record = JSON.parse(reply as string) as TaskRecord;
+    if (isTerminal(record.status)) {
+      // Written before statuses were kept beside the JSON: its JSON says it is finished.
+      await this.client.del(this.keyOf(taskId));
+      return;
+    }
+    const score = expiresAt(record) ?? '+inf';
+    await this.client
+      .multi()
+      .zadd(this.rowsKey, score, taskId)
+      .zadd(this.createdKey, record.createdAt, taskId)
+      .zadd(this.quotaKey(owner), score, taskId)
+      .exec();
+  }
+
+  /** The owner's live tasks, scored by expiry, in the slot of the rows (see RESERVE). */
+  quotaKey(owner: string): string {
+    return keyInSlotOf(
+      this.rowsKey,
+      this.prefix,
+      `quota:${Buffer.from(owner).toString('base64url')}`,
+    );
+  }
+
+  /** The owner's finished tasks, scored by expiry, in the slot of the rows (see RESERVE). */
+  doneKey(owner: string): string {
+    return keyInSlotOf(
+      this.rowsKey,
+      this.prefix,
+      `done:${Buffer.from(owner).toString('base64url')}`,
+    );
   }
 
   /** The listing index of an owner. */
@@ -504,7 +671,12 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   }
 
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
-    const json = await this.call(this.client.hget(this.keyOf(taskId), 'j'));
+    const key = this.keyOf(taskId);
+    const json = await this.call(
+      owner === undefined
+        ? this.client.hget(key, 'j')
+        : this.scripts.nestjsMcpTasksGetOwned(key, ownerKey(owner)),
+    );
     if (json === null) return null;
     const record = JSON.parse(json) as TaskRecord;
     if (owner !== undefined && !isOwnedBy(record, owner)) return null;
@@ -517,6 +689,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       expectedVersion,
       record.version,
       JSON.stringify(record),
+      record.status,
     );
     // A finished task without a TTL is kept until terminalTtlMs: it is remembered by the instant
     // it finished, sent together with the write (one round trip; the index lives in another
@@ -531,7 +704,16 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       record.heldBy !== undefined && isTerminal(record.status)
         ? this.client.zrem(this.heldKey(record.heldBy), record.taskId)
         : undefined;
-    const [written] = await this.call(Promise.all([write, remember, release]));
+    // A finished task is one its owner's quota may give up, from this same round trip on (EVICT
+    // checks the task itself, so an entry of a write that lost deletes nothing live).
+    const finish = isTerminal(record.status)
+      ? this.scripts.nestjsMcpTasksFinish(
+          this.doneKey(ownerKey(record.owner)),
+          expiresAt(record) ?? '+inf',
+          record.taskId,
+        )
+      : undefined;
+    const [written] = await this.call(Promise.all([write, remember, release, finish]));
     return written === 1;
   }
 
@@ -574,16 +756,25 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     );
   }
 
+  /**
+   * Two round trips: the task (its owner read as it goes), then its entries in the sets of every
+   * task and of its owner.
+   */
   async delete(taskId: string): Promise<boolean> {
-    const [deleted] = await this.call(
-      Promise.all([
-        this.client.del(this.keyOf(taskId)),
-        this.client.zrem(this.rowsKey, taskId),
-        this.client.zrem(this.createdKey, taskId),
-        this.client.zrem(this.terminalKey, taskId),
-      ]),
-    );
-    return deleted === 1;
+    const owner = await this.call(this.scripts.nestjsMcpTasksDelete(this.keyOf(taskId)));
+    const removals = [
+      this.client.zrem(this.rowsKey, taskId),
+      this.client.zrem(this.createdKey, taskId),
+      this.client.zrem(this.terminalKey, taskId),
+    ];
+    if (owner) {
+      removals.push(
+        this.client.zrem(this.quotaKey(owner), taskId),
+        this.client.zrem(this.doneKey(owner), taskId),
+      );
+    }
+    await this.call(Promise.all(removals));
+    return owner !== null;
   }
 
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {

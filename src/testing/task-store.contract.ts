@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import {
   TaskError,
+  TaskQuotaError,
   TaskStoreFullError,
   type TaskOwner,
   type TaskRecord,
@@ -640,6 +641,106 @@ const RULES: readonly Rule[] = [
           );
         }
       }
+    },
+  ],
+
+  [
+    "maxTasksPerOwner: at the quota the finished task that expires first makes room, never a live one or another owner's",
+    async (store) => {
+      const quota = { maxRows: null, maxTasksPerOwner: 3 };
+      const now = Date.now();
+      // `first` expires first (made earlier, same TTL); `second` finishes too; `live` runs.
+      const first = record(alice, HOUR, now - 2000);
+      const second = record(alice, HOUR, now - 1000);
+      const live = record(alice, HOUR, now - 500);
+      const bobs = record(bob);
+      for (const task of [first, second, live, bobs]) await store.create(task, quota);
+      const finished = (task: TaskRecord): TaskRecord => ({
+        ...task,
+        status: 'completed',
+        result: { content: [], resultType: 'complete' },
+        lastUpdatedAt: Date.now(),
+        version: 2,
+      });
+      // Finished in the other order: room goes by expiry, not by when a task finished.
+      const secondDone = finished(second);
+      is(await store.compareAndSet(secondDone, 1), true, 'compareAndSet(finish a task)');
+      is(await store.compareAndSet(finished(first), 1), true, 'compareAndSet(finish a task)');
+      const fourth = record(alice);
+      await accepted(store.create(fourth, quota), "create(alice's 4th task, quota 3, 2 finished)");
+      isNull(await store.get(first.taskId), 'get(the finished task that expires first)');
+      sameRecord(await store.get(second.taskId), secondDone, 'get(the other finished task)');
+      sameRecord(await store.get(live.taskId), live, 'get(a live task at the quota)');
+      sameRecord(await store.get(fourth.taskId), fourth, 'get(the task that took the place)');
+      const fifth = record(alice);
+      await accepted(store.create(fifth, quota), "create(alice's 5th task, quota 3, 1 finished)");
+      isNull(await store.get(second.taskId), 'get(the last finished task, given up)');
+      const sixth = record(alice);
+      const error = await refusal(store.create(sixth, quota), 'create(at quota 3, all live)');
+      assert.ok(
+        error instanceof TaskQuotaError,
+        `create(at maxTasksPerOwner 3, every task live) must reject with TaskQuotaError, got ${errorName(error)}`,
+      );
+      is(error.code, -32603, 'the TaskQuotaError code');
+      assert.deepStrictEqual(error.data, { limit: 'maxTasksPerOwner', max: 3 });
+      isNull(await store.get(sixth.taskId), 'get(the refused task)');
+      for (const task of [live, fourth, fifth]) {
+        sameRecord(await store.get(task.taskId), task, 'get(a live task after a refusal)');
+      }
+      sameRecord(await store.get(bobs.taskId), bobs, "get(bob's task, after alice's quota)");
+      await accepted(
+        store.create(record(bob), quota),
+        "create(bob's 2nd task beside alice at her quota)",
+      );
+    },
+  ],
+
+  [
+    'maxTasksPerOwner: owners are compared exactly, expired tasks do not count, a delete frees a place',
+    async (store) => {
+      const quota = { maxRows: null, maxTasksPerOwner: 2 };
+      await store.create(record(alice, HOUR, Date.now() - 2 * HOUR), quota);
+      const kept = record(alice);
+      await store.create(kept, quota);
+      const second = record(alice);
+      await accepted(store.create(second, quota), 'create(at quota 2, beside one expired task)');
+      await accepted(
+        store.create(record(aliceOfTenant), quota),
+        'create(the same principal in a tenant, another owner)',
+      );
+      await refusal(store.create(record(alice), quota), 'create(at quota 2, both live)');
+      await store.delete(kept.taskId);
+      await accepted(store.create(record(alice), quota), 'create(at quota 2, after a delete)');
+      await accepted(
+        store.create(record(alice), { maxRows: null }),
+        'create(with no maxTasksPerOwner: no quota)',
+      );
+    },
+  ],
+
+  [
+    'maxTasksPerOwner is enforced under concurrent creates',
+    async (store) => {
+      const quota = { maxRows: null, maxTasksPerOwner: 5 };
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, () => store.create(record(carol), quota)),
+      );
+      is(
+        results.filter((r) => r.status === 'fulfilled').length,
+        5,
+        '20 concurrent creates of one owner with maxTasksPerOwner 5: number accepted',
+      );
+      for (const result of results) {
+        if (result.status === 'rejected' && !(result.reason instanceof TaskQuotaError)) {
+          assert.fail(
+            `a concurrent create beyond the quota must reject with TaskQuotaError, got ${errorName(result.reason)}`,
+          );
+        }
+      }
+      await accepted(
+        store.create(record(bob), quota),
+        'create(another owner, beside a full quota)',
+      );
     },
   ],
 

@@ -44,7 +44,11 @@ describe('the lease: store writes per renewal do not depend on how many tasks ru
 
   it('10 and 1,000 held running tasks: the same commands, and two writes per renewal', async () => {
     // A lease long enough that no instance's runs out while the tasks are created.
-    const config = resolveTasksConfig({ janitor: false, lease: { ttlMs: 60_000 } });
+    const config = resolveTasksConfig({
+      janitor: false,
+      lease: { ttlMs: 60_000 },
+      maxTasksPerOwner: null,
+    });
     const tasks = new TasksService(store, null, config);
     // Another instance, alive, so that every renewal also reads the instances' leases.
     const other = new TasksService(store, null, config);

@@ -32,7 +32,13 @@ describe('RedisTaskStore', () => {
       const task = newTask('abc', { principal: 'p' }, { ttlMs: 60_000 }, Date.now());
       await store.create(task, { maxRows: null });
       expect(store.keyOf('abc')).toBe('layout:{abc}');
-      expect(await raw.hgetall('layout:{abc}')).toEqual({ v: '1', j: JSON.stringify(task) });
+      // Beside the JSON: the owner key (compared inside Redis by an owner's get) and the status.
+      expect(await raw.hgetall('layout:{abc}')).toEqual({
+        v: '1',
+        j: JSON.stringify(task),
+        o: '1:p-',
+        s: 'working',
+      });
       expect(await raw.pexpiretime('layout:{abc}')).toBe(task.createdAt + 60_000);
     } finally {
       raw.disconnect();

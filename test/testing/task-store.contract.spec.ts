@@ -9,6 +9,7 @@ import {
   InMemoryTaskStore,
   isTerminal,
   TaskInternalError,
+  TaskQuotaError,
   TaskStoreFullError,
   type TaskOwner,
   type TaskRecord,
@@ -25,6 +26,9 @@ import {
 
 const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+const expiry = (task: TaskRecord): number | null =>
+  task.ttlMs === null ? null : task.createdAt + task.ttlMs;
+
 /** A plain, correct store written on the public API only: one Map, cleanup scans it all. */
 class MapStore implements TaskStore {
   protected readonly tasks = new Map<string, TaskRecord>();
@@ -40,10 +44,36 @@ class MapStore implements TaskStore {
 
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
     if (this.tasks.has(record.taskId)) throw new TaskInternalError('Task id already exists');
+    const quota = options.maxTasksPerOwner ?? null;
+    if (quota !== null) this.makeRoom(record.owner, quota);
     if (options.maxRows !== null && this.live() >= options.maxRows) {
       throw new TaskStoreFullError(options.maxRows);
     }
     this.tasks.set(record.taskId, structuredClone(record));
+  }
+
+  /** The owner's live (not expired) tasks. */
+  protected owned(owner: TaskOwner): TaskRecord[] {
+    const now = Date.now();
+    return [...this.tasks.values()].filter(
+      (task) =>
+        !this.expired(task, now) &&
+        task.owner.principal === owner.principal &&
+        task.owner.tenant === (owner.tenant ?? null),
+    );
+  }
+
+  /** At the quota, deletes the owner's finished tasks that expire first; else TaskQuotaError. */
+  protected makeRoom(owner: TaskOwner, quota: number): void {
+    const owned = this.owned(owner);
+    const finished = owned
+      .filter((task) => isTerminal(task.status))
+      .sort((a, b) => (expiry(a) ?? Infinity) - (expiry(b) ?? Infinity));
+    for (let count = owned.length; count >= quota; count--) {
+      const oldest = finished.shift();
+      if (oldest === undefined) throw new TaskQuotaError(quota);
+      this.tasks.delete(oldest.taskId);
+    }
   }
 
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
@@ -131,8 +161,32 @@ class MergesOnWrite extends MapStore {
 }
 
 class IgnoresMaxRows extends MapStore {
-  override create(record: TaskRecord): Promise<void> {
-    return super.create(record, { maxRows: null });
+  override create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    return super.create(record, { ...options, maxRows: null });
+  }
+}
+
+class IgnoresQuota extends MapStore {
+  override create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    return super.create(record, { ...options, maxTasksPerOwner: null });
+  }
+}
+
+/** Counts the owner, then inserts after an await: not atomic. */
+class RacyQuota extends MapStore {
+  override async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    const quota = options.maxTasksPerOwner ?? null;
+    if (quota !== null) this.makeRoom(record.owner, quota);
+    await tick();
+    await super.create(record, { ...options, maxTasksPerOwner: null });
+  }
+}
+
+/** At the quota, gives up the owner's oldest task, finished or not. */
+class EvictsLiveTasks extends MapStore {
+  protected override makeRoom(owner: TaskOwner, quota: number): void {
+    const owned = this.owned(owner).sort((a, b) => a.createdAt - b.createdAt);
+    while (owned.length >= quota) this.tasks.delete(owned.shift()!.taskId);
   }
 }
 
@@ -143,7 +197,7 @@ class RacyMaxRows extends MapStore {
       throw new TaskStoreFullError(options.maxRows);
     }
     await tick();
-    await super.create(record, { maxRows: null });
+    await super.create(record, { ...options, maxRows: null });
   }
 }
 
@@ -279,6 +333,9 @@ const CLEANUP_TERMINAL = rule('cleanup removes terminal tasks');
 const CLEANUP_BOUNDARY = rule('cleanup of finished tasks without a TTL');
 const CLEANUP_TTL_KEPT = rule('cleanup keeps a finished task with a TTL');
 const FIELDS = rule('keeps every field');
+const QUOTA = rule('maxTasksPerOwner: at the quota');
+const QUOTA_OWNERS = rule('maxTasksPerOwner: owners are compared');
+const QUOTA_RACE = rule('maxTasksPerOwner is enforced under concurrent');
 
 describe('taskStoreContract', () => {
   it('has every rule of the former suite and more, each with a distinct name', () => {
@@ -302,6 +359,13 @@ describe('taskStoreContract', () => {
     ['compareAndSet is not atomic', () => new RacyCompareAndSet(), [RACE]],
     ['compareAndSet merges instead of replacing', () => new MergesOnWrite(), [WHOLE, FIELDS]],
     ['create ignores maxRows', () => new IgnoresMaxRows(), [MAX_ROWS, MAX_ROWS_RACE]],
+    ['create ignores the quota', () => new IgnoresQuota(), [QUOTA, QUOTA_OWNERS, QUOTA_RACE]],
+    ['the quota is checked apart from the insert', () => new RacyQuota(), [QUOTA_RACE]],
+    [
+      'the quota gives up live tasks',
+      () => new EvictsLiveTasks(),
+      [QUOTA, QUOTA_OWNERS, QUOTA_RACE],
+    ],
     ['maxRows is checked apart from the insert', () => new RacyMaxRows(), [MAX_ROWS_RACE]],
     ['expired tasks hold rows', () => new CountsExpiredRows(), [MAX_ROWS_EXPIRED]],
     ['get and compareAndSet ignore expiry', () => new IgnoresExpiry(), [EXPIRED]],
