@@ -13,6 +13,12 @@ export interface HeardChange {
 export const HISTORY_PER_TASK = 20;
 /** Tasks kept; beyond, the one changed longest ago is dropped. */
 export const HISTORY_TASKS = 1_000;
+/**
+ * The most of a status message a change keeps (UTF-16 code units, `…` marks a cut): a message may
+ * be as large as the task (`maxTaskBytes`), and the history holds 20,000 changes, so with this
+ * cap it holds at most about 40 MiB however large the messages.
+ */
+export const HISTORY_MESSAGE_CHARS = 1_000;
 
 /**
  * The status history of tasks as this process heard it: records keep none. For each task the
@@ -38,7 +44,12 @@ export class ConsoleHistory {
     changes.push({
       version: record.version,
       status: record.status,
-      ...(record.statusMessage !== undefined && { statusMessage: record.statusMessage }),
+      ...(record.statusMessage !== undefined && {
+        statusMessage:
+          record.statusMessage.length > HISTORY_MESSAGE_CHARS
+            ? `${record.statusMessage.slice(0, HISTORY_MESSAGE_CHARS - 1)}…`
+            : record.statusMessage,
+      }),
       at: record.lastUpdatedAt,
     });
     if (changes.length > this.perTask) changes.splice(0, changes.length - this.perTask);

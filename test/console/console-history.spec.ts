@@ -1,4 +1,4 @@
-import { ConsoleHistory } from '../../src/console/console-history.js';
+import { ConsoleHistory, HISTORY_MESSAGE_CHARS } from '../../src/console/console-history.js';
 import type { TaskRecord, TaskState } from '../../src/task.js';
 
 const change = (taskId: string, version: number, status: TaskState = 'working'): TaskRecord => ({
@@ -37,5 +37,15 @@ describe('ConsoleHistory', () => {
     expect(history.of('b')).toEqual([]);
     expect(history.of('a').map((heard) => heard.status)).toEqual(['working', 'completed']);
     expect(history.of('c')).toHaveLength(1);
+  });
+
+  it('keeps at most HISTORY_MESSAGE_CHARS of a status message, marking the cut', () => {
+    const history = new ConsoleHistory();
+    history.hear({ ...change('a', 1), statusMessage: 'x'.repeat(900_000) });
+    history.hear({ ...change('a', 2), statusMessage: 'y'.repeat(HISTORY_MESSAGE_CHARS) });
+    const [long, exact] = history.of('a');
+    expect(long!.statusMessage).toHaveLength(HISTORY_MESSAGE_CHARS);
+    expect(long!.statusMessage!.endsWith('x…')).toBe(true);
+    expect(exact!.statusMessage).toBe('y'.repeat(HISTORY_MESSAGE_CHARS));
   });
 });
