@@ -75,7 +75,7 @@ describe('TasksModule.forRoot', () => {
     expect(app.get<TasksConfig>(TASKS_CONFIG)).toEqual({
       cancellation: 'immediate',
       defaultTtlMs: 3_600_000,
-      maxTtlMs: null,
+      maxTtlMs: 604_800_000,
       maxRows: 10_000,
       janitor: { intervalMs: 30_000, terminalTtlMs: 3_600_000 },
       serverInfo: { name: 'nestjs-mcp-tasks', version: '0.1.0' },
@@ -142,6 +142,28 @@ describe('TasksModule.forRoot', () => {
 
     const below = await boot([TasksModule.forRoot({ maxTtlMs: 5000, defaultTtlMs: 2000 })]);
     expect(below.get<TasksConfig>(TASKS_CONFIG).defaultTtlMs).toBe(2000);
+  });
+
+  it('maxTtlMs is 7 days unless set: an unlimited default or request gets 7 days; null lifts it', async () => {
+    const week = 604_800_000;
+    const unlimited = await boot([TasksModule.forRoot({ defaultTtlMs: null })]);
+    expect(unlimited.get<TasksConfig>(TASKS_CONFIG)).toMatchObject({
+      defaultTtlMs: week,
+      maxTtlMs: week,
+    });
+    const service = unlimited.get(TasksService);
+    expect((await service.create(owner)).ttlMs).toBe(week);
+    expect((await service.create(owner, { ttlMs: Number.MAX_SAFE_INTEGER })).ttlMs).toBe(week);
+
+    const open = await boot([TasksModule.forRoot({ maxTtlMs: null, defaultTtlMs: null })]);
+    expect(open.get<TasksConfig>(TASKS_CONFIG)).toMatchObject({
+      defaultTtlMs: null,
+      maxTtlMs: null,
+    });
+    expect((await open.get(TasksService).create(owner)).ttlMs).toBeNull();
+
+    const longer = await bootError([TasksModule.forRoot({ defaultTtlMs: week + 1 })]);
+    expect(longer.message).toBe(`defaultTtlMs must be at most maxTtlMs (${week}), got ${week + 1}`);
   });
 });
 
@@ -415,7 +437,8 @@ describe('TasksModule: the janitor', () => {
     jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
     const log = jest.spyOn((await import('@nestjs/common')).Logger.prototype, 'log');
     const app = await boot([
-      TasksModule.forRoot({ janitor: { intervalMs: 1000, terminalTtlMs: 5000 } }),
+      // No TTL cap, so a task can be unlimited (and then goes terminalTtlMs after it finished).
+      TasksModule.forRoot({ maxTtlMs: null, janitor: { intervalMs: 1000, terminalTtlMs: 5000 } }),
     ]);
     const service = app.get(TasksService);
     const store = app.get<InMemoryTaskStore>(TaskStore);

@@ -48,16 +48,23 @@ describe('TasksService: create', () => {
     expect(ids.size).toBe(2000);
   });
 
-  it('TTL: one hour by default, the requested one, null for unlimited, capped by maxTtlMs', async () => {
+  it('TTL: one hour by default, the requested one, 7 days at most, null for unlimited without a cap', async () => {
     const { service } = serviceWith();
     expect((await service.create(alice)).ttlMs).toBe(3_600_000);
     expect((await service.create(alice, { ttlMs: 5000 })).ttlMs).toBe(5000);
-    expect((await service.create(alice, { ttlMs: null })).ttlMs).toBeNull();
+    expect((await service.create(alice, { ttlMs: null })).ttlMs).toBe(604_800_000);
+    expect((await service.create(alice, { ttlMs: 9e15 })).ttlMs).toBe(604_800_000);
+    const open = serviceWith({ maxTtlMs: null }).service;
+    expect((await open.create(alice, { ttlMs: null })).ttlMs).toBeNull();
     const capped = serviceWith({ maxTtlMs: 60_000, defaultTtlMs: 30_000 }).service;
     expect((await capped.create(alice)).ttlMs).toBe(30_000);
     expect((await capped.create(alice, { ttlMs: 120_000 })).ttlMs).toBe(60_000);
     expect((await capped.create(alice, { ttlMs: null })).ttlMs).toBe(60_000);
-    expect((await serviceWith({ defaultTtlMs: null }).service.create(alice)).ttlMs).toBeNull();
+    expect((await serviceWith({ defaultTtlMs: null }).service.create(alice)).ttlMs).toBe(
+      604_800_000,
+    );
+    const none = serviceWith({ maxTtlMs: null, defaultTtlMs: null }).service;
+    expect((await none.create(alice)).ttlMs).toBeNull();
   });
 
   it('TTL: maxTtlMs alone caps the built-in default and an unlimited request', async () => {

@@ -250,7 +250,7 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
     const argumentsKept = Object.hasOwn(record, 'arguments');
     return {
       ...summary(record),
-      expiresAt: expiry === null ? null : new Date(expiry).toISOString(),
+      expiresAt: expiry === null ? null : isoDateOrNull(expiry),
       pollIntervalMs: record.pollIntervalMs ?? null,
       cancelRequested: record.cancelRequested === true,
       inputRequests: record.inputRequests ? { ...record.inputRequests } : null,
@@ -263,6 +263,17 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
         .map((change) => ({ ...change, at: new Date(change.at).toISOString() })),
     };
   }
+}
+
+/**
+ * An instant as ISO 8601, or `null` past the range of a Date, where `toISOString` throws. New
+ * tasks never get there (TTLs stop at TTL_CEILING_MS), but a task stored before that ceiling (a
+ * 2025-11-25 `task.ttl` of 9e15 ms, say) still can: it expires after year 275760, which the
+ * console shows as never, as it shows a task without a TTL.
+ */
+function isoDateOrNull(ms: number): string | null {
+  const date = new Date(ms);
+  return Number.isNaN(date.getTime()) ? null : date.toISOString();
 }
 
 /** The listing's view of a record. */

@@ -6,8 +6,9 @@ import {
   type InputRequest,
   inputResponseProblem,
   type InputResponse,
+  describeValue,
   isPlainObject,
-  isPositiveInteger,
+  isRequestableTtl,
   type TaskOwner,
   type TaskRecord,
   toTask2025,
@@ -64,12 +65,15 @@ export class TaskToolCallHandler {
   ): Promise<void> {
     let requestedTtlMs: number | undefined;
     if (era === 'legacy') {
+      // The TTL a 2025-11-25 client asks for is a number there (no null); the v1 SDK refuses any
+      // other value with -32602 in band (HTTP 200), which its client reports as the call's error.
+      // A valid one of any size is capped as every TTL is (resolveTtlMs): the task shows its TTL.
       const task = params.task;
       const ttl = isPlainObject(task) ? task.ttl : undefined;
-      if (!isPlainObject(task) || (ttl !== undefined && !isPositiveInteger(ttl))) {
+      if (!isPlainObject(task) || (ttl !== undefined && !isRequestableTtl(ttl))) {
         return sendError(res, id, {
           code: ProtocolErrorCode.InvalidParams,
-          message: 'Invalid params: task must be an object whose ttl is a positive integer (ms)',
+          message: `Invalid params: task must be an object whose ttl is a positive integer (ms), got ${isPlainObject(task) ? `ttl ${describeValue(ttl)}` : describeValue(task)}`,
         });
       }
       requestedTtlMs = ttl as number | undefined;

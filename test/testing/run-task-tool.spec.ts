@@ -376,7 +376,8 @@ describe('runTaskTool', () => {
     );
     const task = await run.finished;
     expect(task.result?.structuredContent).toEqual({ sum: 5 });
-    expect(task.ttlMs).toBeNull();
+    // An unlimited TTL gets the module's default cap (maxTtlMs, 7 days), as in an app.
+    expect(task.ttlMs).toBe(604_800_000);
     expect(task.pollIntervalMs).toBe(250);
     expect(task.owner).toEqual({ principal: 'ada', tenant: 'acme' });
     expect(run.statuses[0]).toEqual({ status: 'working', statusMessage: 'Queued' });
