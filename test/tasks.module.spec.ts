@@ -77,6 +77,8 @@ describe('TasksModule.forRoot', () => {
       defaultTtlMs: 3_600_000,
       maxTtlMs: 604_800_000,
       maxRows: 10_000,
+      maxTasksPerOwner: 100,
+      maxTaskBytes: 1_048_576,
       janitor: { intervalMs: 30_000, terminalTtlMs: 3_600_000 },
       serverInfo: { name: 'nestjs-mcp-tasks', version: '0.1.0' },
       principal: defaultPrincipal,
@@ -86,7 +88,13 @@ describe('TasksModule.forRoot', () => {
       allowedHosts: undefined,
       allowedOrigins: undefined,
       maxBodyBytes: 1_048_576,
-      listen: { keepAliveMs: 15_000, maxStreams: 1_024, maxTaskIds: 256 },
+      listen: {
+        keepAliveMs: 15_000,
+        maxStreams: 1_024,
+        maxStreamsPerPrincipal: 32,
+        maxTaskIds: 256,
+      },
+      resultWaits: { max: 1_024, maxPerPrincipal: 32 },
       runningTasksOnShutdown: 'fail',
       lease: { ttlMs: 30_000 },
       telemetry: {},
@@ -105,6 +113,19 @@ describe('TasksModule.forRoot', () => {
       cancellation: 'cooperative',
       maxRows: null,
       janitor: { intervalMs: 1000, terminalTtlMs: 3_600_000 },
+    });
+  });
+
+  it('passes the stream and wait caps through, each merged with its own default', async () => {
+    const app = await boot([
+      TasksModule.forRoot({
+        listen: { maxStreamsPerPrincipal: 4 },
+        resultWaits: { maxPerPrincipal: 2 },
+      }),
+    ]);
+    expect(app.get<TasksConfig>(TASKS_CONFIG)).toMatchObject({
+      listen: { maxStreams: 1_024, maxStreamsPerPrincipal: 4 },
+      resultWaits: { max: 1_024, maxPerPrincipal: 2 },
     });
   });
 
@@ -176,6 +197,8 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
     ],
     [{ janitor: 'yes' as never }, 'janitor must be an object or false, got "yes"'],
     [{ maxRows: 0 }, 'maxRows must be a positive integer or null, got 0'],
+    [{ maxTasksPerOwner: 2.5 }, 'maxTasksPerOwner must be a positive integer or null, got 2.5'],
+    [{ maxTaskBytes: null as never }, 'maxTaskBytes must be a positive integer, got null'],
     [{ defaultTtlMs: '1h' as never }, 'defaultTtlMs must be a positive integer or null, got "1h"'],
     [{ maxTtlMs: -1 }, 'maxTtlMs must be a positive integer or null, got -1'],
     [
@@ -196,6 +219,22 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
     [{ lease: { ttlMs: 299 } }, 'lease.ttlMs must be at least 300, got 299'],
     [{ lease: { ttl: 5 } } as never, 'lease.ttl is not an option'],
     [{ listen: { maxStreams: 0 } }, 'listen.maxStreams must be a positive integer, got 0'],
+    [
+      { listen: { maxStreamsPerPrincipal: 0 } },
+      'listen.maxStreamsPerPrincipal must be a positive integer, got 0',
+    ],
+    [
+      { listen: { maxStreamsPerPrincipal: 2.5 } },
+      'listen.maxStreamsPerPrincipal must be a positive integer, got 2.5',
+    ],
+    [{ listen: { maxStreamsPerOwner: 4 } } as never, 'listen.maxStreamsPerOwner is not an option'],
+    [{ resultWaits: 8 as never }, 'resultWaits must be an object, got 8'],
+    [{ resultWaits: { max: 0 } }, 'resultWaits.max must be a positive integer, got 0'],
+    [
+      { resultWaits: { maxPerPrincipal: '32' as never } },
+      'resultWaits.maxPerPrincipal must be a positive integer, got "32"',
+    ],
+    [{ resultWaits: { perPrincipal: 4 } } as never, 'resultWaits.perPrincipal is not an option'],
     [{ listen: { keepAliveMs: -1 } }, 'listen.keepAliveMs must be a positive integer or 0, got -1'],
     [{ maxBodyBytes: 1.5 }, 'maxBodyBytes must be a positive integer, got 1.5'],
     [

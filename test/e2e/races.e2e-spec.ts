@@ -113,7 +113,13 @@ function racesModule(
 ): Type<unknown> {
   @Module({
     imports: [
-      TasksModule.forRoot({ principal, janitor: false, maxRows: null, ...extras }),
+      TasksModule.forRoot({
+        principal,
+        janitor: false,
+        maxRows: null,
+        maxTasksPerOwner: null,
+        ...extras,
+      }),
       ...(queue
         ? [
             BullModule.forRoot({
