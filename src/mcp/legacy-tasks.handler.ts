@@ -31,6 +31,7 @@ import {
   sendJson,
   sendResult,
 } from './json-rpc.js';
+import { isRefusal, OwnerSlots } from './owner-slots.js';
 
 /** The task methods of 2025-11-25 (SEP-1686), served in front of the SDK. */
 export const LEGACY_TASK_METHODS: ReadonlySet<string> = new Set([
@@ -75,7 +76,9 @@ export function isJsonRpcResponse(body: unknown): body is {
  * owner rules (an unknown, expired or foreign id is one error, -32602 "Task not found"):
  * - `tasks/get`: the task, 2025 fields (`ttl`, `pollInterval`);
  * - `tasks/result`: once the task is terminal, what the tool call would have answered (its result
- *   or its JSON-RPC error). Until then the request waits; on an SSE stream (the client accepts
+ *   or its JSON-RPC error). Until then the request waits, under `resultWaits.max` per process
+ *   and `resultWaits.maxPerPrincipal` per owner (a wait beyond either is refused at once, -32603
+ *   naming the cap); on an SSE stream (the client accepts
  *   `text/event-stream`, as the v1 SDK does) each input the task needs goes to the client as an
  *   `elicitation/create`, `sampling/createMessage` or `roots/list` request related to the task;
  * - `tasks/list`: the caller's own tasks, newest first, with `nextCursor`;
@@ -89,6 +92,8 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
   private readonly meta: Record<string, unknown>;
   /** The `tasks/result` requests waiting now, with what stops their wait. */
   private readonly waiting = new Map<ServerResponse, { stop: AbortController; stream: boolean }>();
+  /** The waits' places under `resultWaits.max` and `resultWaits.maxPerPrincipal`. */
+  private readonly slots: OwnerSlots;
   private keepAlive: NodeJS.Timeout | undefined;
   private shuttingDown = false;
 
@@ -98,11 +103,23 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
   ) {
     this.meta = resultMeta(config.serverInfo);
+    this.slots = new OwnerSlots({
+      refusal: 'Result wait limit reached',
+      max: config.resultWaits.max,
+      maxOption: 'resultWaits.max',
+      maxPerPrincipal: config.resultWaits.maxPerPrincipal,
+      maxPerPrincipalOption: 'resultWaits.maxPerPrincipal',
+    });
   }
 
   /** How many `tasks/result` requests wait (for leak checks). */
   get size(): number {
     return this.waiting.size;
+  }
+
+  /** How many wait slots are held (for leak checks: every wait gives its slot back). */
+  get slotsHeld(): number {
+    return this.slots.held;
   }
 
   /** Waiting `tasks/result` requests end at shutdown: a stream closes, a plain one gets -32603. */
@@ -214,7 +231,11 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
     return { ...toTask2025(record), _meta: this.meta };
   }
 
-  /** `tasks/result`: waits for the end, asking the client for input on the way when it can. */
+  /**
+   * `tasks/result`: a finished task is answered at once; else the request takes a wait slot
+   * (taken synchronously after the read, so concurrent waits never pass the caps) and waits,
+   * giving the slot back however the wait ends.
+   */
   private async result(
     req: IncomingMessage,
     res: ServerResponse,
@@ -222,8 +243,26 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
     taskId: string,
     owner: TaskOwner,
   ): Promise<void> {
-    let record = await this.tasks.get(taskId, owner);
+    const record = await this.tasks.get(taskId, owner);
     if (isTerminal(record.status)) return this.sendOutcome(res, id, record, false);
+    const slot = this.slots.take(owner);
+    if (isRefusal(slot)) return sendError(res, id, slot);
+    try {
+      await this.wait(req, res, id, record);
+    } finally {
+      slot.release();
+    }
+  }
+
+  /** Waits for the end of a live task, asking the client for input on the way when it can. */
+  private async wait(
+    req: IncomingMessage,
+    res: ServerResponse,
+    id: RequestId,
+    first: TaskRecord,
+  ): Promise<void> {
+    const { taskId } = first;
+    let record = first;
     const stream = /\btext\/event-stream\b/.test(String(req.headers.accept ?? ''));
     const gone = new AbortController();
     const onClose = (): void => gone.abort();

@@ -3,6 +3,7 @@ import {
   type BeforeApplicationShutdown,
   Inject,
   Injectable,
+  Logger,
   type OnModuleDestroy,
 } from '@nestjs/common';
 import {
@@ -14,10 +15,10 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JsonRpcErrorObject } from '../errors.js';
 import { ListenFeed } from '../notify/listen-feed.js';
-import { TaskStore } from '../store/task-store.js';
 import { isOwnedBy, isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
+import { TasksService } from '../tasks.service.js';
 import {
   declaresTasks,
   missingTasksCapability,
@@ -25,7 +26,9 @@ import {
   type RequestId,
   resultMeta,
   sendError,
+  sendFailure,
 } from './json-rpc.js';
+import { isRefusal, type OwnerSlot, OwnerSlots } from './owner-slots.js';
 
 /** The filter a listen request asks for, and the part of it the server honours. */
 export interface ListenFilter {
@@ -61,6 +64,8 @@ class ListenStream {
     readonly owner: TaskOwner,
     readonly filter: ListenFilter,
     readonly res: ServerResponse,
+    /** The stream's place under `listen.maxStreams` and `maxStreamsPerPrincipal`. */
+    readonly slot: OwnerSlot,
   ) {
     this.metaTail = `,"_meta":${JSON.stringify({ [SUBSCRIPTION_ID_META_KEY]: id })}}`;
   }
@@ -87,8 +92,9 @@ function stringArray(value: unknown): value is string[] {
  *
  * A stream only ever hears about tasks its principal owns, checked twice:
  * 1. when the filter is honoured, the requested ids are narrowed to the caller's own tasks,
- *    through the store port (unknown, expired and foreign ids are dropped alike, so the
- *    acknowledgement reveals nothing about other principals' tasks; see ownTaskIds);
+ *    through TasksService (unknown, expired and foreign ids are dropped alike, so the
+ *    acknowledgement reveals nothing about other principals' tasks; see ownTaskIds there; a
+ *    store fault is answered -32603 "Task store unavailable" in band, as by every method);
  * 2. when a change is delivered, its record's owner is compared with the stream's again
  *    (isOwnedBy), so a change that reaches the feed for a watched id still goes to its owner only.
  *
@@ -98,11 +104,17 @@ function stringArray(value: unknown): value is string[] {
  *   SDK handler's event bus;
  * - every message carries the subscription id (the listen request's id) in `_meta`;
  * - streams are indexed by task id, so a change costs O(streams watching that task);
+ * - streams are capped per process (`listen.maxStreams`) and per owner
+ *   (`listen.maxStreamsPerPrincipal`): the slot is taken before the owner check awaits the
+ *   store, so concurrent listens cannot pass the caps, and given back however the listen ends;
  * - at shutdown every stream ends with the listen result, so `app.close()` never waits on them.
  */
 @Injectable()
 export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy {
+  private readonly logger = new Logger('ListenHandler');
   private readonly streams = new Set<ListenStream>();
+  private readonly slots: OwnerSlots;
+  private shuttingDown = false;
   private readonly byTask = new Map<string, Watch>();
   private capabilities: ServerCapabilities = {};
   private unsubscribeBus: (() => void) | undefined;
@@ -111,15 +123,27 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
 
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
-    @Inject(TaskStore) private readonly store: TaskStore,
+    private readonly tasks: TasksService,
     private readonly feed: ListenFeed,
   ) {
     this.meta = resultMeta(config.serverInfo);
+    this.slots = new OwnerSlots({
+      refusal: 'Subscription limit reached',
+      max: config.listen.maxStreams,
+      maxOption: 'listen.maxStreams',
+      maxPerPrincipal: config.listen.maxStreamsPerPrincipal,
+      maxPerPrincipalOption: 'listen.maxStreamsPerPrincipal',
+    });
   }
 
   /** How many streams are open. */
   get size(): number {
     return this.streams.size;
+  }
+
+  /** How many stream slots are held: open streams and listens still checking their filter. */
+  get slotsHeld(): number {
+    return this.slots.held;
   }
 
   /** How many task ids have watchers (for leak checks). */
@@ -147,16 +171,20 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
     if ('code' in requested) {
       return sendError(res, id, requested);
     }
-    if (this.streams.size >= this.config.listen.maxStreams) {
-      return sendError(res, id, {
-        code: ProtocolErrorCode.InternalError,
-        message: 'Subscription limit reached',
-      });
+    // Taken before anything is awaited: a burst of listens is counted as it arrives.
+    const slot = this.slots.take(owner);
+    if (isRefusal(slot)) return sendError(res, id, slot);
+    let honored: ListenFilter;
+    try {
+      honored = await this.honor(requested, owner);
+    } catch (error) {
+      // A store fault is TasksService's "Task store unavailable", answered in band.
+      slot.release();
+      return sendFailure(res, id, error, this.logger, 'subscriptions/listen');
     }
-    const honored = await this.honor(requested, owner);
     // The owner check ran over the store: the client may have gone meanwhile.
-    if (res.destroyed) return;
-    const stream = new ListenStream(id, owner, honored, res);
+    if (res.destroyed) return slot.release();
+    const stream = new ListenStream(id, owner, honored, res, slot);
     res.writeHead(200, SSE_HEADERS);
     stream.write(
       frame(
@@ -170,13 +198,15 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
     const nothingToSend =
       Object.keys(honored).length === 0 ||
       (Object.keys(honored).length === 1 && honored.taskIds?.length === 0);
-    if (nothingToSend) return this.end(stream);
+    // A listen that checked its filter while the app shut down ends as the open streams did.
+    if (nothingToSend || this.shuttingDown) return this.end(stream);
     this.streams.add(stream);
     for (const taskId of honored.taskIds ?? []) this.watch(taskId, stream);
     res.on('close', () => this.drop(stream));
   }
 
   beforeApplicationShutdown(): void {
+    this.shuttingDown = true;
     for (const stream of [...this.streams]) this.end(stream);
   }
 
@@ -239,16 +269,9 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
       honored.resourceSubscriptions = [...requested.resourceSubscriptions];
     }
     if (requested.taskIds !== undefined) {
-      honored.taskIds = await this.ownTaskIds(requested.taskIds, owner);
+      honored.taskIds = await this.tasks.ownTaskIds(requested.taskIds, owner);
     }
     return honored;
-  }
-
-  /** The requested ids the owner may watch: its own live tasks, each id once, in request order. */
-  private async ownTaskIds(taskIds: readonly string[], owner: TaskOwner): Promise<string[]> {
-    const unique = [...new Set(taskIds)];
-    const found = await Promise.all(unique.map((taskId) => this.store.get(taskId, owner)));
-    return unique.filter((_, i) => found[i] !== null);
   }
 
   // ----- delivery -------------------------------------------------------------------------------
@@ -326,10 +349,11 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
     stream.res.end();
   }
 
-  /** Forgets a stream (closed by either side); idempotent. */
+  /** Forgets a stream (closed by either side) and gives its slot back; idempotent. */
   private drop(stream: ListenStream): void {
     if (stream.closed) return;
     stream.closed = true;
+    stream.slot.release();
     this.streams.delete(stream);
     for (const taskId of stream.filter.taskIds ?? []) {
       const watch = this.byTask.get(taskId);

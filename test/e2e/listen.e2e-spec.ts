@@ -426,7 +426,11 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
     expect(third.json).toEqual({
       jsonrpc: '2.0',
       id: 'sub-3',
-      error: { code: -32603, message: 'Subscription limit reached' },
+      error: {
+        code: -32603,
+        message: 'Subscription limit reached (listen.maxStreams 2)',
+        data: { limit: 'listen.maxStreams', max: 2 },
+      },
     });
 
     await first.close();
