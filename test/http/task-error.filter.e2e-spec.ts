@@ -24,7 +24,9 @@ import {
   type TaskErrorKind,
   TaskInternalError,
   TaskNotFoundError,
+  TaskQuotaError,
   TaskStoreFullError,
+  TaskTooLargeError,
   TaskTerminalError,
   TasksModule,
   TasksService,
@@ -185,6 +187,7 @@ const EXPECTED: [string, 'GET' | 'POST', string, Record<string, unknown>][] = [
       error: 'Service Unavailable',
       message: 'Task store is full (maxRows 3)',
       code: -32603,
+      data: { limit: 'maxRows', max: 3 },
     },
   ],
   [
@@ -201,7 +204,7 @@ const EXPECTED: [string, 'GET' | 'POST', string, Record<string, unknown>][] = [
 ];
 
 describe('taskErrorStatus', () => {
-  it('maps every kind: 404, 400, 409, 503', () => {
+  it('maps every kind: 404, 400, 409, 413, 429, 503', () => {
     const cases: [TaskError, number][] = [
       [new TaskNotFoundError(), 404],
       [new InvalidTaskParamsError('x'), 400],
@@ -209,6 +212,8 @@ describe('taskErrorStatus', () => {
       [new DuplicateInputKeyError(['a']), 409],
       [new TaskConflictError(3), 409],
       [new TaskStoreFullError(5), 503],
+      [new TaskQuotaError(5), 429],
+      [new TaskTooLargeError(10, 11), 413],
       [new TaskInternalError(), 503],
     ];
     for (const [error, status] of cases) expect(taskErrorStatus(error)).toBe(status);
