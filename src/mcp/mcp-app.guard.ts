@@ -64,7 +64,11 @@ export abstract class AppGuardChain implements CanActivate, OnModuleInit {
       // Not a provider of the app: build it here.
     }
     try {
-      return await this.moduleRef.create(guard);
+      const built = await this.moduleRef.create(guard);
+      // Nest runs lifecycle hooks only for the providers it registered, and a guard may need its
+      // own (the ThrottlerGuard of @nestjs/throttler reads its throttlers in onModuleInit).
+      await (built as Partial<OnModuleInit>).onModuleInit?.();
+      return built;
     } catch (error) {
       throw new TasksConfigError(
         guardNotBuilt(

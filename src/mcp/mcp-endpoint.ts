@@ -66,6 +66,13 @@ export interface FrameworkRequest {
 export interface FrameworkReply {
   raw?: ServerResponse;
   hijack?: () => void;
+  getHeaders?: () => Record<string, number | string | string[] | undefined>;
+}
+
+function copyReplyHeaders(reply: FrameworkReply, res: ServerResponse): void {
+  for (const [name, value] of Object.entries(reply.getHeaders?.() ?? {})) {
+    if (value !== undefined) res.setHeader(name, value);
+  }
 }
 
 function header(request: FrameworkRequest, name: string): string | undefined {
@@ -127,6 +134,10 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     const res = (reply.raw ?? reply) as ServerResponse;
     reply.hijack?.();
     try {
+      // Fastify keeps the headers a guard or an interceptor set on its reply (the ThrottlerGuard's
+      // X-RateLimit-*) until it sends; the endpoint writes the raw response itself, so they are
+      // put on it first, as under Express, where they are on it already.
+      if (reply.raw) copyReplyHeaders(reply, res);
       await this.route(request, req, res);
     } catch (error) {
       this.logger.error(`Request failed: ${(error as Error)?.stack ?? String(error)}`);
