@@ -145,7 +145,7 @@ const EXPECTED: [string, 'GET' | 'POST', string, Record<string, unknown>][] = [
     {
       statusCode: 400,
       error: 'Bad Request',
-      message: 'ttlMs must be a positive integer or null',
+      message: 'ttlMs must be a positive integer or null, got -1',
       code: -32602,
     },
   ],
