@@ -15,6 +15,7 @@ import { TasksService } from '../tasks.service.js';
 import { McpServerNotifier } from './mcp-server.notifier.js';
 import { createTaskResult } from './json-rpc.js';
 import { McpServerPool } from './mcp-server.pool.js';
+import { refuseClientRequests } from './stateless-client-requests.js';
 import { ownerKey } from '../store/task-listing.js';
 
 /** What the endpoint learned about a request before handing it to the SDK. */
@@ -67,7 +68,10 @@ function requestInfoOf(context: { authInfo?: { extra?: Record<string, unknown> }
  * later requests of the same owner (see there for why that is safe), so a plain tool costs no more
  * than the SDK's own handler with a server built per request. A 2025-11-25 request gets a new
  * server (that revision's `initialize` leaves the client's identity on it) with only what it can
- * use: every task tool for `tools/list`, the called one for `tools/call`, none otherwise.
+ * use: every task tool for `tools/list`, the called one for `tools/call`, none otherwise. Such a
+ * server serves one request without a session, so a request it would send to the client (sampling,
+ * elicitation, roots) fails at once instead of waiting for an answer that cannot come back (see
+ * refuseClientRequests).
  */
 @Injectable()
 export class McpServerFactory implements OnApplicationShutdown {
@@ -122,6 +126,8 @@ export class McpServerFactory implements OnApplicationShutdown {
     });
     this.config.configure?.(server, this.serverNotifier);
     for (const tool of tools) this.register(server, tool);
+    // Served statelessly, a 2025-11-25 request cannot carry a question to the client.
+    if (era === 'legacy') refuseClientRequests(server);
     return server;
   }
 

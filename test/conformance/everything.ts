@@ -129,8 +129,12 @@ const responses = (ctx: ServerContext): Record<string, unknown> => ctx.mcpReq.in
 const rawState = (ctx: ServerContext): string | undefined => ctx.mcpReq.requestState<string>();
 
 export function registerEverything(server: McpServer, changes: ServerNotifier): void {
+  // Logging (`logging/setLevel`, `notifications/message`) and resource subscriptions, which the
+  // 2025-11-25 scenarios use; the factory names the tools capability itself.
+  server.server.registerCapabilities({ logging: {}, resources: { subscribe: true } });
   registerContentTools(server, changes);
   registerInputRequiredTools(server);
+  registerClientRequestTools(server);
   registerResources(server);
   registerPrompts(server);
 }
@@ -188,6 +192,19 @@ function registerContentTools(server: McpServer, changes: ServerNotifier): void 
         if (progress < 100) await new Promise((resolve) => setTimeout(resolve, 20));
       }
       return text(String(progressToken));
+    },
+  );
+  // Three log messages while it runs (tools-call-with-logging), each sent on the call's stream.
+  server.registerTool(
+    'test_tool_with_logging',
+    { description: 'Logs three messages while it runs', inputSchema: z.object({}) },
+    async (_args, ctx) => {
+      const steps = ['Tool execution started', 'Tool processing data', 'Tool execution completed'];
+      for (const [index, step] of steps.entries()) {
+        if (index > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+        await ctx.mcpReq.log('info', step);
+      }
+      return text('Tool with logging executed');
     },
   );
   server.registerTool('test_error_handling', { description: 'Always fails' }, () => {
@@ -409,7 +426,139 @@ function registerInputRequiredTools(server: McpServer): void {
   );
 }
 
+/**
+ * The 2025-11-25 scenarios' tools that ask the client in that revision's push style: the request
+ * goes to the client while the tool runs (`ctx.mcpReq.requestSampling`, `ctx.mcpReq.elicitInput`).
+ * This library serves 2025-11-25 statelessly, so such a call fails at once (the tool's answer is
+ * then an `isError` result saying why, see docs/conformance.md); on 2026-07-28 the SDK refuses it
+ * too, and the `test_input_required_result_*` tools above ask the way that revision does.
+ */
+function registerClientRequestTools(server: McpServer): void {
+  server.registerTool(
+    'test_sampling',
+    {
+      description: 'Asks the client for an LLM completion (sampling/createMessage)',
+      inputSchema: z.object({ prompt: z.string() }),
+    },
+    async ({ prompt }, ctx) => {
+      const answer = await ctx.mcpReq.requestSampling({
+        messages: [{ role: 'user', content: { type: 'text', text: prompt } }],
+        maxTokens: 100,
+      });
+      const said = (answer.content as { text?: unknown }).text;
+      return text(`LLM response: ${typeof said === 'string' ? said : 'no text'}`);
+    },
+  );
+  server.registerTool(
+    'test_elicitation',
+    {
+      description: 'Asks the user for a name and an email address (elicitation/create)',
+      inputSchema: z.object({ message: z.string() }),
+    },
+    async ({ message }, ctx) =>
+      elicitedText(
+        'User response',
+        await ctx.mcpReq.elicitInput({
+          message,
+          requestedSchema: {
+            type: 'object',
+            properties: {
+              username: { type: 'string', description: "User's response" },
+              email: { type: 'string', description: "User's email address" },
+            },
+            required: ['username', 'email'],
+          },
+        }),
+      ),
+  );
+  // SEP-1034: a default for each primitive type.
+  server.registerTool(
+    'test_elicitation_sep1034_defaults',
+    {
+      description: 'Elicitation whose fields all have defaults (SEP-1034)',
+      inputSchema: z.object({}),
+    },
+    async (_args, ctx) =>
+      elicitedText(
+        'Elicitation completed',
+        await ctx.mcpReq.elicitInput({
+          message: 'Please review the prefilled fields',
+          requestedSchema: {
+            type: 'object',
+            properties: {
+              name: { type: 'string', default: 'John Doe' },
+              age: { type: 'integer', default: 30 },
+              score: { type: 'number', default: 95.5 },
+              status: {
+                type: 'string',
+                enum: ['active', 'inactive', 'pending'],
+                default: 'active',
+              },
+              verified: { type: 'boolean', default: true },
+            },
+          },
+        }),
+      ),
+  );
+  // SEP-1330: the five enum shapes (untitled and titled single-select, the legacy enumNames,
+  // untitled and titled multi-select).
+  server.registerTool(
+    'test_elicitation_sep1330_enums',
+    { description: 'Elicitation with every enum shape (SEP-1330)', inputSchema: z.object({}) },
+    async (_args, ctx) =>
+      elicitedText(
+        'Elicitation completed',
+        await ctx.mcpReq.elicitInput({
+          message: 'Please pick the options',
+          requestedSchema: {
+            type: 'object',
+            properties: {
+              untitledSingle: { type: 'string', enum: ['option1', 'option2', 'option3'] },
+              titledSingle: {
+                type: 'string',
+                oneOf: [
+                  { const: 'value1', title: 'First Option' },
+                  { const: 'value2', title: 'Second Option' },
+                  { const: 'value3', title: 'Third Option' },
+                ],
+              },
+              legacyEnum: {
+                type: 'string',
+                enum: ['opt1', 'opt2', 'opt3'],
+                enumNames: ['Option One', 'Option Two', 'Option Three'],
+              },
+              untitledMulti: {
+                type: 'array',
+                items: { type: 'string', enum: ['option1', 'option2', 'option3'] },
+              },
+              titledMulti: {
+                type: 'array',
+                items: {
+                  anyOf: [
+                    { const: 'value1', title: 'First Choice' },
+                    { const: 'value2', title: 'Second Choice' },
+                    { const: 'value3', title: 'Third Choice' },
+                  ],
+                },
+              },
+            },
+          },
+        }),
+      ),
+  );
+}
+
+/** A tool's text answer naming an elicitation's outcome. */
+const elicitedText = (label: string, answer: { action: string; content?: unknown }) =>
+  text(`${label}: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`);
+
 function registerResources(server: McpServer): void {
+  // 2025-11-25 subscriptions (resources-subscribe, resources-unsubscribe) are acknowledged, no
+  // more: served statelessly, that revision has no stream on which a later
+  // `notifications/resources/updated` could reach the client (a 2026-07-28 client hears of
+  // changes on subscriptions/listen).
+  server.server.setRequestHandler('resources/subscribe', () => ({}));
+  server.server.setRequestHandler('resources/unsubscribe', () => ({}));
   server.registerResource(
     'static-text',
     'test://static-text',
