@@ -83,6 +83,7 @@ export {
 // What TasksService answers and a TaskStore keeps, and the readings a custom store needs. The MCP
 // types a task carries (CallToolResult, InputRequest, InputResponse) are the SDK's own, re-exported.
 export {
+  expiresAt,
   isExpired,
   isOwnedBy,
   isTerminal,
