@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SdkHttpError } from '@modelcontextprotocol/client';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ADAPTERS, type AdapterName } from '../e2e/app.js';
-import { connectOfficialClient } from '../e2e/official-client.js';
+import { connectTasksClient } from '../../src/client/index.js';
+import { connectOfficialClient, testContextFetch, textOf } from '../e2e/official-client.js';
 import { leak, mcpRequest, type McpRequestOptions, post, type RawResponse } from '../e2e/raw.js';
 import { v1Client, v1Transport } from '../e2e/v1-client.js';
 import { legacyHeaders } from '../e2e/wire.js';
@@ -188,7 +189,7 @@ describe.each(ADAPTERS)('rate limits with @nestjs/throttler (%s)', (adapter: Ada
     };
     const first = await started();
     const second = await started();
-    expect(first.pollIntervalMs).toBe(2_000);
+    expect(first.pollIntervalMs).toBe(3_000);
 
     const get = (taskId: string, id: string) => send('tasks/get', { taskId }, { principal, id });
     expect((await get(first.taskId, 'a1')).status).toBe(200);
@@ -211,6 +212,32 @@ describe.each(ADAPTERS)('rate limits with @nestjs/throttler (%s)', (adapter: Ada
     expect(again.status).toBe(200);
     expect((again.json?.result as { taskId?: string }).taskId).toBe(first.taskId);
   });
+
+  it.each([true, false])(
+    "this package's client follows a task to its end under the poll limit (listen %s)",
+    async (listen) => {
+      const statuses: number[] = [];
+      const mcp = await connectTasksClient(app.url, {
+        fetch: async (input, init) => {
+          const response = await testContextFetch(input, init);
+          statuses.push(response.status);
+          return response;
+        },
+        headers: { Authorization: `Bearer follower-${String(listen)}` },
+        listen,
+      });
+      try {
+        const call = await mcp.callTool('finish_soon', {});
+        expect(textOf(await call.result())).toBe('done');
+        // It polls at the interval the task names, so none of its requests was refused.
+        expect(statuses.length).toBeGreaterThan(2);
+        expect(statuses).not.toContain(429);
+      } finally {
+        await mcp.close();
+      }
+    },
+    30_000,
+  );
 
   it('the v1 SDK client rejects the call the limit refuses (no hang)', async () => {
     const client = v1Client();

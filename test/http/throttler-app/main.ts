@@ -30,7 +30,7 @@ const globalGuards = process.env.MODE === 'global';
 /** Requests per principal per minute (low, so that the test reaches it). */
 export const PRINCIPAL_LIMIT = Number(process.env.PRINCIPAL_LIMIT ?? 8);
 /** The poll interval the task tool suggests, and the fastest one task may be polled. */
-export const POLL_INTERVAL_MS = 2_000;
+export const POLL_INTERVAL_MS = 3_000;
 
 /** `Authorization: Bearer <name>` makes `<name>` the principal (a test stand-in for auth). */
 @Injectable()
@@ -52,6 +52,14 @@ class Tools {
   async waitForCancel(_input: unknown, task: TaskContext): Promise<never> {
     await new Promise((resolve) => task.signal.addEventListener('abort', resolve));
     throw task.signal.reason;
+  }
+
+  /** Works for one and a half poll intervals, then answers: a client polls it about twice. */
+  @TaskTool({ name: 'finish_soon', pollIntervalMs: POLL_INTERVAL_MS })
+  async finishSoon(_input: unknown, task: TaskContext) {
+    await task.progress('working');
+    await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS * 1.5));
+    return { content: [{ type: 'text' as const, text: 'done' }] };
   }
 }
 
