@@ -17,7 +17,8 @@ export interface TestRedis {
   start(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
+/** A free loopback port (asked of the OS, then released). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
@@ -51,7 +52,17 @@ async function waitForPort(port: number, ms: number): Promise<void> {
   }
 }
 
-export async function startTestRedis(): Promise<TestRedis> {
+export interface TestRedisOptions {
+  /**
+   * Write every command to an append-only file, synced at once (default true), so `restart()`
+   * keeps the data. `false` for tests that write a lot and never restart Redis.
+   */
+  persistence?: boolean;
+}
+
+export async function startTestRedis({
+  persistence = true,
+}: TestRedisOptions = {}): Promise<TestRedis> {
   const fromEnv = process.env.REDIS_URL;
   if (fromEnv) {
     const port = Number(new URL(fromEnv).port || 6379);
@@ -78,10 +89,9 @@ export async function startTestRedis(): Promise<TestRedis> {
         dir,
         '--save',
         '',
-        '--appendonly',
-        'yes',
-        '--appendfsync',
-        'always',
+        ...(persistence
+          ? ['--appendonly', 'yes', '--appendfsync', 'always']
+          : ['--appendonly', 'no']),
       ],
       { stdio: 'ignore' },
     );
