@@ -318,8 +318,10 @@ export function newTaskId() {
  * A new `working` task record, to fill a TaskStore directly. The record's shape is the TaskStore
  * port's public contract (the `TaskRecord` type of the public entry, src/task/record.ts); this
  * mirrors `newTask` in src/task/transitions.ts field for field and in the same order (so records
- * share V8's hidden class with the service's). A bench using it checks once, against a record the
- * service made, that the keys still agree.
+ * share V8's hidden class with the service's). Last comes `bytes`, the record's size as
+ * TasksService sets it before every write (its JSON in UTF-8 bytes, `bytes` itself left out), so
+ * a store that counts its bytes reads the size from the record as it does for the service's. A
+ * bench using it checks once, against a record the service made, that the keys still agree.
  */
 export function taskRecord(taskId, owner, params, now) {
   const record = {
@@ -333,6 +335,18 @@ export function taskRecord(taskId, owner, params, now) {
   };
   if (params.pollIntervalMs !== undefined) record.pollIntervalMs = params.pollIntervalMs;
   if (params.statusMessage !== undefined) record.statusMessage = params.statusMessage;
+  return sized(record);
+}
+
+/**
+ * Sets `record.bytes` as TasksService does before it writes a record: `bytes` first set to
+ * undefined (JSON.stringify leaves it out, and a new key goes last, where the service's goes), then
+ * to the record's JSON in UTF-8 bytes. Returns the record. For a record a bench derives from
+ * another (a `completed` copy of a `working` one), so its size is its own and not the copy's.
+ */
+export function sized(record) {
+  record.bytes = undefined;
+  record.bytes = Buffer.byteLength(JSON.stringify(record), 'utf8');
   return record;
 }
 

@@ -8,9 +8,9 @@
 // measured:
 //
 //   ours  a Nest app (Express adapter) on loopback with `TasksModule.forRoot({ maxRows: null,
-//         defaultTtlMs: 3_600_000 })` from dist/ (in-memory store, janitor on, as an app has it)
-//         and one `@TaskTool` `wait_for_cancel` whose method awaits its `task.signal` and returns
-//         once it fires. Calls are `tools/call` requests as a 2026-07-28 client sends them (standard
+//         maxTasksPerOwner: 2 × the calls, defaultTtlMs: 3_600_000 })` from dist/ (in-memory
+//         store, janitor on, as an app has it) and one `@TaskTool` `wait_for_cancel` whose method
+//         awaits its `task.signal` and returns once it fires. Calls are `tools/call` requests as a 2026-07-28 client sends them (standard
 //         headers, per-request envelope, tasks extension declared): each answers a
 //         CreateTaskResult and leaves the method running. A second `@TaskTool` on the same
 //         provider, `wait_for_release`, is for the running-plain mode: its method never reads
@@ -187,6 +187,9 @@ async function serveOurs() {
         imports: [
           TasksModule.forRoot({
             maxRows: null,
+            // The anonymous caller owns every task (CALLS running and the warm-up's): a quota
+            // above that, so the count still runs on every call but never refuses one.
+            maxTasksPerOwner: 2 * (CALLS + WARMUP_CALLS),
             defaultTtlMs: TTL_MS,
             serverInfo: { name: 'idle-bench', version: '1.0.0' },
           }),

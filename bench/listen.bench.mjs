@@ -4,8 +4,8 @@
 //   npm run bench:listen   (builds dist/, then runs this file)
 //
 // This process is the server: a Nest app (Express adapter) on loopback with
-// `TasksModule.forRoot({ maxRows: null, listen: { maxStreams: 20_000 }, janitor: false })` from
-// dist/. It calls TasksService itself and reads the counters of ListenHandler and ListenFeed,
+// `TasksModule.forRoot({ maxRows: null, maxTasksPerOwner: 1_000_000, listen: { maxStreams: 20_000,
+// maxStreamsPerPrincipal: 20_000 }, janitor: false })` from dist/. It calls TasksService itself and reads the counters of ListenHandler and ListenFeed,
 // which no public entry exports: it finds them by class name through Nest's DiscoveryService
 // (`providerNamed` in common.mjs). A child process (this file with `--client <port>`) holds the
 // client ends of the streams on plain TCP sockets, so the two ends share neither an event loop nor
@@ -452,7 +452,12 @@ async function startServer() {
     lib,
     {
       maxRows: null,
-      listen: { maxStreams: 20_000 },
+      // The anonymous caller owns every task and every stream here: a task quota above the
+      // tasks the bench makes (one per idle stream of (b), and a few), so the count still runs on
+      // every create but never refuses one, and a per-principal stream cap as high as the
+      // process-wide one (the bench measures the streams, not the cap).
+      maxTasksPerOwner: 1_000_000,
+      listen: { maxStreams: 20_000, maxStreamsPerPrincipal: 20_000 },
       janitor: false,
       serverInfo: { name: 'listen-bench', version: '1.0.0' },
     },

@@ -44,6 +44,7 @@ import {
   pool,
   positiveEnv,
   printTargetTable,
+  sized,
   startBenchRedis,
   taskRecord,
   tasksContext,
@@ -128,13 +129,14 @@ function makeTasks(ownersOfTasks, now) {
       now - HOUR + Math.floor(Math.random() * HOUR),
     );
     if (i % COMPLETED_EVERY !== 0) return { created, completed: undefined };
-    const completed = {
+    // Sized again: the copy carries the working record's `bytes`.
+    const completed = sized({
       ...created,
       status: 'completed',
       result: RESULT,
       lastUpdatedAt: now,
       version: created.version + 1,
-    };
+    });
     return { created, completed };
   });
 }

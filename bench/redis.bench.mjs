@@ -80,8 +80,8 @@ const { RedisTaskStore, RedisTaskNotifier, redisNotifier } = lib;
 
 /**
  * TasksService over a RedisTaskStore of its own under the bench prefix, from the module: no row
- * limit (the bench controls the size), the default 1 h TTL, and `notifier` (`null`: none). The
- * context closes the store (and the notifier) when it closes.
+ * limit (the bench controls the size), a per-owner quota it never reaches, the default 1 h TTL,
+ * and `notifier` (`null`: none). The context closes the store (and the notifier) when it closes.
  */
 async function redisContext(url, notifier) {
   const connection = { connection: url, prefix: PREFIX };
@@ -90,6 +90,9 @@ async function redisContext(url, notifier) {
   try {
     ctx = await tasksContext(lib, {
       maxRows: null,
+      // One owner makes every task: a quota above all of a round's, so the reserve script still
+      // counts the owner's tasks on every create but never refuses one or makes room.
+      maxTasksPerOwner: 1_000_000,
       defaultTtlMs: HOUR,
       store,
       notifier: notifier ? redisNotifier(connection) : null,

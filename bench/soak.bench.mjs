@@ -133,8 +133,14 @@ async function startServer() {
   const lib = await loadBuiltPackage();
   const { app, port, connections } = await startTasksApp(lib, {
     // No row limit: a full store removes expired tasks on create, and only the janitor is to
-    // remove them here.
+    // remove them here. An owner at its quota does the same, and the anonymous caller owns every
+    // task: a quota above all the tasks of the run, so the count still runs on every create but
+    // never reaches it.
     maxRows: null,
+    maxTasksPerOwner: 2 * (TASKS + WARMUP_TASKS + CYCLE_TASKS),
+    // Its CYCLE_CONCURRENCY streams at a time are one principal's: a per-principal cap as high
+    // as the process-wide one (the default 1,024).
+    listen: { maxStreamsPerPrincipal: 1_024 },
     janitor: { intervalMs: JANITOR_MS },
     serverInfo: { name: 'soak-bench', version: '1.0.0' },
   });

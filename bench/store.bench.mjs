@@ -78,10 +78,17 @@ const HEAP_TASKS = 100_000;
 const HEAP_TARGET_BYTES = 1_000;
 
 /**
- * The module's options: no row limit (the bench controls the size), the default 1 h TTL, the
- * in-memory store (the default), no notifier (nothing listens here).
+ * The module's options: no row limit (the bench controls the size), a per-owner quota no owner
+ * here reaches (one owner makes every task, 100,000 at most in (c)), so the count still runs on
+ * every create but never refuses or makes room, the default 1 h TTL, the in-memory store (the
+ * default), no notifier (nothing listens here).
  */
-const MODULE_OPTIONS = Object.freeze({ maxRows: null, defaultTtlMs: HOUR, notifier: null });
+const MODULE_OPTIONS = Object.freeze({
+  maxRows: null,
+  maxTasksPerOwner: 1_000_000,
+  defaultTtlMs: HOUR,
+  notifier: null,
+});
 
 /** TasksService over a fresh InMemoryTaskStore, from the module (close the context after use). */
 async function serviceContext() {
