@@ -58,45 +58,57 @@ end`;
 /**
  * Reserves a row: refuses when `maxRows` tasks are live (expired ones do not count), refuses an
  * id already reserved; a reserved task enters the listing across owners (scored by creation).
- * With a per-owner quota it first counts the owner's live tasks (`quota`, scored by expiry) and,
- * at the quota, makes room with the owner's finished tasks (`done`, scored by expiry): the one
- * that expires first leaves every set here, and its id is returned, for the caller to delete the
- * task itself (its key is in another slot) after checking it is finished (see EVICT).
+ * It also counts the owner: `quota` holds the listing keys of the owner's tasks, `done` those of
+ * its finished ones, both scored by expiry. Entries past their expiry leave both (at most 1,000 a
+ * call from `quota`; the rest go on the owner's next create). At `maxTasksPerOwner` the owner's
+ * finished task that expires first leaves every set here, as many as needed; the caller deletes
+ * those tasks (their keys are in other slots) after checking that they are finished (EVICT).
  * KEYS: rows, created, quota, done (one slot). ARGV: now, maxRows (-1 = none), taskId, expiry
- * score, createdAt, maxTasksPerOwner (-1 = none). Returns {status, evicted ids…}: status 1
- * (reserved), 0 (store full), -1 (id taken), -2 (the owner's quota, all live).
+ * score, createdAt, maxTasksPerOwner (-1 = none), listing key. Returns {status, n, the n listing
+ * keys given up, then the listing keys of the owner's tasks found expired}, for the caller to drop
+ * from the owner's listing index; status 1 (reserved), 0 (store full), -1 (id taken), -2 (the
+ * owner's quota, every task live).
  */
 const RESERVE = `${ADD_KEPT}
+local now = ARGV[1]
+local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)
+if #stale > 0 then redis.call('ZREM', KEYS[3], unpack(stale)) end
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local evicted = {}
+local function reply(status)
+  local answer = {status, #evicted}
+  for _, key in ipairs(evicted) do answer[#answer + 1] = key end
+  for _, key in ipairs(stale) do answer[#answer + 1] = key end
+  return answer
+end
 local quota = tonumber(ARGV[6])
 if quota >= 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[1])
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[1])
   local count = redis.call('ZCARD', KEYS[3])
   while count >= quota do
     local oldest = redis.call('ZPOPMIN', KEYS[4])
-    if #oldest == 0 then return {-2, unpack(evicted)} end
+    if #oldest == 0 then return reply(-2) end
     if redis.call('ZREM', KEYS[3], oldest[1]) == 1 then
-      redis.call('ZREM', KEYS[1], oldest[1])
-      redis.call('ZREM', KEYS[2], oldest[1])
+      local id = string.sub(oldest[1], 17)
+      redis.call('ZREM', KEYS[1], id)
+      redis.call('ZREM', KEYS[2], id)
       count = count - 1
       evicted[#evicted + 1] = oldest[1]
     end
   end
 end
 local limit = tonumber(ARGV[2])
-if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') >= limit then
-  return {0, unpack(evicted)}
+if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= limit then
+  return reply(0)
 end
-if redis.call('ZADD', KEYS[1], 'NX', ARGV[4], ARGV[3]) == 0 then return {-1, unpack(evicted)} end
+if redis.call('ZADD', KEYS[1], 'NX', ARGV[4], ARGV[3]) == 0 then return reply(-1) end
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
-if quota >= 0 then add(KEYS[3], ARGV[4], ARGV[3]) end
-return {1, unpack(evicted)}`;
+add(KEYS[3], ARGV[4], ARGV[7])
+return reply(1)`;
 
 /**
  * A task written terminal becomes one its owner's quota may give up (see RESERVE). Sent in the
  * round trip of the write; should the write lose, EVICT still checks the task before deleting.
- * KEYS: done. ARGV: expiry score, task id.
+ * KEYS: done. ARGV: expiry score, listing key.
  */
 const FINISH = `${ADD_KEPT}
 add(KEYS[1], ARGV[1], ARGV[2])
@@ -128,13 +140,14 @@ if owner and owner ~= ARGV[1] then return false end
 return redis.call('HGET', KEYS[1], 'j')`;
 
 /**
- * Deletes a task and returns its owner key (false when there was none, '' for a record written
- * before owners were kept), so the caller can drop it from its owner's sets. KEYS: task.
+ * Deletes a task and returns {owner key, createdAt} (false when there was none; empty strings for
+ * a record written before they were kept beside it), so the caller can drop it from its owner's
+ * sets. KEYS: task.
  */
 const DELETE = `
-local owner = redis.call('HGET', KEYS[1], 'o')
+local fields = redis.call('HMGET', KEYS[1], 'o', 'c')
 if redis.call('DEL', KEYS[1]) == 0 then return false end
-return owner or ''`;
+return {fields[1] or '', fields[2] or ''}`;
 
 /**
  * Removes up to ARGV[2] rows past their expiry, and their entries in the listing across owners
@@ -182,12 +195,13 @@ end
 return redis.call('ZRANGE', KEYS[1], from, from + tonumber(ARGV[3]) - 1, 'REV', 'WITHSCORES')`;
 
 /**
- * Writes a new task with Redis's own expiry, its owner key and status beside the JSON (for
- * GET_OWNED and EVICT). KEYS: task. ARGV: version, json, expire-at ms or '', owner key, status.
+ * Writes a new task with Redis's own expiry, and beside the JSON its owner key, status and
+ * creation instant (for GET_OWNED, EVICT and DELETE). KEYS: task. ARGV: version, json, expire-at
+ * ms or '', owner key, status, createdAt.
  */
 const CREATE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[1], 'j', ARGV[2], 'o', ARGV[4], 's', ARGV[5])
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'j', ARGV[2], 'o', ARGV[4], 's', ARGV[5], 'c', ARGV[6])
 if ARGV[3] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[3]) end
 return 1`;
 
@@ -204,12 +218,16 @@ return 1`;
 /**
  * Adds a task to its owner's listing index (a sorted set of listing keys, all scored 0, read by
  * lex order). The index lives as long as its longest-lived task: a new index takes the task's
- * expiry, a later task pushes it out, a task without TTL makes it persistent. KEYS: index.
- * ARGV: listing key, expire-at ms or ''.
+ * expiry, a later task pushes it out, a task without TTL makes it persistent. The entries of the
+ * owner's tasks that RESERVE found expired or gave up leave it in the same script. KEYS: index.
+ * ARGV: listing key, expire-at ms or '', listing keys to drop…
  */
 const INDEX = `
 local created = redis.call('EXISTS', KEYS[1]) == 0
 redis.call('ZADD', KEYS[1], 0, ARGV[1])
+for i = 3, #ARGV, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
 if ARGV[2] == '' then
   redis.call('PERSIST', KEYS[1])
 elseif created then
@@ -309,7 +327,7 @@ type ScriptClient = Redis & {
   nestjsMcpTasksFinish(key: string, ...args: (string | number)[]): Promise<number>;
   nestjsMcpTasksEvict(key: string): Promise<number | string>;
   nestjsMcpTasksGetOwned(key: string, owner: string): Promise<string | null>;
-  nestjsMcpTasksDelete(key: string): Promise<string | null>;
+  nestjsMcpTasksDelete(key: string): Promise<[string, string] | null>;
   nestjsMcpTasksExpireRows(
     rows: string,
     created: string,
@@ -353,12 +371,15 @@ type ScriptClient = Redis & {
  *   hash tag of its own, it is `{prefix}created`, in the prefix's slot. (A prefix with an unmatched
  *   brace cannot do either, and is for a single Redis only.) Tasks created before this set existed
  *   are not in it; they leave the listing's blind spot as they expire.
- * - The per-owner quota (`maxTasksPerOwner`) counts the owner's live tasks in
- *   `{prefix}{{prefix}rows}quota:<owner>` and its finished ones in `…done:<owner>` (both scored by
- *   expiry, both in the slot of the rows): the script that reserves the row counts the owner and,
- *   at the quota, gives up the owner's finished task that expires first, all atomically. The task
- *   given up is deleted in the create's second round trip, after a check on its own key that it
- *   is finished. Each set lives as long as its longest-lived entry.
+ * - The per-owner quota (`maxTasksPerOwner`) counts the owner's tasks in
+ *   `{prefix}{{prefix}rows}quota:<owner>` and its finished ones in `…done:<owner>` (listing keys
+ *   scored by expiry, both in the slot of the rows): the script that reserves the row counts the
+ *   owner and, at the quota, gives up the owner's finished task that expires first, atomically.
+ *   The task given up is deleted in the create's second round trip, after a check on its own key
+ *   that it is finished. The same script finds the owner's expired tasks, so the owner's listing
+ *   index loses their entries, and those of the tasks given up, in the write of the new entry: the
+ *   index holds what the owner's count holds, however many tasks the owner has made. Each set
+ *   lives as long as its longest-lived entry.
  * - Beside its JSON a task's hash keeps its owner key (`o`) and status (`s`): an owner-scoped `get`
  *   compares the owner inside Redis, so another owner's task is never sent (a foreign id answers
  *   as fast as a missing one, whatever the record's size), and eviction checks the status there.
@@ -410,8 +431,9 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     const at = expiresAt(record);
     const score = at ?? '+inf';
     const owner = ownerKey(record.owner);
+    const key = listingKey(record);
     const quota = options.maxTasksPerOwner ?? null;
-    const [status, ...evicted] = (await this.call(
+    const [status, given, ...keys] = (await this.call(
       this.scripts.nestjsMcpTasksReserve(
         this.rowsKey,
         this.createdKey,
@@ -423,12 +445,17 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         score,
         record.createdAt,
         quota ?? -1,
+        key,
       ),
-    )) as [number, ...string[]];
-    // Tasks given up to make room are deleted in the next round trip, the task's own.
-    const evictions = evicted.map((taskId) => this.evict(taskId, owner));
+    )) as [number, number, ...string[]];
+    // The tasks given up to make room are deleted in the next round trip, the task's own; their
+    // entries, and those of the owner's tasks found expired, leave the owner's listing index then.
+    const evictions = keys.slice(0, given).map((entry) => this.evict(entry, owner));
+    const index = this.ownerIndexKey(record.owner);
     if (status !== 1) {
-      await Promise.all(evictions);
+      await this.call(
+        Promise.all([...evictions, keys.length > 0 ? this.client.zrem(index, ...keys) : undefined]),
+      );
       if (status === 0) throw new TaskStoreFullError(options.maxRows ?? 0);
       if (status === -2) throw new TaskQuotaError(quota ?? 0);
       throw new TaskInternalError('Task id already exists');
@@ -446,12 +473,9 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
             at ?? '',
             owner,
             record.status,
+            record.createdAt,
           ),
-          this.scripts.nestjsMcpTasksIndex(
-            this.ownerIndexKey(record.owner),
-            listingKey(record),
-            at ?? '',
-          ),
+          this.scripts.nestjsMcpTasksIndex(index, key, at ?? '', ...keys),
           // A task an instance runs is held by it from this same round trip on.
           record.heldBy === undefined
             ? undefined
@@ -462,11 +486,11 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     } catch (error) {
       // The row was reserved but the task not written: give the row back (best effort; an
       // orphan row only counts against maxRows until its expiry score passes), and its entries
-      // in the listing across owners and the owner's quota (orphans list nothing, and go with
+      // in the listing across owners and the owner's count (orphans list nothing, and go with
       // their row or by their score).
       this.client.zrem(this.rowsKey, record.taskId).catch(() => undefined);
       this.client.zrem(this.createdKey, record.taskId).catch(() => undefined);
-      this.client.zrem(this.quotaKey(owner), record.taskId).catch(() => undefined);
+      this.client.zrem(this.quotaKey(owner), key).catch(() => undefined);
       throw error;
     }
     if (written === 0) throw new TaskInternalError('Task id already exists');
@@ -478,7 +502,8 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
    * is counted again, in its row, the listing across owners and the quota: the owner may hold
    * one task above its quota until then, never loses a live task.
    */
-  private async evict(taskId: string, owner: string): Promise<void> {
+  private async evict(entry: string, owner: string): Promise<void> {
+    const { taskId } = placeOfKey(entry);
     const reply = await this.scripts.nestjsMcpTasksEvict(this.keyOf(taskId));
     if (reply === 1) return;
     const record = JSON.parse(reply as string) as TaskRecord;
@@ -492,11 +517,12 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       .multi()
       .zadd(this.rowsKey, score, taskId)
       .zadd(this.createdKey, record.createdAt, taskId)
-      .zadd(this.quotaKey(owner), score, taskId)
+      .zadd(this.quotaKey(owner), score, entry)
       .exec();
+    await this.client.zadd(this.ownerIndexKey(record.owner), 0, entry);
   }
 
-  /** The owner's live tasks, scored by expiry, in the slot of the rows (see RESERVE). */
+  /** The listing keys of the owner's tasks, scored by expiry, in the slot of the rows (RESERVE). */
   quotaKey(owner: string): string {
     return keyInSlotOf(
       this.rowsKey,
@@ -505,7 +531,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     );
   }
 
-  /** The owner's finished tasks, scored by expiry, in the slot of the rows (see RESERVE). */
+  /** The listing keys of the owner's finished tasks, scored by expiry, in the rows' slot. */
   doneKey(owner: string): string {
     return keyInSlotOf(
       this.rowsKey,
@@ -516,7 +542,11 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
 
   /** The listing index of an owner. */
   ownerIndexKey(owner: TaskOwner): string {
-    return `${this.prefix}owner:${Buffer.from(ownerKey(owner)).toString('base64url')}`;
+    return this.ownerIndexKeyOf(ownerKey(owner));
+  }
+
+  private ownerIndexKeyOf(owner: string): string {
+    return `${this.prefix}owner:${Buffer.from(owner).toString('base64url')}`;
   }
 
   /**
@@ -710,7 +740,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       ? this.scripts.nestjsMcpTasksFinish(
           this.doneKey(ownerKey(record.owner)),
           expiresAt(record) ?? '+inf',
-          record.taskId,
+          listingKey(record),
         )
       : undefined;
     const [written] = await this.call(Promise.all([write, remember, release, finish]));
@@ -761,20 +791,23 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
    * task and of its owner.
    */
   async delete(taskId: string): Promise<boolean> {
-    const owner = await this.call(this.scripts.nestjsMcpTasksDelete(this.keyOf(taskId)));
+    const found = await this.call(this.scripts.nestjsMcpTasksDelete(this.keyOf(taskId)));
     const removals = [
       this.client.zrem(this.rowsKey, taskId),
       this.client.zrem(this.createdKey, taskId),
       this.client.zrem(this.terminalKey, taskId),
     ];
-    if (owner) {
+    const [owner, createdAt] = found ?? ['', ''];
+    if (owner !== '' && createdAt !== '') {
+      const entry = listingKey({ createdAt: Number(createdAt), taskId });
       removals.push(
-        this.client.zrem(this.quotaKey(owner), taskId),
-        this.client.zrem(this.doneKey(owner), taskId),
+        this.client.zrem(this.quotaKey(owner), entry),
+        this.client.zrem(this.doneKey(owner), entry),
+        this.client.zrem(this.ownerIndexKeyOf(owner), entry),
       );
     }
     await this.call(Promise.all(removals));
-    return owner !== null;
+    return found !== null;
   }
 
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {

@@ -2,6 +2,7 @@ import { jest } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { RedisTaskStore } from '../../src/redis/redis.task-store.js';
 import { completeTask, newTask, toStoredResult } from '../../src/task.js';
+import { newTaskId as newId } from '../../src/task-id.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { taskStoreContract } from '../../src/testing/index.js';
 
@@ -38,8 +39,40 @@ describe('RedisTaskStore', () => {
         j: JSON.stringify(task),
         o: '1:p-',
         s: 'working',
+        c: String(task.createdAt),
       });
       expect(await raw.pexpiretime('layout:{abc}')).toBe(task.createdAt + 60_000);
+    } finally {
+      raw.disconnect();
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it("an owner's listing index holds what its count holds: entries of tasks given up or expired leave it", async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'bounded:' });
+    const raw = new Redis(redis.url);
+    const owner = { principal: 'churn' };
+    const quota = { maxRows: null, maxTasksPerOwner: 5 };
+    try {
+      // Two tasks that expire at once: the next create finds them expired.
+      await store.create(newTask(newId(), owner, { ttlMs: 1 }, Date.now() - 10), quota);
+      await store.create(newTask(newId(), owner, { ttlMs: 1 }, Date.now() - 10), quota);
+      for (let i = 0; i < 200; i++) {
+        const task = newTask(newId(), owner, { ttlMs: 60_000 }, Date.now());
+        await store.create(task, quota);
+        const done = { ...task, status: 'cancelled' as const, version: 2 };
+        expect(await store.compareAndSet(done, 1)).toBe(true);
+      }
+      const index = store.ownerIndexKey(owner);
+      expect(await raw.zcard(index)).toBe(5);
+      expect(await raw.zcard(store.quotaKey('5:churn-'))).toBe(5);
+      const page = await store.list(owner, { limit: 50 });
+      expect(page.tasks).toHaveLength(5);
+      // A delete takes its entries from every set of its owner.
+      await store.delete(page.tasks[0]!.taskId);
+      expect(await raw.zcard(index)).toBe(4);
+      expect(await raw.zcard(store.quotaKey('5:churn-'))).toBe(4);
+      expect(await raw.zcard(store.doneKey('5:churn-'))).toBe(4);
     } finally {
       raw.disconnect();
       await store.onApplicationShutdown();
