@@ -392,11 +392,15 @@ describe.each(['memory', 'redis'] as const)('a hostile tenant (%s store)', (stor
     });
   }, 300_000);
 
-  it('(c) 900 KB answers to greet, eight in flight, past 1,500 answers (1 GiB heap): all taken, the tasks complete, the server stays up', async () => {
+  it('(c) 900 KB answers to greet, eight in flight, past 1,500 answers in memory (1 GiB heap): all taken, the tasks complete, the server stays up', async () => {
     const name = 'x'.repeat(900 * 1024);
+    // In memory the records are the server's heap: go past the ~1,150 answers that ran a 1 GiB
+    // heap out before the limits. On Redis they are Redis's (bounded by the quota), and 400
+    // answers show the same bound in a quarter of the time.
+    const answers = storeName === 'memory' ? 1_600 : 400;
     await underAttack(DEMO_ENTRY, async ({ honest, mallory }) => {
       const tally = (lastTally = new Tally());
-      await keepAt(honest, { count: 1_600, concurrency: 8 }, async (i) => {
+      await keepAt(honest, { count: answers, concurrency: 8 }, async (i) => {
         try {
           const created = resultOf(
             await mallory.modern('tools/call', { name: 'greet', arguments: {} }),
@@ -424,7 +428,7 @@ describe.each(['memory', 'redis'] as const)('a hostile tenant (%s store)', (stor
         }
       });
       expect(tally.summary()).toMatchObject({ unexpected: 0, samples: [] });
-      expect(tally.count('answered')).toBeGreaterThan(1_500);
+      expect(tally.count('answered')).toBeGreaterThanOrEqual(answers);
     });
   }, 600_000);
 
