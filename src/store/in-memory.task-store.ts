@@ -30,6 +30,17 @@ import type {
   TaskStoreListOptions,
 } from './task-store.js';
 
+/** What a `get` of a missing id checks in place of a record (see `get`); it is never returned. */
+const NOBODY: TaskRecord = Object.freeze({
+  taskId: '',
+  owner: Object.freeze({ principal: '\u0000no one', tenant: '\u0000' }),
+  status: 'working',
+  createdAt: 0,
+  lastUpdatedAt: 0,
+  ttlMs: null,
+  version: 0,
+});
+
 /** What the in-memory store may hold in all unless configured otherwise: 256 MiB of records. */
 export const DEFAULT_IN_MEMORY_MAX_BYTES = 256 * 1_048_576;
 
@@ -175,11 +186,16 @@ export class InMemoryTaskStore implements TaskStore {
   /** Always answers: the Map is in this process. */
   async ping(): Promise<void> {}
 
+  /**
+   * A missing id runs the checks a foreign one does, on a record of no one's (NOBODY), so that the
+   * two take the same time: which ids exist is not told by how long a `get` takes.
+   */
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
-    const record = this.tasks.get(taskId);
-    if (record === undefined || isExpired(record, Date.now())) return null;
+    const found = this.tasks.get(taskId);
+    const record = found ?? NOBODY;
+    if (isExpired(record, Date.now())) return null;
     if (owner !== undefined && !isOwnedBy(record, owner)) return null;
-    return record;
+    return found ?? null;
   }
 
   async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
