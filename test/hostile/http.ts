@@ -1,4 +1,4 @@
-import { Agent, request } from 'node:http';
+import { Agent, type ClientRequest, request } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
 import { type ListenResponse, SseReader } from '../e2e/sse.js';
@@ -36,6 +36,30 @@ export interface Answer {
 /** A request that got no answer: the connection failed, or nothing came within the bound. */
 export class NoAnswerError extends Error {}
 
+/**
+ * Rejects with NoAnswerError when `req` fails at the connection or gets no answer in `timeoutMs`
+ * (`what` prefixes the message); returns the timer, for the caller to clear on an answer.
+ */
+function failAsNoAnswer(
+  req: ClientRequest,
+  timeoutMs: number,
+  what: string,
+  reject: (error: NoAnswerError) => void,
+): NodeJS.Timeout {
+  const timer = setTimeout(() => {
+    req.destroy(new NoAnswerError(`${what}no answer in ${timeoutMs} ms`));
+  }, timeoutMs);
+  req.on('error', (error: NodeJS.ErrnoException) => {
+    clearTimeout(timer);
+    reject(
+      error instanceof NoAnswerError
+        ? error
+        : new NoAnswerError(`${what}connection failed: ${error.code ?? error.message}`),
+    );
+  });
+  return timer;
+}
+
 /** Which params field `Mcp-Name` mirrors on 2026-07-28. */
 const NAME_FIELD: Readonly<Record<string, string>> = {
   'tools/call': 'name',
@@ -66,17 +90,7 @@ export class Wire {
         agent: this.agent,
         headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
       });
-      const timer = setTimeout(() => {
-        req.destroy(new NoAnswerError(`no answer in ${timeoutMs} ms`));
-      }, timeoutMs);
-      req.on('error', (error: NodeJS.ErrnoException) => {
-        clearTimeout(timer);
-        reject(
-          error instanceof NoAnswerError
-            ? error
-            : new NoAnswerError(`connection failed: ${error.code ?? error.message}`),
-        );
-      });
+      const timer = failAsNoAnswer(req, timeoutMs, '', reject);
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -169,17 +183,7 @@ export class Wire {
           'content-length': String(Buffer.byteLength(body)),
         },
       });
-      const timer = setTimeout(() => {
-        req.destroy(new NoAnswerError(`listen: no answer in ${timeoutMs} ms`));
-      }, timeoutMs);
-      req.on('error', (error: NodeJS.ErrnoException) => {
-        clearTimeout(timer);
-        reject(
-          error instanceof NoAnswerError
-            ? error
-            : new NoAnswerError(`listen: connection failed: ${error.code ?? error.message}`),
-        );
-      });
+      const timer = failAsNoAnswer(req, timeoutMs, 'listen: ', reject);
       req.on('response', (res) => {
         clearTimeout(timer);
         const headers = new Headers();
