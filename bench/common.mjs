@@ -318,10 +318,10 @@ export function newTaskId() {
  * A new `working` task record, to fill a TaskStore directly. The record's shape is the TaskStore
  * port's public contract (the `TaskRecord` type of the public entry, src/task/record.ts); this
  * mirrors `newTask` in src/task/transitions.ts field for field and in the same order (so records
- * share V8's hidden class with the service's). Last comes `bytes`, the record's size as
- * TasksService sets it before every write (its JSON in UTF-8 bytes, `bytes` itself left out), so
- * a store that counts its bytes reads the size from the record as it does for the service's. A
- * bench using it checks once, against a record the service made, that the keys still agree.
+ * share V8's hidden class with the service's). Last comes `bytes`, what the record keeps from
+ * clients and tools as TasksService counts it before every write (see `sized`), so a store that
+ * counts its bytes reads the size from the record as it does for the service's. A bench using it
+ * checks once, against a record the service made, that the keys still agree.
  */
 export function taskRecord(taskId, owner, params, now) {
   const record = {
@@ -338,15 +338,28 @@ export function taskRecord(taskId, owner, params, now) {
   return sized(record);
 }
 
+/** The parts of a record TasksService's `keptBytes` counts (src/task/rules.ts), as JSON. */
+const KEPT_PARTS = [
+  'inputRequests',
+  'usedInputKeys',
+  'inputResponses',
+  'result',
+  'error',
+  'arguments',
+];
+
 /**
- * Sets `record.bytes` as TasksService does before it writes a record: `bytes` first set to
- * undefined (JSON.stringify leaves it out, and a new key goes last, where the service's goes), then
- * to the record's JSON in UTF-8 bytes. Returns the record. For a record a bench derives from
+ * Sets `record.bytes` as TasksService does before it writes a record (its `keptBytes`): the UTF-8
+ * bytes of the status message and of the JSON of each part it keeps from clients and tools (a new
+ * key goes last, where the service's goes). Returns the record. For a record a bench derives from
  * another (a `completed` copy of a `working` one), so its size is its own and not the copy's.
  */
 export function sized(record) {
-  record.bytes = undefined;
-  record.bytes = Buffer.byteLength(JSON.stringify(record), 'utf8');
+  let bytes = record.statusMessage === undefined ? 0 : Buffer.byteLength(record.statusMessage);
+  for (const part of KEPT_PARTS) {
+    if (record[part] !== undefined) bytes += Buffer.byteLength(JSON.stringify(record[part]));
+  }
+  record.bytes = bytes;
   return record;
 }
 

@@ -31,7 +31,7 @@ import {
   markCancelledTask,
   newTask,
   progressTask,
-  recordBytes,
+  keptBytes,
   requireInputTask,
   takeInputResponsesTask,
   type TaskFailure,
@@ -552,12 +552,12 @@ export class TasksService {
         const changed = change(current, now);
         if (changed instanceof TaskError) throw changed;
         if (changed === current) return current;
-        let next = this.sized(changed);
+        let next = this.sized(changed, current);
         if (next instanceof TaskTooLargeError) {
           const instead = oversize?.(current, next, now);
           if (instead === undefined) throw next;
           if (instead instanceof TaskError) throw instead;
-          next = this.sized(instead);
+          next = this.sized(instead, current);
           if (next instanceof TaskError) throw next;
         }
         let written: boolean;
@@ -579,16 +579,15 @@ export class TasksService {
   }
 
   /**
-   * The record with its size (`bytes`) set, or TaskTooLargeError when it passes `maxTaskBytes`.
-   * Transitions hand out fresh copies, so the size is set on the copy before it is stored.
+   * The record with its size (`bytes`, see keptBytes) set, or TaskTooLargeError when it passes
+   * `maxTaskBytes`. Transitions hand out fresh copies, so the size is set on the copy before it
+   * is stored.
    */
-  private sized(record: TaskRecord): TaskRecord | TaskTooLargeError {
-    const copy = record as { bytes?: number };
-    copy.bytes = undefined;
-    const bytes = recordBytes(record);
+  private sized(record: TaskRecord, previous?: TaskRecord): TaskRecord | TaskTooLargeError {
+    const bytes = keptBytes(record, previous);
     const max = this.config.maxTaskBytes;
     if (bytes > max) return new TaskTooLargeError(max, bytes);
-    copy.bytes = bytes;
+    (record as { bytes?: number }).bytes = bytes;
     return record;
   }
 

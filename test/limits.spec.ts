@@ -4,6 +4,7 @@
  * store (`maxBytes`). Each refusal names its limit and changes nothing.
  */
 import { Logger, type LoggerService } from '@nestjs/common';
+import { keptBytes } from '../src/task.js';
 import {
   InMemoryTaskStore,
   TaskQuotaError,
@@ -49,17 +50,41 @@ describe('maxTaskBytes', () => {
     expect(answered.status).toBe('working');
   });
 
-  it('every write records the size it counted, the JSON of the record', async () => {
+  it('every write records what the task keeps from clients and tools, in UTF-8 bytes of JSON', async () => {
     const { service, store } = serviceWith();
     const task = await service.create(alice, { statusMessage: 'Queued' });
-    const sizeOf = (record: TaskRecord): number => {
-      const { bytes: _bytes, ...rest } = record;
-      return Buffer.byteLength(JSON.stringify(rest));
-    };
-    expect(task.bytes).toBe(sizeOf(task));
-    const done = await service.complete(task.taskId, textResult('é'.repeat(100)));
-    expect(done.bytes).toBe(sizeOf(done));
+    expect(task.bytes).toBe('Queued'.length);
+    const asking = await service.requireInput(task.taskId, { name: elicit('Name?') });
+    const json = (value: unknown): number => Buffer.byteLength(JSON.stringify(value));
+    expect(asking.bytes).toBe(
+      'Queued'.length + json(asking.inputRequests) + json(asking.usedInputKeys),
+    );
+    const result = textResult('é'.repeat(100)); // two bytes a character in UTF-8
+    await service.update(task.taskId, alice, { name: accept('Ada') });
+    await service.takeInputResponses(task.taskId);
+    const done = await service.complete(task.taskId, result);
+    expect(done.bytes).toBe(json(done.result) + json(done.usedInputKeys));
+    expect(json(done.result)).toBeGreaterThan(200);
     expect((await store.get(task.taskId))!.bytes).toBe(done.bytes);
+  });
+
+  it('the size kept by each write, counted from the change, is the size of the whole record', async () => {
+    const { service } = serviceWith({ cancellation: 'cooperative' });
+    const check = (record: TaskRecord): void => {
+      const { bytes, ...rest } = record;
+      expect(bytes).toBe(keptBytes(rest as TaskRecord));
+    };
+    const task = await service.create(alice, {}, { toolName: 'x', arguments: { q: 'ünï' } });
+    check(task);
+    check(await service.progress(task.taskId, 'step one ✓'));
+    check(await service.requireInput(task.taskId, { a: elicit('A?'), b: elicit('B?') }));
+    check(await service.update(task.taskId, alice, { a: accept('Ada') }));
+    check(await service.progress(task.taskId, null));
+    check(await service.update(task.taskId, alice, { b: accept('Bob') }));
+    await service.takeInputResponses(task.taskId);
+    check(await service.status(task.taskId));
+    check(await service.cancel(task.taskId, alice));
+    check(await service.complete(task.taskId, textResult('done'), { statusMessage: 'Done' }));
   });
 
   it('a result that would pass it fails the task with a generic -32603; the reason, with the tool, is logged', async () => {
@@ -186,7 +211,8 @@ describe('InMemoryTaskStore maxBytes', () => {
     const store = new InMemoryTaskStore();
     const { service } = serviceWith({ maxTasksPerOwner: 2 }, store);
     const first = await service.create(alice);
-    expect(store.bytes).toBe(first.bytes);
+    // Each record counts 256 bytes for the fields every record has, and what it keeps.
+    expect(store.bytes).toBe(256 + first.bytes!);
     await service.complete(first.taskId, textResult('x'.repeat(1_000)));
     await service.create(alice);
     await service.create(alice); // gives the finished one up
@@ -195,7 +221,7 @@ describe('InMemoryTaskStore maxBytes', () => {
     for (const id of [...(store as unknown as { tasks: Map<string, TaskRecord> }).tasks.keys()]) {
       kept.push((await store.get(id))!);
     }
-    expect(store.bytes).toBe(kept.reduce((sum, task) => sum + task.bytes!, 0));
+    expect(store.bytes).toBe(kept.reduce((sum, task) => sum + 256 + task.bytes!, 0));
     for (const task of kept) await store.delete(task.taskId);
     expect(store.bytes).toBe(0);
     await service.create(alice, { ttlMs: 1 });

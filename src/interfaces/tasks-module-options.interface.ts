@@ -45,8 +45,9 @@ export interface TasksModuleOptions {
    */
   maxTasksPerOwner?: number | null;
   /**
-   * The largest task record, in bytes of JSON (UTF-8): what a task keeps of its call, its input
-   * requests and answers, its result or error and its status message, together. A `tasks/update`
+   * The most a task keeps from clients and tools, in bytes of JSON (UTF-8): what it keeps of its
+   * call, its input requests and answers, its result or error and its status message, together
+   * (the fields every task has are not counted). A `tasks/update`
    * (or 2025 input answer) beyond it is -32602 naming the limit and changes nothing; a tool result
    * or error beyond it fails the task with -32603 "Internal error" (the reason, with the tool's
    * name, is logged). Default 1 MiB.

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { TaskInternalError, TaskQuotaError, TaskStoreFullError } from '../errors.js';
 import {
   expiresAt,
-  recordBytes,
+  keptBytes,
   isExpired,
   isOwnedBy,
   isTerminal,
@@ -46,7 +46,8 @@ export const DEFAULT_IN_MEMORY_MAX_BYTES = 256 * 1_048_576;
 
 export interface InMemoryTaskStoreOptions {
   /**
-   * The most bytes of task records (their JSON, UTF-8) the store holds, every owner together: a
+   * The most bytes of task records the store holds, every owner together (what each keeps from
+   * clients and tools, as `maxTaskBytes` counts it, and 256 bytes for the rest of it): a
    * create beyond it is refused like a full store (-32603 "Task store is full (maxBytes …)"), and
    * so is a write that would grow a record past it. Default 256 MiB; `null` = no limit. Size the
    * process's heap above it (records are about their JSON's size in memory).
@@ -159,6 +160,19 @@ export class InMemoryTaskStore implements TaskStore {
     this.index(record, undefined);
     this.ownedBy(record.owner).add(record.createdAt, record.taskId);
     this.byCreation.add(record.createdAt, record.taskId);
+  }
+
+  /** The owner object last keyed, and its key: a task's versions share their owner object. */
+  private lastOwner: TaskOwner | undefined;
+  private lastOwnerKey = '';
+
+  /** `ownerKey(owner)`, kept for the owner object last asked about (one task's writes). */
+  private keyOfOwner(owner: TaskOwner): string {
+    if (owner !== this.lastOwner) {
+      this.lastOwnerKey = ownerKey(owner);
+      this.lastOwner = owner;
+    }
+    return this.lastOwnerKey;
   }
 
   /** Whether `more` bytes would take the store past `maxBytes`. */
@@ -327,7 +341,7 @@ export class InMemoryTaskStore implements TaskStore {
   private remove(record: TaskRecord): void {
     this.tasks.delete(record.taskId);
     this.heldBytes -= sizeOf(record);
-    const key = ownerKey(record.owner);
+    const key = this.keyOfOwner(record.owner);
     const tally = this.tallies.get(key);
     if (tally !== undefined && --tally.count === 0) this.tallies.delete(key);
     else if (tally?.finished !== undefined && tally.finished.size > 2 * tally.count + 64) {
@@ -371,7 +385,7 @@ export class InMemoryTaskStore implements TaskStore {
     if (!isTerminal(record.status) || isTerminal(previous.status)) return;
     const since = terminalSince(record);
     if (since !== null) this.byTerminal.push(0, since, record.taskId);
-    const tally = this.tallies.get(ownerKey(record.owner));
+    const tally = this.tallies.get(this.keyOfOwner(record.owner));
     if (tally !== undefined)
       (tally.finished ??= new ExpiryHeap()).push(finishedKey(record), record.taskId);
   }
@@ -398,9 +412,15 @@ export class InMemoryTaskStore implements TaskStore {
   }
 }
 
-/** A record's size: what TasksService counted (`bytes`), else its JSON's. */
+/**
+ * What a record's fields every record has (ids, owner, times, version) take in this store, about:
+ * what `maxBytes` counts for a record beside what it keeps from clients and tools.
+ */
+const RECORD_BYTES = 256;
+
+/** A record's size in `maxBytes`: RECORD_BYTES and what it keeps (`bytes`, else keptBytes). */
 function sizeOf(record: TaskRecord): number {
-  return record.bytes ?? recordBytes(record);
+  return RECORD_BYTES + (record.bytes ?? keptBytes(record));
 }
 
 /** Where a finished task stands among its owner's when room is made: its expiry, else last. */

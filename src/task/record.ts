@@ -68,9 +68,10 @@ export interface TaskRecord {
    */
   readonly arguments?: unknown;
   /**
-   * The record's size: its JSON in UTF-8 bytes, as TasksService last wrote it (what `maxTaskBytes`
-   * bounds, and what a store that caps its bytes counts). Absent on records written before sizes
-   * were kept, or by code other than TasksService. Never on the wire.
+   * What the record keeps from clients and tools, in bytes, as TasksService last wrote it (see
+   * `keptBytes`): what `maxTaskBytes` bounds, and what a store that caps its bytes counts. Absent
+   * on records written before sizes were kept, or by code other than TasksService. Never on the
+   * wire.
    */
   readonly bytes?: number;
   readonly version: number;

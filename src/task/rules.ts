@@ -80,17 +80,52 @@ export function resolveTtlMs(requested: unknown, limits: TtlLimits): number | nu
   return Math.min(wanted, cap);
 }
 
+const jsonBytes = (value: unknown): number =>
+  value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value), 'utf8');
+
+const textBytes = (text: string | undefined): number =>
+  text === undefined ? 0 : Buffer.byteLength(text, 'utf8');
+
+/** The size of a part of `record` (as JSON) minus that of `previous`'s, 0 when it is the same. */
+const partDelta = (part: unknown, previous: unknown): number =>
+  part === previous ? 0 : jsonBytes(part) - jsonBytes(previous);
+
 /**
- * A record's size as TasksService counts it (`TaskRecord.bytes`, bounded by `maxTaskBytes`): its
- * JSON in UTF-8 bytes, its own `bytes` field left out.
+ * What a record keeps from clients and tools, in bytes (`TaskRecord.bytes`, bounded by
+ * `maxTaskBytes`): the JSON, in UTF-8, of its input requests and the input keys used, the answers
+ * not yet taken, its result or error and the arguments kept, and its status message. The fields
+ * every record has (ids, owner, times, version) are not counted.
+ *
+ * Given the record it was made from (`previous`, with its `bytes`), only the parts that changed
+ * are sized: transitions carry unchanged parts over as the same objects, and records are never
+ * changed in place (stores keep them frozen), so a part the two share has the size it had.
  */
-export function recordBytes(record: TaskRecord): number {
-  let counted: object = record;
-  if (record.bytes !== undefined) {
-    const { bytes: _previous, ...rest } = record;
-    counted = rest;
+export function keptBytes(record: TaskRecord, previous?: TaskRecord): number {
+  // Each part named as a property (not looped over by name): this runs on every write.
+  if (previous?.bytes === undefined) {
+    return (
+      textBytes(record.statusMessage) +
+      jsonBytes(record.inputRequests) +
+      jsonBytes(record.usedInputKeys) +
+      jsonBytes(record.inputResponses) +
+      jsonBytes(record.result) +
+      jsonBytes(record.error) +
+      jsonBytes(record.arguments)
+    );
   }
-  return Buffer.byteLength(JSON.stringify(counted), 'utf8');
+  const message = record.statusMessage;
+  return (
+    previous.bytes +
+    (message === previous.statusMessage
+      ? 0
+      : textBytes(message) - textBytes(previous.statusMessage)) +
+    partDelta(record.inputRequests, previous.inputRequests) +
+    partDelta(record.usedInputKeys, previous.usedInputKeys) +
+    partDelta(record.inputResponses, previous.inputResponses) +
+    partDelta(record.result, previous.result) +
+    partDelta(record.error, previous.error) +
+    partDelta(record.arguments, previous.arguments)
+  );
 }
 
 /** The most a task keeps of its call's arguments: 4 KiB of JSON (UTF-8). */
