@@ -1,4 +1,9 @@
-import { JSON_TYPE, MAX_BODY_DEPTH, NestingScanner, nestingOf } from '../../src/mcp/body-parsing.js';
+import {
+  JSON_TYPE,
+  MAX_BODY_DEPTH,
+  NestingScanner,
+  nestingOf,
+} from '../../src/mcp/body-parsing.js';
 
 /** The nesting depth of a parsed JSON value (the reference nestingOf must agree with). */
 function depthOfValue(value: unknown): number {
