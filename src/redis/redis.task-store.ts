@@ -37,21 +37,21 @@ import {
 } from './redis-connection.js';
 
 /**
- * Adds an entry scored by expiry to a per-owner sorted set, which lives as long as its
- * longest-lived entry: a new set takes the entry's expiry, a later one pushes it out, '+inf' (a
- * task without TTL) makes it persistent. Shared by RESERVE and FINISH.
+ * Adds an entry to a per-owner sorted set, which lives as long as its longest-lived entry: a new
+ * set takes the entry's expiry (epoch ms), a later one pushes it out, '+inf' (a task without TTL)
+ * makes it persistent. Shared by RESERVE, FINISH and INDEX.
  */
 const ADD_KEPT = `
-local function add(key, score, id)
+local function add(key, score, id, expiry)
   local fresh = redis.call('EXISTS', key) == 0
   redis.call('ZADD', key, score, id)
-  if score == '+inf' then
+  if expiry == '+inf' then
     redis.call('PERSIST', key)
   elseif fresh then
-    redis.call('PEXPIREAT', key, score)
+    redis.call('PEXPIREAT', key, expiry)
   else
     local current = redis.call('PEXPIRETIME', key)
-    if current >= 0 and current < tonumber(score) then redis.call('PEXPIREAT', key, score) end
+    if current >= 0 and current < tonumber(expiry) then redis.call('PEXPIREAT', key, expiry) end
   end
 end`;
 
@@ -102,7 +102,7 @@ if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= limit the
 end
 if redis.call('ZADD', KEYS[1], 'NX', ARGV[4], ARGV[3]) == 0 then return reply(-1) end
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
-add(KEYS[3], ARGV[4], ARGV[7])
+add(KEYS[3], ARGV[4], ARGV[7], ARGV[4])
 return reply(1)`;
 
 /**
@@ -111,7 +111,7 @@ return reply(1)`;
  * KEYS: done. ARGV: expiry score, listing key.
  */
 const FINISH = `${ADD_KEPT}
-add(KEYS[1], ARGV[1], ARGV[2])
+add(KEYS[1], ARGV[1], ARGV[2], ARGV[1])
 return 1`;
 
 /**
@@ -217,24 +217,14 @@ return 1`;
 
 /**
  * Adds a task to its owner's listing index (a sorted set of listing keys, all scored 0, read by
- * lex order). The index lives as long as its longest-lived task: a new index takes the task's
- * expiry, a later task pushes it out, a task without TTL makes it persistent. The entries of the
+ * lex order), which lives as long as its longest-lived task (ADD_KEPT). The entries of the
  * owner's tasks that RESERVE found expired or gave up leave it in the same script. KEYS: index.
  * ARGV: listing key, expire-at ms or '', listing keys to drop…
  */
-const INDEX = `
-local created = redis.call('EXISTS', KEYS[1]) == 0
-redis.call('ZADD', KEYS[1], 0, ARGV[1])
+const INDEX = `${ADD_KEPT}
+add(KEYS[1], 0, ARGV[1], ARGV[2] == '' and '+inf' or ARGV[2])
 for i = 3, #ARGV, 1000 do
   redis.call('ZREM', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-if ARGV[2] == '' then
-  redis.call('PERSIST', KEYS[1])
-elseif created then
-  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-else
-  local current = redis.call('PEXPIRETIME', KEYS[1])
-  if current >= 0 and current < tonumber(ARGV[2]) then redis.call('PEXPIREAT', KEYS[1], ARGV[2]) end
 end
 return 1`;
 
@@ -267,6 +257,13 @@ if until_ and tonumber(until_) > now then return 0 end
 if redis.call('ZCARD', KEYS[2]) > 0 then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 return 1`;
+
+/** The keys of one owner's sets (see RedisTaskStore.ownerSets). */
+interface OwnerSets {
+  readonly quota: string;
+  readonly done: string;
+  readonly index: string;
+}
 
 /** Listing keys read (newest first) and, aligned with them, their records or `null`. */
 interface ListingRead {
@@ -431,14 +428,15 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     const at = expiresAt(record);
     const score = at ?? '+inf';
     const owner = ownerKey(record.owner);
+    const sets = this.ownerSets(owner);
     const key = listingKey(record);
     const quota = options.maxTasksPerOwner ?? null;
     const [status, given, ...keys] = (await this.call(
       this.scripts.nestjsMcpTasksReserve(
         this.rowsKey,
         this.createdKey,
-        this.quotaKey(owner),
-        this.doneKey(owner),
+        sets.quota,
+        sets.done,
         Date.now(),
         options.maxRows ?? -1,
         record.taskId,
@@ -450,8 +448,8 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     )) as [number, number, ...string[]];
     // The tasks given up to make room are deleted in the next round trip, the task's own; their
     // entries, and those of the owner's tasks found expired, leave the owner's listing index then.
-    const evictions = keys.slice(0, given).map((entry) => this.evict(entry, owner));
-    const index = this.ownerIndexKey(record.owner);
+    const evictions = keys.slice(0, given).map((entry) => this.evict(entry, sets));
+    const { index } = sets;
     if (status !== 1) {
       await this.call(
         Promise.all([...evictions, keys.length > 0 ? this.client.zrem(index, ...keys) : undefined]),
@@ -490,7 +488,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       // their row or by their score).
       this.client.zrem(this.rowsKey, record.taskId).catch(() => undefined);
       this.client.zrem(this.createdKey, record.taskId).catch(() => undefined);
-      this.client.zrem(this.quotaKey(owner), key).catch(() => undefined);
+      this.client.zrem(sets.quota, key).catch(() => undefined);
       throw error;
     }
     if (written === 0) throw new TaskInternalError('Task id already exists');
@@ -502,7 +500,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
    * is counted again, in its row, the listing across owners and the quota: the owner may hold
    * one task above its quota until then, never loses a live task.
    */
-  private async evict(entry: string, owner: string): Promise<void> {
+  private async evict(entry: string, sets: OwnerSets): Promise<void> {
     const { taskId } = placeOfKey(entry);
     const reply = await this.scripts.nestjsMcpTasksEvict(this.keyOf(taskId));
     if (reply === 1) return;
@@ -517,36 +515,38 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       .multi()
       .zadd(this.rowsKey, score, taskId)
       .zadd(this.createdKey, record.createdAt, taskId)
-      .zadd(this.quotaKey(owner), score, entry)
+      .zadd(sets.quota, score, entry)
       .exec();
-    await this.client.zadd(this.ownerIndexKey(record.owner), 0, entry);
+    await this.client.zadd(sets.index, 0, entry);
   }
 
-  /** The listing keys of the owner's tasks, scored by expiry, in the slot of the rows (RESERVE). */
+  /**
+   * The keys of one owner's sets (`owner` is its ownerKey, encoded once for all three): its count
+   * and its finished tasks (listing keys scored by expiry, in the rows' slot, see RESERVE), and
+   * its listing index.
+   */
+  private ownerSets(owner: string): OwnerSets {
+    const encoded = Buffer.from(owner).toString('base64url');
+    return {
+      quota: keyInSlotOf(this.rowsKey, this.prefix, `quota:${encoded}`),
+      done: keyInSlotOf(this.rowsKey, this.prefix, `done:${encoded}`),
+      index: `${this.prefix}owner:${encoded}`,
+    };
+  }
+
+  /** The owner's count: the listing keys of its tasks, scored by expiry (see RESERVE). */
   quotaKey(owner: string): string {
-    return keyInSlotOf(
-      this.rowsKey,
-      this.prefix,
-      `quota:${Buffer.from(owner).toString('base64url')}`,
-    );
+    return this.ownerSets(owner).quota;
   }
 
-  /** The listing keys of the owner's finished tasks, scored by expiry, in the rows' slot. */
+  /** The listing keys of the owner's finished tasks, scored by expiry (see RESERVE). */
   doneKey(owner: string): string {
-    return keyInSlotOf(
-      this.rowsKey,
-      this.prefix,
-      `done:${Buffer.from(owner).toString('base64url')}`,
-    );
+    return this.ownerSets(owner).done;
   }
 
   /** The listing index of an owner. */
   ownerIndexKey(owner: TaskOwner): string {
-    return this.ownerIndexKeyOf(ownerKey(owner));
-  }
-
-  private ownerIndexKeyOf(owner: string): string {
-    return `${this.prefix}owner:${Buffer.from(owner).toString('base64url')}`;
+    return this.ownerSets(ownerKey(owner)).index;
   }
 
   /**
@@ -800,10 +800,11 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     const [owner, createdAt] = found ?? ['', ''];
     if (owner !== '' && createdAt !== '') {
       const entry = listingKey({ createdAt: Number(createdAt), taskId });
+      const sets = this.ownerSets(owner);
       removals.push(
-        this.client.zrem(this.quotaKey(owner), entry),
-        this.client.zrem(this.doneKey(owner), entry),
-        this.client.zrem(this.ownerIndexKeyOf(owner), entry),
+        this.client.zrem(sets.quota, entry),
+        this.client.zrem(sets.done, entry),
+        this.client.zrem(sets.index, entry),
       );
     }
     await this.call(Promise.all(removals));
