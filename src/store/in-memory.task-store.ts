@@ -131,7 +131,7 @@ export class InMemoryTaskStore implements TaskStore {
     const size = sizeOf(record);
     const { maxRows } = options;
     const quota = options.maxTasksPerOwner ?? null;
-    const key = ownerKey(record.owner);
+    const key = this.keyOfOwner(record.owner);
     let tally = this.tallies.get(key);
     if (
       (maxRows !== null && this.tasks.size >= maxRows) ||
@@ -158,7 +158,7 @@ export class InMemoryTaskStore implements TaskStore {
     }
     tally.count++;
     this.index(record, undefined);
-    this.ownedBy(record.owner).add(record.createdAt, record.taskId);
+    this.ownedBy(key).add(record.createdAt, record.taskId);
     this.byCreation.add(record.createdAt, record.taskId);
   }
 
@@ -325,9 +325,8 @@ export class InMemoryTaskStore implements TaskStore {
   private readonly listed = (createdAt: number, taskId: string): boolean =>
     this.tasks.get(taskId)?.createdAt === createdAt;
 
-  /** The creation index of an owner, made on first use. */
-  private ownedBy(owner: TaskOwner): CreationIndex {
-    const key = ownerKey(owner);
+  /** The creation index of an owner (by its ownerKey), made on first use. */
+  private ownedBy(key: string): CreationIndex {
     let index = this.byOwner.get(key);
     if (index === undefined) this.byOwner.set(key, (index = new CreationIndex()));
     return index;
