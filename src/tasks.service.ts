@@ -10,6 +10,7 @@ import {
   TaskError,
   TaskInternalError,
   TaskNotFoundError,
+  TaskStoreFullError,
   TaskTooLargeError,
 } from './errors.js';
 import { TaskNotifier } from './notify/task-notifier.js';
@@ -126,6 +127,10 @@ type Transition = (record: TaskRecord, now: number) => TransitionResult;
  * instead (complete and fail end the task with a generic failure), or `undefined` to refuse.
  */
 type Oversize = (current: TaskRecord, refused: TaskTooLargeError, now: number) => TransitionResult;
+
+/** How a log line names a task: by its tool when it has one (never by its id). */
+const toolOf = (task: TaskRecord): string =>
+  task.toolName === undefined ? 'A task' : `Task tool ${task.toolName}`;
 
 /** The failure a task gets when its own result or error is too large to keep. */
 const TOO_LARGE_FAILURE: TaskFailure = [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE];
@@ -425,21 +430,27 @@ export class TasksService {
     change: Transition,
   ): Promise<TaskRecord> {
     let refused: TaskTooLargeError | undefined;
-    const record = await this.transition(
-      taskId,
-      undefined,
-      change,
-      true,
-      known,
-      (task, error, now) => {
+    const fail = (task: TaskRecord, now: number): TransitionResult =>
+      failTask(task, toJsonRpcError(TOO_LARGE_FAILURE), {}, now);
+    let record: TaskRecord;
+    try {
+      record = await this.transition(taskId, undefined, change, true, known, (task, error, now) => {
         refused = error;
-        const tool = task.toolName === undefined ? 'A task' : `Task tool ${task.toolName}`;
         this.logger.error(
-          `${tool}: its ${what} would make the task ${error.bytes} bytes, over maxTaskBytes (${error.max}); the task fails with an internal error`,
+          `${toolOf(task)}: its ${what} would make the task ${error.bytes} bytes, over maxTaskBytes (${error.max}); the task fails with an internal error`,
         );
-        return failTask(task, toJsonRpcError(TOO_LARGE_FAILURE), {}, now);
-      },
-    );
+        return fail(task, now);
+      });
+    } catch (error) {
+      // A store that caps its bytes (the in-memory store's maxBytes) refused the write: the task
+      // fails as for a result too large for it, so it does not stay live for want of a write.
+      if (!(error instanceof TaskStoreFullError)) throw error;
+      const failed = await this.transition(taskId, undefined, fail);
+      this.logger.error(
+        `${toolOf(failed)}: its ${what} did not fit the store (${error.message}); the task fails with an internal error`,
+      );
+      throw error;
+    }
     if (refused !== undefined) throw refused;
     return record;
   }

@@ -207,6 +207,17 @@ describe('InMemoryTaskStore maxBytes', () => {
     await service.update(task.taskId, alice, { name: accept('Ada') });
   });
 
+  it('a result the store has no room for fails the task generically instead of leaving it live', async () => {
+    const store = new InMemoryTaskStore({ maxBytes: 3_000 });
+    const { service } = serviceWith({}, store);
+    const task = await service.create(alice, {}, { toolName: 'report' });
+    const error = await rejection(service.complete(task.taskId, textResult('x'.repeat(3_000))));
+    expect(error).toBeInstanceOf(TaskStoreFullError);
+    const failed = await service.get(task.taskId, alice);
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toEqual({ code: -32603, message: 'Internal error' });
+  });
+
   it('counts what it holds: bytes come back with every removal (delete, expiry, making room)', async () => {
     const store = new InMemoryTaskStore();
     const { service } = serviceWith({ maxTasksPerOwner: 2 }, store);

@@ -11,6 +11,7 @@ import {
   INTERNAL_ERROR_MESSAGE,
   TaskInternalError,
   TaskNotFoundError,
+  TaskStoreFullError,
   TaskTerminalError,
   TaskTooLargeError,
   TasksConfigError,
@@ -509,15 +510,18 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
 
   /**
    * A task finished by someone else meanwhile (cancelled, failed at shutdown) stays as it is; a
-   * result or error too large to keep has failed the task already (TasksService logged why).
+   * result or error too large to keep (for the task, or for a store that caps its bytes) has
+   * failed the task already (TasksService logged why).
    */
   private async settle(write: Promise<TaskRecord>): Promise<void> {
     try {
       await write;
     } catch (error) {
-      if (!(error instanceof TaskTerminalError) && !(error instanceof TaskTooLargeError)) {
-        throw error;
-      }
+      const settled =
+        error instanceof TaskTerminalError ||
+        error instanceof TaskTooLargeError ||
+        error instanceof TaskStoreFullError;
+      if (!settled) throw error;
     }
   }
 
