@@ -11,19 +11,13 @@
  */
 import 'reflect-metadata';
 import { createHash } from 'node:crypto';
-import {
-  type CanActivate,
-  Controller,
-  type ExecutionContext,
-  Get,
-  Injectable,
-  Module,
-} from '@nestjs/common';
+import { Controller, type ExecutionContext, Get, Injectable, Module } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { defaultPrincipal, type TaskContext, TasksModule, TaskTool } from '../../../src/index.js';
+import { BearerGuard } from '../../bearer.guard.js';
 
 const globalGuards = process.env.MODE === 'global';
 
@@ -31,20 +25,6 @@ const globalGuards = process.env.MODE === 'global';
 export const PRINCIPAL_LIMIT = Number(process.env.PRINCIPAL_LIMIT ?? 8);
 /** The poll interval the task tool suggests, and the fastest one task may be polled. */
 export const POLL_INTERVAL_MS = 3_000;
-
-/** `Authorization: Bearer <name>` makes `<name>` the principal (a test stand-in for auth). */
-@Injectable()
-class BearerGuard implements CanActivate {
-  canActivate(context: ExecutionContext): boolean {
-    const request = context.switchToHttp().getRequest<{
-      headers: Record<string, string | undefined>;
-      user?: { sub: string };
-    }>();
-    const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
-    if (match) request.user = { sub: match[1]! };
-    return true;
-  }
-}
 
 @Injectable()
 class Tools {
