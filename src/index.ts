@@ -8,7 +8,7 @@
 
 // ----- The module and its service -----------------------------------------------------------------
 // TasksModule.forRoot / forRootAsync register the endpoint, the service, the store and the janitor;
-// the registration exports TasksService, TaskStore, TaskNotifier and McpServerNotifier (also
+// the registration exports TasksService, TaskStore, TaskNotifier, McpServerNotifier and McpTasksFront (also
 // through a bare `imports: [TasksModule]`).
 export { TasksModule } from './tasks.module.js';
 export type {
@@ -33,6 +33,9 @@ export {
 } from './tasks.service.js';
 export { TASKS_EXTENSION_ID } from './tasks.constants.js';
 export { McpServerNotifier } from './mcp/mcp-server.notifier.js';
+// The part that answers task traffic (tasks methods, listen, task-tool calls, input answers), to
+// put in front of an MCP handler of one's own: the endpoint and the `/rekog` entry use it.
+export { type FrontRequest, McpTasksFront } from './mcp/tasks-front.js';
 
 // ----- Task tools -----------------------------------------------------------------------------------
 // @TaskTool() turns a provider method into an MCP tool that answers with a task; the method gets

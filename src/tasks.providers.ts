@@ -10,6 +10,7 @@ import { BodyParsingInstaller } from './mcp/body-parsing.installer.js';
 import { ListenHandler } from './mcp/listen.handler.js';
 import { MCP_GUARDS } from './mcp/mcp-app.guard.js';
 import { McpEndpoint } from './mcp/mcp-endpoint.js';
+import { McpTasksFront } from './mcp/tasks-front.js';
 import { McpHostGuard } from './mcp/mcp-host.guard.js';
 import { McpServerFactory } from './mcp/mcp-server.factory.js';
 import { LegacyTasksHandler } from './mcp/legacy-tasks.handler.js';
@@ -96,6 +97,7 @@ function coreProviders(optionsToken: InjectionToken): Provider[] {
     TaskToolCallHandler,
     LegacyTasksHandler,
     McpServerNotifier,
+    McpTasksFront,
     McpEndpoint,
     McpHostGuard,
     BodyParsingInstaller,

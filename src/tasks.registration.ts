@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnModuleInit, Optional, type Provider } from '
 import { ModulesContainer } from '@nestjs/core';
 import { TasksConfigError } from './errors.js';
 import { McpServerNotifier } from './mcp/mcp-server.notifier.js';
+import { McpTasksFront } from './mcp/tasks-front.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { TaskStore } from './store/task-store.js';
 import { neverRegistered, notGlobal, registeredTwice } from './tasks.messages.js';
@@ -19,6 +20,7 @@ export class TasksRegistration implements OnModuleInit {
     @Inject(TaskStore) readonly store: TaskStore,
     @Optional() @Inject(TaskNotifier) readonly notifier: TaskNotifier | null,
     readonly serverNotifier: McpServerNotifier,
+    readonly front: McpTasksFront,
     private readonly modules: ModulesContainer,
   ) {}
 
@@ -48,13 +50,20 @@ function registrations(modules: ModulesContainer): number {
  * The tokens a registration exports, and so what a bare `imports: [TasksModule]` offers: the
  * public injectables of src/index.ts, nothing internal.
  */
-export const EXPORTED_TOKENS = [TasksService, TaskStore, TaskNotifier, McpServerNotifier];
+export const EXPORTED_TOKENS = [
+  TasksService,
+  TaskStore,
+  TaskNotifier,
+  McpServerNotifier,
+  McpTasksFront,
+];
 
 const PARTS = new Map<unknown, (registration: TasksRegistration) => unknown>([
   [TasksService, (registration) => registration.service],
   [TaskStore, (registration) => registration.store],
   [TaskNotifier, (registration) => registration.notifier],
   [McpServerNotifier, (registration) => registration.serverNotifier],
+  [McpTasksFront, (registration) => registration.front],
 ]);
 
 /**

@@ -13,7 +13,7 @@ import {
   SERVER_ERROR,
   TaskError,
 } from '../errors.js';
-import { type TaskRecord, toWireTask } from '../task.js';
+import { isPlainObject, type TaskRecord, toWireTask } from '../task.js';
 import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
 
 /**
@@ -28,6 +28,15 @@ export type RequestId = string | number | null;
 export function idOf(body: unknown): RequestId {
   const id = (body as { id?: unknown } | null)?.id;
   return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
+}
+
+/** Whether a body is a JSON-RPC response (a result or an error, no method). */
+export function isJsonRpcResponse(body: unknown): body is {
+  id: unknown;
+  result?: unknown;
+  error?: unknown;
+} {
+  return isPlainObject(body) && body.method === undefined && ('result' in body || 'error' in body);
 }
 
 /** Whether the request declared the tasks extension in its own `_meta` (nothing is inferred). */

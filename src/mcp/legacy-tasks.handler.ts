@@ -62,15 +62,6 @@ export function parseInputRequestId(id: unknown): { taskId: string; key: string 
   return { taskId: rest.slice(0, colon), key: rest.slice(colon + 1) };
 }
 
-/** Whether a body is a JSON-RPC response (a result or an error, no method). */
-export function isJsonRpcResponse(body: unknown): body is {
-  id: unknown;
-  result?: unknown;
-  error?: unknown;
-} {
-  return isPlainObject(body) && body.method === undefined && ('result' in body || 'error' in body);
-}
-
 /**
  * The 2025-11-25 task methods on the same TasksService and store as the 2026 ones, with the same
  * owner rules (an unknown, expired or foreign id is one error, -32602 "Task not found"):

@@ -6,14 +6,7 @@ import {
   type OnApplicationShutdown,
   type OnModuleInit,
 } from '@nestjs/common';
-import {
-  type AuthInfo,
-  classifyInboundRequest,
-  createMcpHandler,
-  type McpHttpHandler,
-  ProtocolErrorCode,
-  UnsupportedProtocolVersionError,
-} from '@modelcontextprotocol/server';
+import { type AuthInfo, createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
 import { ownerOf } from '../principal.js';
 import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
@@ -30,14 +23,7 @@ import {
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
-import {
-  declaresTasks,
-  idOf,
-  missingTasksCapability,
-  namesClient,
-  sendError,
-  sendFault,
-} from './json-rpc.js';
+import { declaresTasks, namesClient, sendError, sendFault } from './json-rpc.js';
 import { ListenHandler } from './listen.handler.js';
 import { McpServerNotifier } from './mcp-server.notifier.js';
 import {
@@ -47,15 +33,7 @@ import {
 } from './mcp-server.factory.js';
 import { requestTarget } from './request-target.js';
 import { serveWithSdk } from './sdk-bridge.js';
-import { checkStandardHeaders, type StandardHeaders } from './standard-headers.js';
-import {
-  isJsonRpcResponse,
-  LEGACY_TASK_METHODS,
-  LegacyTasksHandler,
-  parseInputRequestId,
-} from './legacy-tasks.handler.js';
-import { TaskToolCallHandler } from './task-tool-call.handler.js';
-import { TASK_METHODS, TasksMethodsHandler } from './tasks-methods.handler.js';
+import { McpTasksFront } from './tasks-front.js';
 
 /** The framework's request and response: Express's are Node's own; Fastify's wrap them. */
 export interface FrameworkRequest {
@@ -80,24 +58,17 @@ function header(request: FrameworkRequest, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** The protocol revisions served on the modern path (what the SDK's own gate accepts). */
-const MODERN_REVISIONS: readonly string[] = ['2026-07-28'];
-
 /**
- * One request to the MCP endpoint, in order: the body and the SDK's classification (envelope,
- * era, JSON-RPC shape); the standard headers; then the route:
- * - `tasks/get|update|cancel` → the lean path (TasksMethodsHandler);
- * - `subscriptions/listen` → ListenHandler (an SSE stream);
- * - `tools/call` of a task tool: from a client with the tasks extension → TaskToolCallHandler
- *   (the task is created and answered in front of the SDK); without it → -32021 (HTTP 400),
- *   unless the tool runs inline (then the SDK serves it);
- * - 2025-11-25 (legacy era): `tasks/get|result|list|cancel` and a client's answer to an input
- *   request → LegacyTasksHandler; `tools/call` of a task tool with `params.task` →
- *   TaskToolCallHandler; without it, a task-only tool is -32601 on HTTP 200 (that revision's
- *   rule, read by its clients as the call's error) and an inline one goes to the SDK;
- * - everything else → the official SDK handler with a per-request McpServer.
- * No error leaves with a stack: faults are logged and answered -32603. The body parsing and the 405
- * answers in front of the routes are BodyParsingInstaller's.
+ * The package's own MCP endpoint: one HTTP request, in order:
+ * - a method other than POST goes to the SDK (GET and DELETE: it answers 405) or is answered 405;
+ * - the body: a media type other than JSON is 415, a body the parser refused is 400 (broken JSON,
+ *   nested too deep) or 413 (over `maxBodyBytes`);
+ * - task traffic is McpTasksFront's (see its table of routes per protocol revision);
+ * - everything else goes to the official SDK handler with a per-request McpServer
+ *   (McpServerFactory), told who the owner is and, for a task tool called inline, which tool.
+ * The host and origin checks and the app's guards ran before (the controller's guards), for every
+ * request; the body parsing and the 405 answers in front of the routes are BodyParsingInstaller's.
+ * No error leaves with a stack: faults are logged and answered -32603.
  */
 @Injectable()
 export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
@@ -108,10 +79,8 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     private readonly registry: TaskToolRegistry,
     private readonly factory: McpServerFactory,
-    private readonly methods: TasksMethodsHandler,
+    private readonly front: McpTasksFront,
     private readonly listen: ListenHandler,
-    private readonly toolCalls: TaskToolCallHandler,
-    private readonly legacy: LegacyTasksHandler,
     private readonly serverNotifier: McpServerNotifier,
   ) {}
 
@@ -151,12 +120,10 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     req: IncomingMessage,
     res: ServerResponse,
   ): Promise<void> {
-    const owner = ownerOf(request, this.config.principal, this.config.tenant);
     if (req.method !== 'POST') {
       if (!SDK_METHODS.has(req.method ?? '')) return methodNotAllowed(res);
-      return this.toSdk(req, res, undefined, { owner, tasks: false });
+      return this.toSdk(req, res, undefined, { owner: this.ownerOf(request), tasks: false });
     }
-
     const contentType = header(request, 'content-type') ?? '';
     if (!JSON_TYPE.test(contentType)) {
       return sendError(res, null, UNSUPPORTED_MEDIA_TYPE, 415);
@@ -166,133 +133,19 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     if (body === UNPARSABLE_BODY) return sendError(res, null, PARSE_ERROR);
     if (body === TOO_DEEP_BODY) return sendError(res, null, TOO_DEEP);
     if (body === OVERSIZED_BODY) return sendError(res, null, BODY_TOO_LARGE, 413);
-    // What no route below serves goes to the SDK as it is: its handler runs the same classifier
-    // (and the same revision and standard-header checks), so it is not classified twice.
-    if (!this.servedHere(body)) return this.toSdk(req, res, body, this.infoOf(owner, body, req));
-    const headers: StandardHeaders = {
-      protocolVersion: header(request, 'mcp-protocol-version'),
-      method: header(request, 'mcp-method'),
-      name: header(request, 'mcp-name'),
-    };
-    const outcome = classifyInboundRequest({
-      httpMethod: 'POST',
-      protocolVersionHeader: headers.protocolVersion,
-      mcpMethodHeader: headers.method,
-      mcpNameHeader: headers.name,
-      body,
-    });
-    if (outcome.kind === 'reject') {
-      const { code, message, data } = outcome;
-      // The SDK's classifier decided the status.
-      return sendError(
-        res,
-        idOf(body),
-        { code, message, ...(data !== undefined && { data }) },
-        outcome.httpStatus,
-      );
-    }
-
-    const message = (outcome.kind === 'modern' ? outcome.message : body) as {
-      id?: unknown;
-      method?: unknown;
-      params?: unknown;
-    };
-    const method = typeof message?.method === 'string' ? message.method : undefined;
-    const isRequest = method !== undefined && message.id !== undefined;
-
-    if (outcome.kind === 'modern' && isRequest) {
-      const revision = outcome.classification.revision;
-      if (revision === undefined || !MODERN_REVISIONS.includes(revision)) {
-        const {
-          code,
-          message: text,
-          data,
-        } = new UnsupportedProtocolVersionError({
-          supported: [...MODERN_REVISIONS],
-          requested: revision ?? 'unknown',
-        });
-        return sendError(res, idOf(message), { code, message: text, data });
-      }
-      const mismatch = checkStandardHeaders(
-        headers,
-        method,
-        message.params,
-        outcome.classification.revision,
-      );
-      if (mismatch) return sendError(res, idOf(message), mismatch);
-      if (TASK_METHODS.has(method)) {
-        return this.methods.handle(res, idOf(message), method, message.params, owner);
-      }
-      if (method === 'subscriptions/listen') {
-        return this.listen.open(res, idOf(message), message.params, owner);
-      }
-    }
-
-    if (outcome.kind === 'legacy') {
-      if (isJsonRpcResponse(body) && parseInputRequestId(body.id) !== undefined) {
-        return this.legacy.answer(res, body, owner);
-      }
-      if (isRequest && LEGACY_TASK_METHODS.has(method)) {
-        return this.legacy.handle(req, res, idOf(message), method, message.params, owner);
-      }
-    }
-
-    const info = this.infoOf(owner, message, req);
-    const tasks = info.tasks;
-    if (isRequest && method === 'tools/call') {
-      const name = (message.params as { name?: unknown } | null)?.name;
-      const tool = typeof name === 'string' ? this.registry.get(name) : undefined;
-      if (tool && outcome.kind === 'legacy') {
-        const params = message.params as Record<string, unknown>;
-        if (params.task !== undefined) {
-          return this.toolCalls.handle(
-            res,
-            idOf(message),
-            tool,
-            params,
-            owner,
-            'legacy',
-            request.headers,
-          );
-        }
-        if (tool.options.whenClientLacksTasks === 'reject') {
-          return sendError(res, idOf(message), {
-            code: ProtocolErrorCode.MethodNotFound,
-            message: `Tool ${name} must be called as a task (execution.taskSupport "required")`,
-          });
-        }
-      } else if (tool && !tasks && tool.options.whenClientLacksTasks === 'reject') {
-        return sendError(res, idOf(message), missingTasksCapability(`tool ${name}`));
-      }
-      if (tool && tasks && outcome.kind === 'modern') {
-        return this.toolCalls.handle(
-          res,
-          idOf(message),
-          tool,
-          message.params as Record<string, unknown>,
-          owner,
-          'modern',
-          request.headers,
-        );
-      }
-      if (typeof name === 'string') info.tool = name;
+    if (await this.front.serve(request, req, res, body)) return;
+    // The SDK runs the same classifier (and the same revision and standard-header checks) itself,
+    // so what the front passed on is not classified twice.
+    const info = this.infoOf(this.ownerOf(request), body, req);
+    if (info.method === 'tools/call') {
+      const name = ((body as { params?: unknown }).params as { name?: unknown } | null)?.name;
+      if (typeof name === 'string' && this.registry.has(name)) info.tool = name;
     }
     return this.toSdk(req, res, body, info);
   }
 
-  /**
-   * Whether a route in front of the SDK may serve the body: a tasks method, a listen, a task
-   * tool's call, or a client's answer (a JSON-RPC response). Anything else is the SDK's.
-   */
-  private servedHere(body: unknown): boolean {
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) return false;
-    const { method, params } = body as { method?: unknown; params?: unknown };
-    if (typeof method !== 'string') return isJsonRpcResponse(body);
-    if (TASK_METHODS.has(method) || LEGACY_TASK_METHODS.has(method)) return true;
-    if (method === 'subscriptions/listen') return true;
-    if (method !== 'tools/call') return false;
-    const name = (params as { name?: unknown } | null | undefined)?.name;
-    return typeof name === 'string' && this.registry.get(name) !== undefined;
+  private ownerOf(request: FrameworkRequest): Required<TaskOwner> {
+    return ownerOf(request, this.config.principal, this.config.tenant);
   }
 
   /** What the SDK's factory and the tool calls learn about a request. */
