@@ -217,7 +217,7 @@ function restoreType(request: TaggedRequest): void {
  * parse error even when it is also deep (-32700 before -32600); the depth is read from the raw
  * bytes, without walking the parsed value.
  */
-function readJson(
+export function readJson(
   payload: Readable,
   maxBytes: number,
   declaredLength?: string | string[],

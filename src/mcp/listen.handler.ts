@@ -165,6 +165,14 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
     }
   }
 
+  /**
+   * What the MCP server in use advertises, when another handler than the endpoint's serves the
+   * rest (the `/rekog` entry): its `listChanged` flags decide which list filters are honoured.
+   */
+  advertise(capabilities: ServerCapabilities): void {
+    this.capabilities = capabilities;
+  }
+
   /** Serves one listen request: an error answer, or an SSE stream that stays open. */
   async open(res: ServerResponse, id: RequestId, params: unknown, owner: TaskOwner): Promise<void> {
     const requested = this.parse(params);

@@ -175,13 +175,16 @@ export class McpTasksFront {
    * Answers a POST's parsed JSON body when it is task traffic (resolves `true`), or leaves the
    * request untouched for the handler behind (resolves `false`). `request` is the framework's
    * request (the owner is read from it, as the app's `principal` and `tenant` say); `req` and
-   * `res` are Node's own, which the answer is written to (a listen is an SSE stream).
+   * `res` are Node's own, which the answer is written to (a listen is an SSE stream). `onServe`
+   * runs once the front has taken the request, before it writes anything: where a caller hands
+   * the response over (a Fastify reply is hijacked there).
    */
   async serve(
     request: FrontRequest,
     req: IncomingMessage,
     res: ServerResponse,
     body: unknown,
+    onServe?: () => void,
   ): Promise<boolean> {
     if (!this.claims(body)) return false;
     const headers = request.headers;
@@ -197,6 +200,7 @@ export class McpTasksFront {
     });
     if (outcome.kind === 'reject') {
       // The SDK's classifier decided the status, as the handler behind would have.
+      onServe?.();
       const { code, message, data } = outcome;
       const error = { code, message, ...(data !== undefined && { data }) };
       sendError(res, idOf(body), error, outcome.httpStatus);
@@ -210,6 +214,7 @@ export class McpTasksFront {
     );
     const route = this.routes[outcome.kind].find((candidate) => candidate.when(message));
     if (route === undefined) return false;
+    onServe?.();
     if (outcome.kind === 'modern') {
       const refusal =
         unsupportedRevision(outcome.classification.revision) ??

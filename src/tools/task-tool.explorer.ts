@@ -27,11 +27,29 @@ export class TaskToolExplorer implements OnModuleInit {
     private readonly registry: TaskToolRegistry,
   ) {}
 
-  /**
-   * Synchronous unless a tool takes a DTO class: class-validator is then loaded first (see
-   * dto-libraries.ts), and the tools are registered once it is.
-   */
+  /** The discovery, once: module init runs it, and so may a caller that needs the tools sooner. */
+  private explored: void | Promise<void> | undefined;
+  private done = false;
+
   onModuleInit(): void | Promise<void> {
+    return this.explore();
+  }
+
+  /**
+   * Finds and registers the task tools, once (later calls return the first call's outcome): at
+   * module init, or sooner for a caller that needs them before the app is initialised (the
+   * `/rekog` entry registers them into a strategy that may start first). Synchronous unless a
+   * tool takes a DTO class: class-validator is then loaded first (see dto-libraries.ts), and the
+   * tools are registered once it is.
+   */
+  explore(): void | Promise<void> {
+    if (this.done) return this.explored;
+    this.done = true;
+    this.explored = this.discover();
+    return this.explored;
+  }
+
+  private discover(): void | Promise<void> {
     const found = markedMethods<TaskToolOptions>(
       TASK_TOOL_METADATA,
       this.discovery,
@@ -82,6 +100,7 @@ export class TaskToolExplorer implements OnModuleInit {
         ...(options.annotations !== undefined && { annotations: options.annotations }),
         inputSchema: toToolInputSchema(options.input, options.name),
       },
+      method,
       invoke: (input, context) => method.call(instance, input, context),
     });
   }

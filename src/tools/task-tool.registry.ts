@@ -13,6 +13,9 @@ export interface TaskToolDefinition {
     inputSchema?: StandardSchemaWithJSON;
     annotations?: TaskToolOptions['annotations'];
   };
+  /** The decorated method itself, where other libraries' method decorators keep their metadata. */
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
+  readonly method?: Function;
   /** Calls the decorated method on its instance. */
   readonly invoke: (input: unknown, context: unknown) => unknown;
 }

@@ -1,0 +1,247 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  localhostAllowedHostnames,
+  localhostAllowedOrigins,
+  ProtocolErrorCode,
+  validateHostHeader,
+  validateOriginHeader,
+} from '@modelcontextprotocol/server';
+import {
+  describeRequirement,
+  MCP_RESOURCE_METADATA_URL,
+  type McpHttpHandler,
+  type McpTransportContext,
+  StreamableHttpTransport,
+  type StreamableHttpTransportOptions,
+} from '@rekog/mcp-nest';
+import { SERVER_ERROR } from '../errors.js';
+import { sendError, sendFault } from '../mcp/json-rpc.js';
+import { isPlainObject } from '../task.js';
+import { readJsonBody } from './read-body.js';
+import type { RekogTasks } from './rekog-tasks.js';
+
+/** A framework request as rekog hands it over: Express's is Node's own, Fastify's wraps it. */
+interface HandlerRequest {
+  raw?: IncomingMessage;
+  body?: unknown;
+  headers: IncomingMessage['headers'];
+  user?: unknown;
+}
+/** A framework reply: Express's is Node's own, Fastify's wraps it. */
+interface HandlerReply {
+  raw?: ServerResponse;
+  hijack?: () => void;
+  getHeaders?: () => Record<string, number | string | string[] | undefined>;
+}
+type Verb = (req: unknown, res: unknown) => unknown;
+
+/** The bridge each transport serves task traffic through, set by `attachTasks`. */
+const bridges = new WeakMap<TaskHttpTransport, RekogTasks>();
+
+/** Connects a transport to the app's tasks (`attachTasks`; not part of the public API). */
+export function connectTransport(transport: TaskHttpTransport, tasks: RekogTasks): void {
+  bridges.set(transport, tasks);
+}
+
+const JSON_TYPE = /^\s*application\/json\s*(;|$)/i;
+
+/**
+ * rekog's StreamableHttpTransport with task traffic served in front of it, on the same route:
+ * `tasks/*`, `subscriptions/listen`, `tools/call` of a task tool (as a task), and a 2025-11-25
+ * client's answer to a task's input request go to the package's McpTasksFront; everything else,
+ * and a task tool called inline, goes to rekog as before. Construct it as rekog's transport (the
+ * same options) and call `attachTasks(app, strategy)` before the strategy starts.
+ *
+ * The route is whichever rekog serves: a controller extending `McpHttpControllerFor(transport)`
+ * (its guards, interceptors and filters run for every request, task traffic included) or the
+ * transport's self-mounted route. What rekog checks inside its own POST handler is checked here
+ * too, for every request, with the options given: the Origin and Host allowlists (`security`),
+ * and for a task tool's call the tool's `@ToolScopes`/`@ToolRoles` (a 403 step-up challenge with
+ * `stepUpAuthorization`). On a self-mounted route, which no Nest body parser reaches, the body is
+ * read here with the TasksModule's `maxBodyBytes` and handed on to rekog parsed.
+ */
+export class TaskHttpTransport extends StreamableHttpTransport {
+  /** `undefined`: the header is not checked (rekog's default). */
+  readonly #allowedOrigins: string[] | undefined;
+  readonly #allowedHosts: string[] | undefined;
+  /** Whether a scope shortfall is answered 403 with a challenge, and where its metadata is. */
+  readonly #stepUp: { resourceMetadataUrl?: string } | undefined;
+  #context: McpTransportContext | undefined;
+
+  constructor(options: StreamableHttpTransportOptions = {}) {
+    super(options);
+    const security = options.security;
+    this.#allowedOrigins = allowList(security?.allowedOrigins, localhostAllowedOrigins);
+    this.#allowedHosts = allowList(security?.allowedHosts, localhostAllowedHostnames);
+    const stepUp = options.stepUpAuthorization;
+    this.#stepUp = stepUp === true ? {} : stepUp || undefined;
+  }
+
+  /** rekog's verb handlers, the POST one fronted (see the class). Claims the route, as rekog's. */
+  override get httpHandlers(): McpHttpHandler {
+    const inner = super.httpHandlers;
+    return {
+      handlePost: (req, res) => this.post(req, res, inner.handlePost),
+      handleGet: inner.handleGet,
+      handleDelete: inner.handleDelete,
+    };
+  }
+
+  /**
+   * Starts rekog's transport on a context whose servers also advertise the tasks capability of
+   * both eras and show `execution.taskSupport` on their task tools, and whose self-mounted POST
+   * route is fronted. The app's task tools are registered into the strategy first.
+   */
+  override async start(ctx: McpTransportContext): Promise<void> {
+    const tasks = bridges.get(this);
+    if (tasks === undefined) {
+      throw new Error(
+        'TaskHttpTransport: call attachTasks(app, strategy) (nestjs-mcp-tasks/rekog) before the ' +
+          'strategy starts (app.startAllMicroservices())',
+      );
+    }
+    await tasks.ready();
+    this.#context = ctx;
+    await super.start(
+      tasks.contextFor(ctx, (handler) => (req, res) => this.post(req, res, handler)),
+    );
+  }
+
+  /** rekog's announcement of a changed list, passed on to the package's listen streams too. */
+  override notifyListChanged(kind: 'tools' | 'resources' | 'prompts'): void {
+    super.notifyListChanged(kind);
+    bridges.get(this)?.listChanged(this, kind);
+  }
+
+  private async post(request: unknown, reply: unknown, next: Verb): Promise<void> {
+    const tasks = bridges.get(this);
+    if (tasks === undefined) return void (await next(request, reply));
+    const framework = request as HandlerRequest;
+    const req = framework.raw ?? (request as IncomingMessage);
+    const res = (reply as HandlerReply).raw ?? (reply as ServerResponse);
+    try {
+      if (this.refusesHeaders(req, res)) return;
+      let body = framework.body ?? (req as { body?: unknown }).body;
+      if (body === undefined && JSON_TYPE.test(req.headers['content-type'] ?? '')) {
+        // A self-mounted route: no Nest body parser ran. Read once here; rekog reads it from
+        // `body` after (it prefers a parsed body to the stream).
+        const read = await readJsonBody(req, res, tasks.maxBodyBytes);
+        if (read === undefined) return;
+        body = read.body;
+        (req as { body?: unknown }).body = body;
+      }
+      if (!tasks.front.claims(body)) return void (await next(request, reply));
+      if (this.refusesToolCall(tasks, framework, req, res, body)) return;
+      const onServe = (): void => handOver(reply as HandlerReply, res);
+      if (await tasks.front.serve(framework, req, res, body, onServe)) return;
+      await next(request, reply);
+    } catch (error) {
+      tasks.logFault(error);
+      if (!res.headersSent) sendFault(res);
+      else res.end();
+    }
+  }
+
+  /**
+   * The Origin and Host allowlists, as rekog checks them for its own traffic: 403 with a
+   * JSON-RPC error and no id. An absent Origin passes (no browser sent it); an absent Host does
+   * not, once Host is checked.
+   */
+  private refusesHeaders(req: IncomingMessage, res: ServerResponse): boolean {
+    type Validate = (
+      value: string | undefined,
+      allowed: string[],
+    ) => { ok: boolean; message?: string };
+    const checks: [string | undefined, string[] | undefined, Validate][] = [
+      [first(req.headers.origin), this.#allowedOrigins, validateOriginHeader],
+      [first(req.headers.host), this.#allowedHosts, validateHostHeader],
+    ];
+    for (const [value, allowed, validate] of checks) {
+      if (allowed === undefined) continue;
+      const result = validate(value, allowed);
+      if (!result.ok) {
+        sendError(res, null, { code: SERVER_ERROR, message: result.message ?? 'Forbidden' }, 403);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * For a task tool's call: the tool's scope and role requirements (rekog's `@ToolScopes`,
+   * `@ToolRoles`, `@PublicTool` on the `@TaskTool` method), checked as rekog checks its own tools.
+   * With `stepUpAuthorization`, a scope shortfall is a 403 whose `WWW-Authenticate` challenge
+   * names the scopes (RFC 6750 §3), so a client can come back with them; otherwise, and for a
+   * missing role, a JSON-RPC error.
+   */
+  private refusesToolCall(
+    tasks: RekogTasks,
+    request: HandlerRequest,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: unknown,
+  ): boolean {
+    if (!isPlainObject(body) || body.method !== 'tools/call') return false;
+    const name = (body.params as { name?: unknown } | undefined)?.name;
+    if (typeof name !== 'string') return false;
+    const id = typeof body.id === 'string' || typeof body.id === 'number' ? body.id : null;
+    if (this.#stepUp !== undefined && this.#context !== undefined) {
+      const deficiency = this.#context.toolCallScopeDeficiency(name, request);
+      if (deficiency !== undefined) {
+        const message = describeRequirement(
+          name,
+          'scopes',
+          deficiency.requiredScopes,
+          deficiency.match,
+        );
+        const metadataUrl =
+          this.#stepUp.resourceMetadataUrl ??
+          (req as unknown as Record<symbol, unknown>)[MCP_RESOURCE_METADATA_URL];
+        res.setHeader(
+          'www-authenticate',
+          challenge(deficiency.requiredScopes, message, metadataUrl),
+        );
+        sendError(res, id, { code: ProtocolErrorCode.InvalidRequest, message }, 403);
+        return true;
+      }
+    }
+    const denial = tasks.accessDenial(name, request.user);
+    if (denial === undefined) return false;
+    sendError(res, id, denial);
+    return true;
+  }
+}
+
+/** rekog's allowlist option as the SDK's validators take it; `undefined`: not checked. */
+function allowList(
+  option: string[] | 'localhost' | undefined,
+  localhost: () => string[],
+): string[] | undefined {
+  if (option === undefined) return undefined;
+  return option === 'localhost' ? localhost() : [...option];
+}
+
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Gives the response to the front: a Fastify reply is hijacked, the headers set on it kept. */
+function handOver(reply: HandlerReply, res: ServerResponse): void {
+  if (reply.raw === undefined) return;
+  reply.hijack?.();
+  for (const [name, value] of Object.entries(reply.getHeaders?.() ?? {})) {
+    if (value !== undefined) res.setHeader(name, value);
+  }
+}
+
+/** A Bearer `insufficient_scope` challenge; quoted-string values escape `"` and `\`. */
+function challenge(scopes: string[], description: string, metadataUrl: unknown): string {
+  const quoted = (value: string): string => `"${value.replace(/["\\]/g, (c) => `\\${c}`)}"`;
+  const parts = [
+    `error=${quoted('insufficient_scope')}`,
+    `error_description=${quoted(description)}`,
+    `scope=${quoted(scopes.join(' '))}`,
+  ];
+  if (typeof metadataUrl === 'string') parts.push(`resource_metadata=${quoted(metadataUrl)}`);
+  return `Bearer ${parts.join(', ')}`;
+}
