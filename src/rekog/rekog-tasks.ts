@@ -1,5 +1,5 @@
 import { type INestApplicationContext, Logger, type Type } from '@nestjs/common';
-import type { ServerCapabilities } from '@modelcontextprotocol/server';
+import type { CallToolResult, ServerCapabilities } from '@modelcontextprotocol/server';
 import {
   MCP_PUBLIC_METADATA_KEY,
   MCP_ROLES_MATCH_METADATA_KEY,
@@ -192,14 +192,17 @@ export class RekogTasks {
       parameters: tool.config.inputSchema ?? EMPTY_INPUT,
       ...(tool.config.annotations !== undefined && { annotations: tool.config.annotations }),
       ...access,
-      // A call rekog serves is one the front passed on: the tool runs inline for a client that
-      // cannot take a task. The owner is read from the request, as the front reads it.
+      // A call rekog serves is one the front passed on (a client that cannot take a task), or
+      // one over another transport of rekog's (STDIO): the tool runs inline if it may. The owner
+      // is read from the request, as the front reads it.
       handler: (input, _context, request: unknown) =>
-        this.runner.runInline(
-          tool,
-          input,
-          ownerOf(request, this.config.principal, this.config.tenant),
-        ),
+        tool.options.whenClientLacksTasks === 'reject'
+          ? mustBeTask(tool.name)
+          : this.runner.runInline(
+              tool,
+              input,
+              ownerOf(request, this.config.principal, this.config.tenant),
+            ),
     });
   }
 
@@ -242,6 +245,12 @@ export class RekogTasks {
     }
     return result;
   }
+}
+
+/** A task-only tool called where no task can be made: the tool error rekog answers. */
+function mustBeTask(name: string): CallToolResult {
+  const text = `Tool ${name} must be called as a task (execution.taskSupport "required")`;
+  return { content: [{ type: 'text', text }], isError: true };
 }
 
 /** rekog's access decorators on a `@TaskTool` method (`@ToolScopes`, `@ToolRoles`, `@PublicTool`). */
