@@ -209,14 +209,15 @@ describe('architecture of src/', () => {
     expect(read('janitor/tasks.janitor.ts')).toContain("import('@nestjs/schedule')");
   });
 
-  it('imports bullmq, @nestjs/bullmq, ioredis and @nestjs/terminus only under their own entries', () => {
+  it('imports bullmq, @nestjs/bullmq, ioredis, @nestjs/terminus and @rekog/mcp-nest only under their own entries', () => {
     // The main entry (and every folder it loads) must not load an optional peer it does not need:
     // the queue's peers live under bullmq/, ioredis under redis/, @nestjs/terminus under health/
-    // (reached through their subpaths).
+    // and @rekog/mcp-nest under rekog/ (reached through their subpaths).
     const PEERS: Record<string, RegExp> = {
       bullmq: /from\s+['"](bullmq|@nestjs\/bullmq)['"]/,
       redis: /from\s+['"]ioredis['"]/,
       health: /from\s+['"]@nestjs\/terminus['"]/,
+      rekog: /from\s+['"]@rekog\/mcp-nest['"]/,
     };
     const VALUE = (pattern: RegExp) =>
       new RegExp(`(?:^|[\\s;])import\\s+(?!type\\s)[^'";]*?${pattern.source}`, 'm');
@@ -239,6 +240,9 @@ describe('architecture of src/', () => {
     );
     expect(readFileSync(join(ROOT, 'health/tasks-health.module.ts'), 'utf8')).toMatch(
       VALUE(PEERS.health!),
+    );
+    expect(readFileSync(join(ROOT, 'rekog/task-http.transport.ts'), 'utf8')).toMatch(
+      VALUE(PEERS.rekog!),
     );
   });
 

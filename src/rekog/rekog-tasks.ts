@@ -23,10 +23,14 @@ import { TasksService } from '../tasks.service.js';
 import { TaskToolExplorer } from '../tools/task-tool.explorer.js';
 import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
-import { connectTransport, TaskHttpTransport } from './task-http.transport.js';
+import {
+  connectTransport,
+  TaskHttpTransport,
+  type TransportTasks,
+  type Verb,
+} from './task-http.transport.js';
 
 type RekogServer = ReturnType<McpTransportContext['createServer']>;
-type Verb = (req: unknown, res: unknown) => unknown;
 type ListKind = 'tools' | 'resources' | 'prompts';
 
 /**
@@ -62,7 +66,7 @@ export function attachTasks(app: INestApplicationContext, strategy: McpStrategy)
 }
 
 /** What a strategy's TaskHttpTransports share: the app's task parts, and the tools' rekog side. */
-export class RekogTasks {
+export class RekogTasks implements TransportTasks {
   private readonly logger = new Logger('RekogTasks');
   readonly front: McpTasksFront;
   private readonly config: TasksConfig;

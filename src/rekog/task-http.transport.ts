@@ -18,7 +18,7 @@ import { SERVER_ERROR } from '../errors.js';
 import { sendError, sendFault } from '../mcp/json-rpc.js';
 import { isPlainObject } from '../task.js';
 import { readJsonBody } from './read-body.js';
-import type { RekogTasks } from './rekog-tasks.js';
+import type { McpTasksFront } from '../mcp/tasks-front.js';
 
 /** A framework request as rekog hands it over: Express's is Node's own, Fastify's wraps it. */
 interface HandlerRequest {
@@ -33,13 +33,27 @@ interface HandlerReply {
   hijack?: () => void;
   getHeaders?: () => Record<string, number | string | string[] | undefined>;
 }
-type Verb = (req: unknown, res: unknown) => unknown;
+export type Verb = (req: unknown, res: unknown) => unknown;
+
+/** What a transport needs of the app's tasks (RekogTasks, which `attachTasks` connects). */
+export interface TransportTasks {
+  readonly front: McpTasksFront;
+  readonly maxBodyBytes: number;
+  /** Resolves once the task tools are registered into the strategy. */
+  ready(): Promise<void>;
+  /** The context rekog's transport starts on; `front` wraps a self-mounted route's handler. */
+  contextFor(ctx: McpTransportContext, front: (handler: Verb) => Verb): McpTransportContext;
+  listChanged(from: TaskHttpTransport, kind: 'tools' | 'resources' | 'prompts'): void;
+  /** The JSON-RPC error a caller gets for a task tool it may not call, or `undefined`. */
+  accessDenial(name: string, user: unknown): { code: number; message: string } | undefined;
+  logFault(error: unknown): void;
+}
 
 /** The bridge each transport serves task traffic through, set by `attachTasks`. */
-const bridges = new WeakMap<TaskHttpTransport, RekogTasks>();
+const bridges = new WeakMap<TaskHttpTransport, TransportTasks>();
 
 /** Connects a transport to the app's tasks (`attachTasks`; not part of the public API). */
-export function connectTransport(transport: TaskHttpTransport, tasks: RekogTasks): void {
+export function connectTransport(transport: TaskHttpTransport, tasks: TransportTasks): void {
   bridges.set(transport, tasks);
 }
 
@@ -175,7 +189,7 @@ export class TaskHttpTransport extends StreamableHttpTransport {
    * missing role, a JSON-RPC error.
    */
   private refusesToolCall(
-    tasks: RekogTasks,
+    tasks: TransportTasks,
     request: HandlerRequest,
     req: IncomingMessage,
     res: ServerResponse,
