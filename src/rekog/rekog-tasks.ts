@@ -212,8 +212,8 @@ export class RekogTasks implements TransportTasks {
 
   /**
    * A server rekog built, before rekog binds its handlers: the tasks capabilities of both eras,
-   * and a `tools/list` whose task tools carry `execution.taskSupport` (2025-11-25 clients read it;
-   * the SDK leaves it out of 2026-07-28 answers).
+   * and a `tools/list` whose task tools carry their `title` and `execution.taskSupport`
+   * (2025-11-25 clients read it; the SDK leaves it out of 2026-07-28 answers).
    */
   private prepare(server: RekogServer): RekogServer {
     const low = server.server;
@@ -240,12 +240,14 @@ export class RekogTasks implements TransportTasks {
   private withTaskSupport(result: unknown): unknown {
     const tools = (result as { tools?: unknown } | null)?.tools;
     if (!Array.isArray(tools)) return result;
-    for (const entry of tools as { name?: unknown; execution?: unknown }[]) {
+    for (const entry of tools as { name?: unknown; title?: unknown; execution?: unknown }[]) {
       const tool = typeof entry?.name === 'string' ? this.registry.get(entry.name) : undefined;
       if (tool === undefined) continue;
       entry.execution = {
         taskSupport: tool.options.whenClientLacksTasks === 'reject' ? 'required' : 'optional',
       };
+      // rekog's registration has no title; the tool's own endpoint lists it.
+      if (tool.config.title !== undefined) entry.title = tool.config.title;
     }
     return result;
   }
