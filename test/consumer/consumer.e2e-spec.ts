@@ -1,16 +1,21 @@
 /**
  * The consumer check: the package as a user gets it. `npm pack` makes the tarball (its `prepare`
- * builds dist/), and two throwaway apps install it with only the peers the README's install
+ * builds dist/), and three throwaway apps install it with only the peers the README's install
  * section names (plus their HTTP platform and a compiler):
  *
  * - `cjs-express`: a CommonJS app on Express, compiled by `tsc` to CommonJS; the endpoint's guard
  *   has a constructor dependency; TaskErrorFilter through `app.useGlobalFilters`.
  * - `esm-fastify`: an ESM app on Fastify; auth as APP_GUARD, TaskErrorFilter as APP_FILTER,
  *   `forRootAsync`, a feature module that imports bare TasksModule.
+ * - `rekog`: a CommonJS `@rekog/mcp-nest` 2.x app on Express (the version this project pins, with
+ *   the peers rekog asks for): a plain rekog `@Tool` and the `@TaskTool`s on rekog's one route, a
+ *   controller extending `McpHttpControllerFor` over `nestjs-mcp-tasks/rekog`'s TaskHttpTransport
+ *   behind the app's guard, `TasksModule.forRoot({ path: false })` and `attachTasks`.
  *
- * In both, a feature module injects TasksService, and a client written as a user writes it
- * (`client.mts`, on `nestjs-mcp-tasks/client`) drives a task tool that asks for input and one
- * that is cancelled. The ESM app also runs the store contract under node:test from
+ * In the first two, a feature module injects TasksService. In all three a client written as a
+ * user writes it (`client.mts`, on `nestjs-mcp-tasks/client`) drives a task tool that asks for
+ * input and one that is cancelled; the rekog app's also calls rekog's `echo` on the same URL and
+ * checks that another user's task is not found. The ESM app also runs the store contract under node:test from
  * `nestjs-mcp-tasks/testing`, type-checks every TypeScript snippet of the README against the
  * installed package, and runs the README's node:test examples.
  *
@@ -121,7 +126,10 @@ interface App {
   base?: string;
 }
 
-/** Writes an app: its package.json, its own files, and the sources both apps share. */
+/**
+ * Writes an app: its package.json, the sources the apps share, and its own files (which replace a
+ * shared one of the same name). `extra`: packages it installs beyond the README's peers.
+ */
 function writeApp(
   name: string,
   into: string,
@@ -129,13 +137,14 @@ function writeApp(
   peers: string[],
   platform: string,
   type: 'commonjs' | 'module',
+  extra: string[] = [],
 ): App {
   const dir = join(into, name);
   mkdirSync(dir, { recursive: true });
-  cpSync(join(APPS, name), dir, { recursive: true });
   cpSync(join(APPS, 'shared'), join(dir, 'src'), { recursive: true });
+  cpSync(join(APPS, name), dir, { recursive: true });
   const dependencies: Record<string, string> = { 'nestjs-mcp-tasks': `file:${tarball}` };
-  for (const peer of [...peers, platform]) {
+  for (const peer of [...peers, platform, ...extra]) {
     // The CommonJS app goes without OpenTelemetry, as an app that never installed it: the module
     // must boot and run there, recording nothing.
     if (type === 'commonjs' && peer.startsWith('@opentelemetry/')) continue;
@@ -213,19 +222,39 @@ interface ClientReport {
   invalid: { isTask: boolean; isError: boolean };
 }
 
-async function drive(app: App): Promise<ClientReport> {
+/** What the rekog app's client saw (test/consumer/apps/rekog/src/client.mts). */
+interface RekogClientReport extends Omit<ClientReport, 'invalid'> {
+  echo: { isTask: boolean; content: unknown };
+  foreign: Record<'read' | 'cancel', { code?: unknown; message?: unknown }>;
+}
+
+/**
+ * What the rekog app installs beside the README's peers: @rekog/mcp-nest at the version this
+ * project pins, and the peers it asks for (its microservice strategy, the SDK's core and Node
+ * packages, zod for its tools' parameters).
+ */
+const REKOG_PACKAGES = [
+  '@rekog/mcp-nest',
+  '@nestjs/microservices',
+  '@modelcontextprotocol/core',
+  '@modelcontextprotocol/node',
+  'zod',
+];
+
+/** Runs the app's client against its endpoint; resolves with the report it printed last. */
+async function drive<Report = ClientReport>(app: App): Promise<Report> {
   const { stdout } = await run(
     process.execPath,
     ['dist/client.mjs', `${app.base}/mcp`],
     app.dir,
     60_000,
   );
-  return JSON.parse(stdout.trim().split('\n').at(-1)!) as ClientReport;
+  return JSON.parse(stdout.trim().split('\n').at(-1)!) as Report;
 }
 
 const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
 
-describe('consumer check: the packed package in two throwaway apps', () => {
+describe('consumer check: the packed package in three throwaway apps', () => {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   const work = mkdtempSync(join(tmpdir(), 'nestjs-mcp-tasks-consumer-'));
   const timings: Record<string, number> = {};
@@ -241,6 +270,7 @@ describe('consumer check: the packed package in two throwaway apps', () => {
   let files: string[];
   let cjs: App;
   let esm: App;
+  let rekog: App;
 
   beforeAll(async () => {
     const packed = await timed('pack (prepare builds dist/)', () =>
@@ -253,24 +283,32 @@ describe('consumer check: the packed package in two throwaway apps', () => {
     const peers = readmePeers(readme);
     cjs = writeApp('cjs-express', work, tarball, peers, '@nestjs/platform-express', 'commonjs');
     esm = writeApp('esm-fastify', work, tarball, peers, '@nestjs/platform-fastify', 'module');
-    const install = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
-    await timed('install (both apps)', () =>
-      Promise.all([npm(install, cjs.dir), npm(install, esm.dir)]),
+    rekog = writeApp(
+      'rekog',
+      work,
+      tarball,
+      peers,
+      '@nestjs/platform-express',
+      'commonjs',
+      REKOG_PACKAGES,
     );
+    const apps = [cjs, esm, rekog];
+    const install = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
+    await timed('install (all apps)', () => Promise.all(apps.map((app) => npm(install, app.dir))));
 
-    await timed('compile (both apps)', () => Promise.all([tsc(cjs.dir), tsc(esm.dir)]));
-    await timed('boot (both apps)', () => Promise.all([boot(cjs), boot(esm)]));
+    await timed('compile (all apps)', () => Promise.all(apps.map((app) => tsc(app.dir))));
+    await timed('boot (all apps)', () => Promise.all(apps.map(boot)));
   }, 8 * 60_000);
 
   afterAll(async () => {
-    const codes = await Promise.all([cjs, esm].filter(Boolean).map(stop));
+    const codes = await Promise.all([cjs, esm, rekog].filter(Boolean).map(stop));
     if (process.env.KEEP_CONSUMER_APPS) console.log(`consumer apps kept in ${work}`);
     else rmSync(work, { recursive: true, force: true });
     console.log(`consumer check: ${JSON.stringify(timings)}; ended ${codes.join('; ')}`);
   });
 
   it('the tarball holds the compiled JS and type declarations of every entry, the task console’s page files, and nothing else', () => {
-    for (const entry of ['index', 'redis/index', 'client/index', 'testing/index']) {
+    for (const entry of ['index', 'redis/index', 'client/index', 'testing/index', 'rekog/index']) {
       expect(files).toContain(`dist/${entry}.js`);
       expect(files).toContain(`dist/${entry}.d.ts`);
     }
@@ -338,9 +376,12 @@ describe('consumer check: the packed package in two throwaway apps', () => {
     expect(existsSync(join(esm.dir, 'node_modules', '@opentelemetry', 'api'))).toBe(true);
   });
 
-  it('the CommonJS app is compiled to CommonJS and the ESM app to ESM', () => {
+  it('the CommonJS apps are compiled to CommonJS and the ESM app to ESM', () => {
     expect(readFileSync(join(cjs.dir, 'dist/main.js'), 'utf8')).toMatch(
       /require\("nestjs-mcp-tasks"\)/,
+    );
+    expect(readFileSync(join(rekog.dir, 'dist/main.js'), 'utf8')).toMatch(
+      /require\("nestjs-mcp-tasks\/rekog"\)/,
     );
     expect(readFileSync(join(esm.dir, 'dist/main.js'), 'utf8')).toMatch(/^import /m);
   });
@@ -419,6 +460,47 @@ describe('consumer check: the packed package in two throwaway apps', () => {
         code: -32602,
       });
       expect(text).not.toMatch(/\bat \S+ \(|\.js:\d+/);
+    });
+  });
+
+  describe('rekog', () => {
+    it("a client on nestjs-mcp-tasks/client calls rekog's echo and runs the task tools on rekog's one route; another user's task is not found", async () => {
+      const report = await drive<RekogClientReport>(rekog);
+      // rekog's tools/list shows its own tool and the task tools attachTasks registered into it.
+      expect(report.tools).toEqual(['echo', 'greet', 'wait_for_cancel']);
+      expect(report.echo).toEqual({
+        isTask: false,
+        content: [{ type: 'text', text: 'from rekog' }],
+      });
+      expect(report.asked).toBe('Whom shall I greet?');
+      expect(report.greet.content).toEqual([{ type: 'text', text: 'Hello, Ada!' }]);
+      expect(report.greet.statuses).toContain('input_required');
+      expect(report.greet.statuses.at(-1)).toBe('completed');
+      expect(report.cancel).toMatchObject({ status: 'cancelled', cancelledError: true });
+      const notFound = { code: -32602, message: 'Task not found' };
+      expect(report.foreign).toEqual({ read: notFound, cancel: notFound });
+    });
+
+    it("rekog's route is behind the app guard for task traffic and rekog's own alike: no token is 401", async () => {
+      const calls = [
+        { method: 'tasks/get', params: { taskId: 'any' } },
+        { method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } },
+      ];
+      for (const call of calls) {
+        const anonymous = await fetch(`${rekog.base}/mcp`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            'mcp-protocol-version': '2026-07-28',
+          },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...call }),
+        });
+        expect({ method: call.method, status: anonymous.status }).toEqual({
+          method: call.method,
+          status: 401,
+        });
+      }
     });
   });
 
@@ -506,9 +588,10 @@ describe('consumer check: the packed package in two throwaway apps', () => {
     expect(stdout).toMatch(/# fail 0/);
   });
 
-  it('both apps shut down cleanly on SIGTERM', async () => {
+  it('every app shuts down cleanly on SIGTERM', async () => {
     // Nest closes the app, then ends the process with the signal it got: SIGTERM, not our SIGKILL.
     expect(await stop(cjs)).toBe('code null, signal SIGTERM');
     expect(await stop(esm)).toBe('code null, signal SIGTERM');
+    expect(await stop(rekog)).toBe('code null, signal SIGTERM');
   });
 });
