@@ -12,8 +12,11 @@ import { TASKS_CONFIG } from '../tasks.constants.js';
 /*
  * Metrics and traces through `@opentelemetry/api`, an optional peer: it is loaded with `import()`
  * once, at module init, and when it is missing (or `telemetry: false`) nothing is recorded and
- * every hook below is one property check. OpenTelemetry's types stay inside this file's private
- * members and local declarations, so no public declaration names them.
+ * every hook below is one property check. When the module starts with no provider given and no
+ * OpenTelemetry SDK registered, there is nothing to record into, so the API (some 40 modules,
+ * a good part of the app's startup) is not loaded then: the hooks wait, at one property check
+ * each, and load it as soon as an SDK has registered. OpenTelemetry's types stay inside this
+ * file's private members and local declarations, so no public declaration names them.
  */
 
 /** The instrumentation scope of everything this package records. */
@@ -38,7 +41,7 @@ export type TraceFields = Readonly<{ traceparent: string; tracestate?: string }>
 
 /**
  * The context a run's span is a child of, as captured when the call arrived. Opaque outside this
- * file (it is an OpenTelemetry Context).
+ * file (an OpenTelemetry Context, or a PendingParent while the API has not loaded).
  */
 export type TraceParent = { readonly __traceParent: never };
 
@@ -54,6 +57,33 @@ export interface TelemetryRun {
 const W3C_TRACEPARENT = /^([\da-f]{2})-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})(?:-|$)/;
 
 /**
+ * Where `@opentelemetry/api` 1.x keeps what an SDK registers (meter and tracer providers, context
+ * manager, propagator, diagnostics logger): a global that exists once anything is registered.
+ */
+const OTEL_GLOBALS = Symbol.for('opentelemetry.js.api.1');
+const sdkRegistered = (): boolean =>
+  (globalThis as Record<symbol, unknown>)[OTEL_GLOBALS] !== undefined;
+
+/**
+ * The parent of a call that arrived while the API was not loaded: the request's carrier, which
+ * names a W3C trace. With no SDK registered the active context is the root one and the
+ * propagator the no-op one, so the carrier is all there is to continue; it is read once the API
+ * has loaded (a queued call's trace fields) or dropped (a run no SDK records).
+ */
+class PendingParent {
+  constructor(readonly carrier: TraceCarrier) {}
+}
+
+/** Whether `carrier` names a W3C trace, in `params._meta` or in the headers. */
+function namesTrace(carrier: TraceCarrier | undefined): carrier is TraceCarrier {
+  const meta = carrier?.meta as Record<string, unknown> | null | undefined;
+  if (meta !== null && typeof meta === 'object' && typeof meta.traceparent === 'string') {
+    return true;
+  }
+  return typeof carrier?.headers?.traceparent === 'string';
+}
+
+/**
  * The recorder of one registration: the instruments, made once the API has loaded, and the hooks
  * TasksService (each write) and TaskToolRunner (each run) call.
  */
@@ -62,23 +92,56 @@ export class TasksTelemetry implements OnModuleInit {
   private readonly logger = new Logger('TasksTelemetry');
   /** Set once the API has loaded and telemetry is on: every hook checks it first. */
   private on: Instruments | undefined;
+  /** The options while telemetry waits for an SDK to register (see `wake`). */
+  private waiting: Readonly<TasksTelemetryOptions> | undefined;
+  /** From the wait until telemetry is on or found off: calls then get a PendingParent. */
+  private pending = false;
+  /** The API's one `import()`: undefined when it is not installed. */
+  private api: Promise<typeof Otel | undefined> | undefined;
 
   constructor(@Inject(TASKS_CONFIG) private readonly config: TasksConfig) {}
 
   async onModuleInit(): Promise<void> {
     const options = this.config.telemetry;
     if (options === false) return;
-    let api: typeof Otel;
-    try {
-      api = await import('@opentelemetry/api');
-    } catch {
-      return; // Not installed: nothing is recorded.
+    if (
+      options.meterProvider === undefined &&
+      options.tracerProvider === undefined &&
+      !sdkRegistered()
+    ) {
+      this.waiting = options;
+      this.pending = true;
+      return;
     }
+    await this.start(options);
+  }
+
+  /** Loads the API and makes the instruments; never throws (telemetry is off then). */
+  private async start(options: Readonly<TasksTelemetryOptions>): Promise<void> {
+    const api = await this.loadApi();
     try {
-      this.on = new Instruments(api, options);
+      if (api !== undefined) this.on = new Instruments(api, options);
     } catch (error) {
       this.logger.error(`Telemetry is off: its instruments could not be made: ${messageOf(error)}`);
+    } finally {
+      this.pending = false;
     }
+  }
+
+  private loadApi(): Promise<typeof Otel | undefined> {
+    // Not installed: nothing is recorded.
+    return (this.api ??= import('@opentelemetry/api').catch(() => undefined));
+  }
+
+  /**
+   * While telemetry waits: starts it once an SDK has registered since the module started (the
+   * hooks call this; until the API has loaded, runs are not traced).
+   */
+  private wake(): void {
+    const options = this.waiting;
+    if (options === undefined || !sdkRegistered()) return;
+    this.waiting = undefined;
+    void this.start(options);
   }
 
   /** Whether anything is recorded. */
@@ -91,7 +154,8 @@ export class TasksTelemetry implements OnModuleInit {
    * here, at the writer, so a change is counted once however many instances hear of it.
    */
   wrote(record: TaskRecord, previous: TaskRecord | undefined): void {
-    this.on?.wrote(record, previous);
+    if (this.on !== undefined) this.on.wrote(record, previous);
+    else if (this.waiting !== undefined) this.wake();
   }
 
   /**
@@ -100,17 +164,35 @@ export class TasksTelemetry implements OnModuleInit {
    * `params._meta`, else in its headers. Undefined when telemetry is off.
    */
   parentOf(carrier: TraceCarrier | undefined): TraceParent | undefined {
-    return this.on?.parentOf(carrier) as TraceParent | undefined;
+    if (this.on !== undefined) return this.on.parentOf(carrier) as unknown as TraceParent;
+    if (!this.pending) return undefined;
+    this.wake();
+    return namesTrace(carrier) ? (new PendingParent(carrier) as unknown as TraceParent) : undefined;
   }
 
-  /** The W3C fields of a parent, for a queued call to carry to its worker. */
-  fieldsOf(parent: TraceParent | undefined): TraceFields | undefined {
-    return parent === undefined ? undefined : this.on?.fieldsOf(parent as unknown as Otel.Context);
+  /**
+   * The W3C fields of a parent, for a queued call to carry to its worker: a promise when the
+   * parent was read before the API had loaded (it loads now).
+   */
+  fieldsOf(
+    parent: TraceParent | undefined,
+  ): TraceFields | undefined | Promise<TraceFields | undefined> {
+    if (parent === undefined) return undefined;
+    if (parent instanceof PendingParent) return this.pendingFields(parent);
+    return this.on?.fieldsOf(parent as unknown as Otel.Context);
+  }
+
+  private async pendingFields(parent: PendingParent): Promise<TraceFields | undefined> {
+    const api = await this.loadApi();
+    if (api === undefined) return undefined;
+    return fieldsOfContext(api, parentContext(api, parent.carrier));
   }
 
   /** The parent a queued call carries (its `trace` fields). */
   parentFrom(fields: unknown): TraceParent | undefined {
-    return this.on?.fromFields(fields) as TraceParent | undefined;
+    if (this.on !== undefined) return this.on.fromFields(fields) as TraceParent | undefined;
+    if (this.waiting !== undefined) this.wake();
+    return undefined;
   }
 
   /** Starts one run of a tool: its span, and one more in the active-runs count. */
@@ -119,7 +201,16 @@ export class TasksTelemetry implements OnModuleInit {
     taskId: string,
     parent: TraceParent | undefined,
   ): TelemetryRun | undefined {
-    return this.on?.startRun(tool, taskId, parent as unknown as Otel.Context | undefined);
+    const { on } = this;
+    if (on === undefined) {
+      if (this.waiting !== undefined) this.wake();
+      return undefined;
+    }
+    const context =
+      parent instanceof PendingParent
+        ? on.parentOf(parent.carrier)
+        : (parent as unknown as Otel.Context | undefined);
+    return on.startRun(tool, taskId, context);
   }
 }
 
@@ -195,49 +286,15 @@ class Instruments {
   }
 
   parentOf(carrier: TraceCarrier | undefined): Otel.Context {
-    const { api } = this;
-    const active = api.context.active();
-    if (api.trace.getSpanContext(active) !== undefined || carrier === undefined) return active;
-    const meta = carrier.meta as Record<string, unknown> | null | undefined;
-    if (meta !== null && typeof meta === 'object') {
-      const fromMeta = this.fromFields(meta);
-      if (fromMeta !== undefined) return fromMeta;
-    }
-    const headers = carrier.headers;
-    if (headers === undefined) return active;
-    // The app's propagator first (it may speak B3 or another format), then plain W3C.
-    const extracted = api.propagation.extract(active, headers, api.defaultTextMapGetter);
-    if (api.trace.getSpanContext(extracted) !== undefined) return extracted;
-    return this.fromFields(headers) ?? active;
+    return parentContext(this.api, carrier);
   }
 
-  /** A context whose remote parent is the W3C `traceparent` / `tracestate` of `fields`. */
   fromFields(fields: unknown): Otel.Context | undefined {
-    if (fields === null || typeof fields !== 'object') return undefined;
-    const { traceparent, tracestate } = fields as Record<string, unknown>;
-    if (typeof traceparent !== 'string') return undefined;
-    const match = W3C_TRACEPARENT.exec(traceparent.trim().toLowerCase());
-    if (match === null || match[1] === 'ff') return undefined;
-    const spanContext: Otel.SpanContext = {
-      traceId: match[2]!,
-      spanId: match[3]!,
-      traceFlags: Number.parseInt(match[4]!, 16) & 1,
-      isRemote: true,
-    };
-    if (!this.api.isSpanContextValid(spanContext)) return undefined;
-    if (typeof tracestate === 'string' && tracestate.length > 0) {
-      spanContext.traceState = this.api.createTraceState(tracestate);
-    }
-    return this.api.trace.setSpanContext(this.api.ROOT_CONTEXT, spanContext);
+    return contextFromFields(this.api, fields);
   }
 
   fieldsOf(parent: Otel.Context): TraceFields | undefined {
-    const span = this.api.trace.getSpanContext(parent);
-    if (span === undefined || !this.api.isSpanContextValid(span)) return undefined;
-    const flags = (span.traceFlags & 0xff).toString(16).padStart(2, '0');
-    const traceparent = `00-${span.traceId}-${span.spanId}-${flags}`;
-    const tracestate = span.traceState?.serialize();
-    return tracestate ? { traceparent, tracestate } : { traceparent };
+    return fieldsOfContext(this.api, parent);
   }
 
   startRun(tool: string, taskId: string, parent: Otel.Context | undefined): TelemetryRun {
@@ -294,4 +351,55 @@ class Instruments {
     }
     return found;
   }
+}
+
+/**
+ * The parent of a call's spans: the active context when it has a span (an app with
+ * OpenTelemetry's HTTP instrumentation), else the trace `carrier` names in `params._meta`, else
+ * in its headers, else the active context.
+ */
+function parentContext(api: typeof Otel, carrier: TraceCarrier | undefined): Otel.Context {
+  const active = api.context.active();
+  if (api.trace.getSpanContext(active) !== undefined || carrier === undefined) return active;
+  const meta = carrier.meta as Record<string, unknown> | null | undefined;
+  if (meta !== null && typeof meta === 'object') {
+    const fromMeta = contextFromFields(api, meta);
+    if (fromMeta !== undefined) return fromMeta;
+  }
+  const headers = carrier.headers;
+  if (headers === undefined) return active;
+  // The app's propagator first (it may speak B3 or another format), then plain W3C.
+  const extracted = api.propagation.extract(active, headers, api.defaultTextMapGetter);
+  if (api.trace.getSpanContext(extracted) !== undefined) return extracted;
+  return contextFromFields(api, headers) ?? active;
+}
+
+/** A context whose remote parent is the W3C `traceparent` / `tracestate` of `fields`. */
+function contextFromFields(api: typeof Otel, fields: unknown): Otel.Context | undefined {
+  if (fields === null || typeof fields !== 'object') return undefined;
+  const { traceparent, tracestate } = fields as Record<string, unknown>;
+  if (typeof traceparent !== 'string') return undefined;
+  const match = W3C_TRACEPARENT.exec(traceparent.trim().toLowerCase());
+  if (match === null || match[1] === 'ff') return undefined;
+  const spanContext: Otel.SpanContext = {
+    traceId: match[2]!,
+    spanId: match[3]!,
+    traceFlags: Number.parseInt(match[4]!, 16) & 1,
+    isRemote: true,
+  };
+  if (!api.isSpanContextValid(spanContext)) return undefined;
+  if (typeof tracestate === 'string' && tracestate.length > 0) {
+    spanContext.traceState = api.createTraceState(tracestate);
+  }
+  return api.trace.setSpanContext(api.ROOT_CONTEXT, spanContext);
+}
+
+/** The W3C fields of `parent`'s span, for a queued call to carry; none without a valid one. */
+function fieldsOfContext(api: typeof Otel, parent: Otel.Context): TraceFields | undefined {
+  const span = api.trace.getSpanContext(parent);
+  if (span === undefined || !api.isSpanContextValid(span)) return undefined;
+  const flags = (span.traceFlags & 0xff).toString(16).padStart(2, '0');
+  const traceparent = `00-${span.traceId}-${span.spanId}-${flags}`;
+  const tracestate = span.traceState?.serialize();
+  return tracestate ? { traceparent, tracestate } : { traceparent };
 }

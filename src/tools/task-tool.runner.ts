@@ -396,7 +396,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     parent?: TraceParent,
   ): Promise<void> {
     const { taskId } = record;
-    const trace = this.telemetry?.fieldsOf(parent);
+    // A promise only when the call arrived before the telemetry API had loaded.
+    const trace = await this.telemetry?.fieldsOf(parent);
     try {
       await this.queue!.enqueue(toolQueue(tool.options.queue!), {
         tool: tool.name,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Injectable, Module, type DynamicModule } from '@nestjs/common';
+import { Global, Injectable, Module, type DynamicModule } from '@nestjs/common';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { context, metrics, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -20,6 +20,8 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import {
+  type QueuedCall,
+  TaskQueue,
   TaskTool,
   type TaskContext,
   TasksModule,
@@ -28,6 +30,7 @@ import {
 import { connectTasksClient, TaskFailedError, type TasksClient } from '../../src/client/index.js';
 import { resolveTasksConfig } from '../../src/tasks.config.js';
 import { TasksConfigError } from '../../src/errors.js';
+import { TasksTelemetry } from '../../src/telemetry/tasks.telemetry.js';
 import { type RunningApp, startApp } from '../e2e/app.js';
 import { testContextFetch } from '../e2e/official-client.js';
 import { eventually } from '../e2e/sse.js';
@@ -406,6 +409,100 @@ describe('telemetry with spans sampled out', () => {
       }),
     ).toBe(2);
     expect(sdk.spans()).toEqual([]);
+  });
+});
+
+const enqueued: QueuedCall[] = [];
+
+/** A queue that keeps the calls it is handed (no worker runs them). */
+@Global()
+@Module({
+  providers: [
+    {
+      provide: TaskQueue,
+      useValue: {
+        enqueue: async (_queue: unknown, call: QueuedCall) => void enqueued.push(call),
+      },
+    },
+  ],
+  exports: [TaskQueue],
+})
+class KeepingQueueModule {}
+
+@Injectable()
+class QueuedTools {
+  @TaskTool({ name: 'queued', queue: 'telemetry' })
+  queued(): string {
+    return 'never run here';
+  }
+}
+
+/** Where @opentelemetry/api 1.x keeps what an SDK registers. */
+const OTEL_GLOBALS = Symbol.for('opentelemetry.js.api.1');
+
+describe('telemetry before any SDK registers', () => {
+  const sdk = new Sdk();
+  let app: RunningApp;
+  let client: TasksClient;
+
+  beforeAll(async () => {
+    // The describes before this one pass their providers in the option: nothing is registered.
+    expect((globalThis as Record<symbol, unknown>)[OTEL_GLOBALS]).toBeUndefined();
+    @Module({ imports: [KeepingQueueModule, appModule({})], providers: [QueuedTools] })
+    class Root {}
+    app = await startApp(Root, 'express');
+    client = await connectTasksClient(app.url, { fetch: testContextFetch, listen: false });
+  });
+
+  afterAll(async () => {
+    metrics.disable();
+    trace.disable();
+    await client?.close();
+    await app?.close();
+    await sdk.shutdown();
+  });
+
+  it('waits with the API unloaded, yet a queued call carries the trace its request names', async () => {
+    expect(app.app.get(TasksTelemetry).enabled).toBe(false);
+    const traceId = '5'.repeat(31) + '6';
+    await callWithMeta(app.url, 'queued', {
+      traceparent: traceparent(traceId, '4444444444444444'),
+      tracestate: 'vendor=value',
+    });
+    await callWithMeta(
+      app.url,
+      'queued',
+      {},
+      { headers: { traceparent: traceparent(TRACE_ID, '5555555555555555') } },
+    );
+    await callWithMeta(app.url, 'queued', {});
+    expect(enqueued.map((call) => call.trace)).toEqual([
+      { traceparent: traceparent(traceId, '4444444444444444'), tracestate: 'vendor=value' },
+      { traceparent: traceparent(TRACE_ID, '5555555555555555') },
+      undefined,
+    ]);
+    expect(app.app.get(TasksTelemetry).enabled).toBe(false);
+  });
+
+  it('records with the global providers once an SDK registers after the app started', async () => {
+    metrics.setGlobalMeterProvider(sdk.meterProvider);
+    trace.setGlobalTracerProvider(sdk.tracerProvider);
+    // The first hook after the registration loads the API; calls until it has loaded go unseen.
+    await eventually(async () => {
+      await (await client.callTool('add', {})).result();
+      return app.app.get(TasksTelemetry).enabled ? true : undefined;
+    });
+    const created = () => sdk.count('mcp.task.created', { 'gen_ai.tool.name': 'add' });
+    const before = await created();
+    const traceId = '7'.repeat(31) + '8';
+    await (
+      await client.callTool('add', {}, { headers: { traceparent: traceparent(traceId) } })
+    ).result();
+    const span = await eventually(() =>
+      sdk.spans('execute_tool add').find((s) => s.spanContext().traceId === traceId),
+    );
+    expect(span.parentSpanContext?.spanId).toBe('00f067aa0ba902b7');
+    expect(await created()).toBe(before + 1);
   });
 });
 
