@@ -1,16 +1,13 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { Inject, Injectable } from '@nestjs/common';
-import {
-  classifyInboundRequest,
-  ProtocolErrorCode,
-  UnsupportedProtocolVersionError,
-} from '@modelcontextprotocol/server';
+import { ProtocolErrorCode, UnsupportedProtocolVersionError } from '@modelcontextprotocol/server';
 import type { JsonRpcErrorObject } from '../errors.js';
 import { ownerOf } from '../principal.js';
 import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
+import { classifyInbound } from './inbound-classifier.js';
 import {
   declaresTasks,
   idOf,
@@ -191,7 +188,7 @@ export class McpTasksFront {
     const protocolVersion = first(headers['mcp-protocol-version']);
     const methodHeader = first(headers['mcp-method']);
     const nameHeader = first(headers['mcp-name']);
-    const outcome = classifyInboundRequest({
+    const outcome = classifyInbound({
       httpMethod: 'POST',
       protocolVersionHeader: protocolVersion,
       mcpMethodHeader: methodHeader,
