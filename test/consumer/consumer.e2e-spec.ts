@@ -223,7 +223,7 @@ interface ClientReport {
 }
 
 /** What the rekog app's client saw (test/consumer/apps/rekog/src/client.mts). */
-interface RekogClientReport extends Omit<ClientReport, 'invalid'> {
+interface RekogClientReport extends ClientReport {
   echo: { isTask: boolean; content: unknown };
   foreign: Record<'read' | 'cancel', { code?: unknown; message?: unknown }>;
 }
@@ -477,6 +477,8 @@ describe('consumer check: the packed package in three throwaway apps', () => {
       expect(report.greet.statuses).toContain('input_required');
       expect(report.greet.statuses.at(-1)).toBe('completed');
       expect(report.cancel).toMatchObject({ status: 'cancelled', cancelledError: true });
+      // Invalid arguments of a task tool on rekog's route: the tool error result, not a task.
+      expect(report.invalid).toEqual({ isTask: false, isError: true });
       const notFound = { code: -32602, message: 'Task not found' };
       expect(report.foreign).toEqual({ read: notFound, cancel: notFound });
     });

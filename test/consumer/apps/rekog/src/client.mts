@@ -64,6 +64,10 @@ try {
     cancelledError = error instanceof TaskCancelledError;
   }
   report.cancel = { taskId: waiting.taskId, status: outcome.status, cancelledError };
+
+  const invalid = await mcp.callTool('greet', { greeting: 42 });
+  const refused = await invalid.result();
+  report.invalid = { isTask: invalid.isTask, isError: refused.isError === true };
 } finally {
   await Promise.all([mcp.close(), bob.close()]);
 }
