@@ -10,12 +10,14 @@ export interface ConsoleFiles {
   readonly css: string;
 }
 
+// In the built package this module is bundled into another file: scripts/bundle.mjs points this
+// exact URL at dist/console/assets/ from there (it fails the build when it cannot find it).
 const ASSETS = new URL('./assets/', import.meta.url);
 
 /**
  * Reads the console's files once, at startup, from `assets/` next to this module (src/ under
- * ts-jest, dist/ once built: `npm run build` copies them). A missing file fails the boot with a
- * message naming the folder.
+ * ts-jest, dist/console/ once built: `npm run build` copies them). A missing file fails the boot
+ * with a message naming the folder.
  */
 export function readConsoleFiles(from: URL = ASSETS): ConsoleFiles {
   const read = (name: string): string => {
