@@ -46,9 +46,10 @@ type ListKind = 'tools' | 'resources' | 'prompts';
  *   and rekog's list changes reach the package's `subscriptions/listen` streams.
  *
  * Call it once the strategy exists and before it starts: after `NestFactory.create`, before
- * `app.startAllMicroservices()`. The app imports `TasksModule.forRoot({ path: false, ... })`:
- * rekog's route is the endpoint. Throws TasksConfigError, naming the fix, when the strategy has no
- * TaskHttpTransport or the app no TasksModule.
+ * `app.startAllMicroservices()`. The app imports `TasksModule.forRoot({ path: false, serverInfo })`
+ * with the strategy's name and version as `serverInfo`: rekog's route is the endpoint, and one
+ * server answers on it. Throws TasksConfigError, naming the fix, when the strategy has no
+ * TaskHttpTransport, the app no TasksModule, or the two name different servers.
  */
 export function attachTasks(app: INestApplicationContext, strategy: McpStrategy): void {
   const transports = strategy.options.transports.filter(
@@ -62,6 +63,7 @@ export function attachTasks(app: INestApplicationContext, strategy: McpStrategy)
     );
   }
   const tasks = new RekogTasks(app, strategy);
+  tasks.assertSameServer();
   for (const transport of transports) connectTransport(transport, tasks);
 }
 
@@ -105,6 +107,22 @@ export class RekogTasks implements TransportTasks {
     this.service = part(TasksService);
     this.listen = part(ListenHandler);
     this.notifier = part(McpServerNotifier);
+  }
+
+  /**
+   * One endpoint is one server: the task answers name the TasksModule's `serverInfo` and rekog's
+   * answers the strategy's `name` and `version`, so the two must agree.
+   */
+  assertSameServer(): void {
+    const { name, version } = this.strategy.options;
+    const info = this.config.serverInfo;
+    if (info.name === name && info.version === version) return;
+    throw new TasksConfigError(
+      `attachTasks: the TasksModule's serverInfo (${info.name} ${info.version}) is not the ` +
+        `strategy's (${name} ${version}), and task answers would name another server than ` +
+        `rekog's on the same endpoint. Pass serverInfo: { name: ${JSON.stringify(name)}, ` +
+        `version: ${JSON.stringify(version)} } to TasksModule.forRoot (one constant for both)`,
+    );
   }
 
   get maxBodyBytes(): number {

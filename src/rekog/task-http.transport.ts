@@ -221,7 +221,8 @@ export class TaskHttpTransport extends StreamableHttpTransport {
     }
     const denial = tasks.accessDenial(name, request.user);
     if (denial === undefined) return false;
-    sendError(res, id, denial);
+    // In band, as rekog answers the same denial of its own tools (HTTP 200, both eras).
+    sendError(res, id, denial, 200);
     return true;
   }
 }
