@@ -37,6 +37,13 @@ const LOOPBACK = /^(127\.|::1$|::ffff:127\.)/;
  */
 @Injectable()
 export class McpHostGuard implements CanActivate {
+  /**
+   * The verdicts of the host and origin checks for the (connection kind, host, origin) seen last:
+   * the checks are a pure function of the three and the config, a client names the same host on
+   * every request, and they parse URLs. Bounded: full, it starts over.
+   */
+  private readonly verdicts = new Map<string, HostRefusal | null>();
+
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     private readonly bodyParsing: BodyParsingInstaller,
@@ -54,7 +61,7 @@ export class McpHostGuard implements CanActivate {
         404,
       );
     }
-    const refused = hostRefusal(raw, target.authority ?? raw.headers.host, this.config);
+    const refused = this.refusal(raw, target.authority ?? raw.headers.host);
     if (refused === undefined) return true;
     if (refused.status === 400) {
       const error = { code: ProtocolErrorCode.InvalidRequest, message: refused.message };
@@ -62,7 +69,26 @@ export class McpHostGuard implements CanActivate {
     }
     throw forbidden(refused.message);
   }
+
+  private refusal(raw: IncomingMessage, host: string | undefined): HostRefusal | undefined {
+    const loopback = isLoopback(raw);
+    const origin = raw.headers.origin;
+    // A host holds no NUL (neither a header value nor a URL's host may): the parts cannot run
+    // into each other, and an absent one is told from an empty one.
+    const part = (value: string | undefined): string => (value === undefined ? '-' : `+${value}`);
+    const key = `${loopback ? 'l' : 'r'}${part(host)}\0${part(origin)}`;
+    let verdict = this.verdicts.get(key);
+    if (verdict === undefined) {
+      verdict = refusalOf(loopback, host, origin, this.config, false) ?? null;
+      if (this.verdicts.size >= MAX_VERDICTS) this.verdicts.clear();
+      this.verdicts.set(key, verdict);
+    }
+    return verdict ?? undefined;
+  }
 }
+
+/** How many (connection kind, host, origin) verdicts McpHostGuard keeps. */
+const MAX_VERDICTS = 256;
 
 /** Why a request's Host or Origin is refused: 403, or 400 for a host that is no authority. */
 export interface HostRefusal {
@@ -82,7 +108,22 @@ export function hostRefusal(
   config: Pick<TasksConfig, 'allowedHosts' | 'allowedOrigins'>,
   sameOrigin = false,
 ): HostRefusal | undefined {
-  const loopback = LOOPBACK.test(raw.socket?.localAddress ?? '');
+  return refusalOf(isLoopback(raw), host, raw.headers.origin, config, sameOrigin);
+}
+
+/** Whether the connection arrived on a loopback address. */
+function isLoopback(raw: IncomingMessage): boolean {
+  return LOOPBACK.test(raw.socket?.localAddress ?? '');
+}
+
+/** hostRefusal on what it reads of the request: the connection kind, the host, the Origin. */
+function refusalOf(
+  loopback: boolean,
+  host: string | undefined,
+  origin: string | undefined,
+  config: Pick<TasksConfig, 'allowedHosts' | 'allowedOrigins'>,
+  sameOrigin: boolean,
+): HostRefusal | undefined {
   const hosts = allowList(config.allowedHosts, loopback, localhostAllowedHostnames);
   if (hosts) {
     const result = validateHostHeader(host, hosts);
@@ -91,7 +132,6 @@ export function hostRefusal(
   if (host !== undefined && !URL.canParse(`http://${host}/`)) {
     return { status: 400, message: 'Bad Request: invalid Host header' };
   }
-  const origin = raw.headers.origin;
   if (sameOrigin && origin !== undefined && host !== undefined && originHost(origin) === host) {
     return undefined;
   }
