@@ -72,7 +72,7 @@ describe('McpHostGuard verdicts', () => {
   });
 
   it('still answers right once it has seen more hosts than it keeps', () => {
-    const config = { allowedHosts: ['api.example.com'] };
+    const config: Partial<TasksConfig> = { allowedHosts: ['api.example.com'] };
     const guard = new McpHostGuard(config as TasksConfig, bodyParsing);
     for (let i = 0; i < 1_000; i++) {
       const req = request('10.0.0.5', i % 7 === 0 ? 'api.example.com' : `h${i}.example`);
