@@ -1,4 +1,36 @@
+import { SetMetadata } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
+
+/** Per metadata key, the classes (prototypes) with a method markMethod marked with it. */
+const markedClasses = new Map<string, WeakSet<object>>();
+
+/**
+ * `SetMetadata(key, value)` for a method, which also notes its class: markedMethods then reads
+ * the methods of those classes (and of their subclasses) only, instead of every method of every
+ * provider and controller of the app, Nest's own included, at each startup.
+ */
+export function markMethod(key: string, value: unknown): MethodDecorator {
+  const setMetadata = SetMetadata(key, value);
+  return (target, property, descriptor) => {
+    let classes = markedClasses.get(key);
+    if (classes === undefined) markedClasses.set(key, (classes = new WeakSet()));
+    classes.add(target);
+    return setMetadata(target, property, descriptor);
+  };
+}
+
+/** Whether `prototype` is, or inherits from, a class with a method marked with `key`. */
+function inheritsMark(prototype: object, classes: WeakSet<object> | undefined): boolean {
+  if (classes === undefined) return false;
+  for (
+    let p: object | null = prototype;
+    p !== null;
+    p = Object.getPrototypeOf(p) as object | null
+  ) {
+    if (classes.has(p)) return true;
+  }
+  return false;
+}
 
 /** A provider or controller method that carries a metadata key, with the value it carries. */
 export interface MarkedMethod<T> {
@@ -9,7 +41,7 @@ export interface MarkedMethod<T> {
 }
 
 /**
- * The methods of the app's providers and controllers marked with `key` (a `SetMetadata`
+ * The methods of the app's providers and controllers marked with `key` (a markMethod
  * decorator), found once. Wrappers without an instance or with a null prototype are skipped; so
  * are request-scoped ones (a task tool or a change listener runs outside any request's
  * lifetime), whose marked method names go to `onScoped` when given.
@@ -22,11 +54,12 @@ export function markedMethods<T>(
   onScoped?: (wrapperName: string, methods: string[]) => void,
 ): MarkedMethod<T>[] {
   const found: MarkedMethod<T>[] = [];
+  const classes = markedClasses.get(key);
   for (const wrapper of [...discovery.getProviders(), ...discovery.getControllers()]) {
     const { instance } = wrapper;
     if (!instance || typeof instance !== 'object') continue;
     const prototype = Object.getPrototypeOf(instance) as object | null;
-    if (!prototype) continue;
+    if (!prototype || !inheritsMark(prototype, classes)) continue;
     const marked: MarkedMethod<T>[] = [];
     for (const name of scanner.getAllMethodNames(prototype)) {
       const method = (instance as Record<string, unknown>)[name] as () => unknown;

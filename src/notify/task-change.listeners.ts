@@ -1,8 +1,8 @@
-import { Injectable, Logger, type OnModuleInit, SetMetadata } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { messageOf } from '../errors.js';
 import type { TaskRecord } from '../task/record.js';
-import { markedMethods } from '../tasks.discovery.js';
+import { markedMethods, markMethod } from '../tasks.discovery.js';
 
 const TASK_CHANGE_METADATA = 'nestjs-mcp-tasks:on-task-change';
 
@@ -17,7 +17,7 @@ const TASK_CHANGE_METADATA = 'nestjs-mcp-tasks:on-task-change';
  * audit(task: TaskRecord) { this.log.info({ taskId: task.taskId, status: task.status }); }
  * ```
  */
-export const OnTaskChange = (): MethodDecorator => SetMetadata(TASK_CHANGE_METADATA, true);
+export const OnTaskChange = (): MethodDecorator => markMethod(TASK_CHANGE_METADATA, true);
 
 type Listener = (record: TaskRecord) => unknown;
 

@@ -1,5 +1,6 @@
-import { applyDecorators, SetMetadata } from '@nestjs/common';
+import { applyDecorators } from '@nestjs/common';
 import { TASK_TOOL_METADATA } from '../tasks.constants.js';
+import { markMethod } from '../tasks.discovery.js';
 import type { InputRequest } from '../task.js';
 import type { TaskToolInput } from './input-schema.js';
 
@@ -91,4 +92,4 @@ export interface TaskToolOptions {
  * ```
  */
 export const TaskTool = (options: TaskToolOptions): MethodDecorator =>
-  applyDecorators(SetMetadata(TASK_TOOL_METADATA, options));
+  applyDecorators(markMethod(TASK_TOOL_METADATA, options));

@@ -39,6 +39,10 @@ class Broken {
   }
 }
 
+/** Inherits its listener: only the parent class carries the decorator. */
+@Injectable()
+class InheritedAudit extends Audit {}
+
 const apps: INestApplicationContext[] = [];
 
 async function boot(providers: unknown[]): Promise<INestApplicationContext> {
@@ -83,5 +87,11 @@ describe('@OnTaskChange', () => {
     expect((await tasks.status(created.taskId)).status).toBe('completed');
     expect(app.get(Broken).calls).toBe(4);
     expect(app.get(Audit).heard).toHaveLength(2);
+  });
+
+  it('a subclass hears through the listener it inherits', async () => {
+    const app = await boot([InheritedAudit]);
+    const created = await app.get(TasksService).create({ principal: 'carol' });
+    expect(app.get(InheritedAudit).heard.map((task) => task.taskId)).toEqual([created.taskId]);
   });
 });
