@@ -11,31 +11,37 @@
  *   `@Tool`s with the same ones, on a route without step-up and one with it; and task tools
  *   called by clients that take no tasks (test/rekog/fixture/access.ts).
  *
- * As in rekog.e2e-spec.ts, nothing here imports rekog (Jest on Node 20 cannot load it):
- * `tsc -p test/rekog/tsconfig.json` compiles the fixtures into .demo-build/rekog-e2e and the
- * tests start them with `node`.
+ * As in rekog.e2e-spec.ts, nothing here imports rekog (Jest on Node 20 cannot load it): the
+ * fixtures are compiled once for the rekog specs (./harness.ts) and the tests start them with
+ * `node`.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Client as V2Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connectOfficialClient, testContextFetch, textOf } from '../e2e/official-client.js';
 import { exchange, leak, mcpRequest, post, type RawRequest, type RawResponse } from '../e2e/raw.js';
-import { openListen, rpc, type SseReader } from '../e2e/sse.js';
+import { openListen, rpc } from '../e2e/sse.js';
 import { v1Client, v1Transport } from '../e2e/v1-client.js';
 import { type JsonRpcMessage, legacyHeaders, standardHeaders } from '../e2e/wire.js';
 import { type ServerProcess, startServer } from '../hostile/server.js';
-import { sleep } from '../helpers.js';
+import {
+  buildRekogApps,
+  eventually,
+  FIXTURES,
+  followTask,
+  legacyRequest,
+  messageOf,
+  postWithHost,
+  ROOT,
+  TERMINAL,
+} from './harness.js';
 
-const ROOT = resolve(process.cwd());
-const BUILD = join(ROOT, '.demo-build/rekog-e2e/test/rekog/fixture');
-const SELF_MOUNTED_ENTRY = join(BUILD, 'self-mounted.js');
-const FASTIFY_ENTRY = join(BUILD, 'fastify.js');
-const ACCESS_ENTRY = join(BUILD, 'access.js');
-const STDIO_ENTRY = join(BUILD, 'stdio.js');
+const SELF_MOUNTED_ENTRY = join(FIXTURES, 'self-mounted.js');
+const FASTIFY_ENTRY = join(FIXTURES, 'fastify.js');
+const ACCESS_ENTRY = join(FIXTURES, 'access.js');
+const STDIO_ENTRY = join(FIXTURES, 'stdio.js');
 const ENTRIES = [SELF_MOUNTED_ENTRY, FASTIFY_ENTRY, ACCESS_ENTRY, STDIO_ENTRY];
 
 /** The self-mounted fixture's `maxBodyBytes`. */
@@ -43,87 +49,12 @@ const MAX_BODY_BYTES = 16 * 1024;
 /** The header the Fastify fixture's guard sets on the reply. */
 const GUARD_HEADER = 'x-rekog-guard';
 
-/**
- * Compiles the fixtures with the sources they import. The build is incremental (its state kept
- * beside the output), so a run after an unchanged tree takes seconds rather than tens of them. A
- * type error elsewhere in the tree does not stop tsc from writing the files; only missing entries
- * fail here, and tsc's report is printed to say why.
- */
-function buildApps(): void {
-  try {
-    execFileSync(
-      process.execPath,
-      [
-        join(ROOT, 'node_modules/typescript/bin/tsc'),
-        '-p',
-        'test/rekog/tsconfig.json',
-        '--incremental',
-        '--tsBuildInfoFile',
-        join(ROOT, '.demo-build/rekog-e2e/edges.tsbuildinfo'),
-      ],
-      { cwd: ROOT, stdio: 'pipe' },
-    );
-  } catch (error) {
-    const output = (error as { stdout?: Buffer }).stdout?.toString() ?? String(error);
-    process.stderr.write(`tsc -p test/rekog/tsconfig.json reported:\n${output}\n`);
-  }
-  for (const entry of ENTRIES) {
-    if (!existsSync(entry)) throw new Error(`the rekog fixtures did not build: no ${entry}`);
-  }
-}
-
-/** Polls `read` until it returns something other than `undefined` (fails after 10 s). */
-async function eventually<T>(
-  read: () => T | undefined | Promise<T | undefined>,
-  what: string,
-): Promise<T> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
-
-/** The `notifications/tasks` of a listen stream until its task is terminal. */
-async function followTask(stream: SseReader): Promise<Record<string, unknown>[]> {
-  const tasks: Record<string, unknown>[] = [];
-  for (;;) {
-    const message = await stream.next(15_000);
-    if (message.method !== 'notifications/tasks') continue;
-    tasks.push(message.params!);
-    if (TERMINAL.has(String(message.params!.status))) return tasks;
-  }
-}
-
 /** `tasks/get` (2026-07-28) until the task is terminal; the last answer. */
 function settled(url: string, taskId: string, principal: string): Promise<JsonRpcMessage> {
   return eventually(async () => {
     const got = await rpc(url, 'tasks/get', { taskId }, { principal });
     return TERMINAL.has(String(got.body.result?.status)) ? got.body : undefined;
   }, `task ${taskId} to settle`);
-}
-
-/** A raw 2025-11-25 request (no envelope, no standard headers); anonymous without `principal`. */
-function legacyRequest(
-  method: string,
-  params: Record<string, unknown>,
-  principal?: string,
-  id: number | string = 1,
-): RawRequest {
-  const headers = legacyHeaders(principal ?? '');
-  if (principal === undefined) delete headers.authorization;
-  return { headers, body: JSON.stringify({ jsonrpc: '2.0', id, method, params }) };
-}
-
-/** The JSON-RPC message of an answer, a JSON body or the first event of an SSE one. */
-function messageOf(answer: RawResponse): JsonRpcMessage | undefined {
-  if (answer.json !== undefined) return answer.json;
-  const data = /^data: ?(.*)$/m.exec(answer.text)?.[1];
-  return data === undefined ? undefined : (JSON.parse(data) as JsonRpcMessage);
 }
 
 /** The ids of the caller's tasks, by a 2025-11-25 `tasks/list` (anonymous without `principal`). */
@@ -165,8 +96,8 @@ function serverFor(entry: string): () => ServerProcess {
   return () => server!;
 }
 
-beforeAll(() => {
-  buildApps();
+beforeAll(async () => {
+  await buildRekogApps(ENTRIES);
 }, 300_000);
 
 describe('a self-mounted rekog route (no controller: TaskHttpTransport({ endpoint: "mcp" }) on the httpAdapter)', () => {
@@ -435,13 +366,7 @@ describe('Fastify: the example’s shape (a guarded McpHttpControllerFor(TaskHtt
 
   it('rekog’s Host check refuses a bad Host on task traffic as on rekog’s own (403), on Fastify too', async () => {
     const port = server().port;
-    const withHost = (request: RawRequest) =>
-      exchange(port, {
-        method: 'POST',
-        target: '/mcp',
-        headers: [['Host', 'evil.example'], ...Object.entries(request.headers)],
-        body: request.body,
-      });
+    const withHost = (request: RawRequest) => postWithHost(port, 'evil.example', request);
     const rekogOwn = await withHost(
       mcpRequest('tools/call', { name: 'echo', arguments: { text: 'x' } }),
     );

@@ -7,13 +7,11 @@
  *
  * Why a child process: @rekog/mcp-nest is CommonJS and `require()`s @nestjs/common, which ships
  * as ES modules only. Node (20.19 and later) loads that; Jest's module system on Node 20 does
- * not. So nothing here imports rekog: `tsc -p test/rekog/tsconfig.json` compiles the example,
- * its plain twin and the suite's fixture (the example plus a rekog tool that changes rekog's tool
- * list at run time) into .demo-build/rekog-e2e, and the tests start them with `node`.
+ * not. So nothing here imports rekog: the example, its plain twin and the suite's fixture (the
+ * example plus a rekog tool that changes rekog's tool list at run time) are compiled once for the
+ * rekog specs (./harness.ts), and the tests start them with `node`.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { TaskView } from '@modelcontextprotocol/ext-tasks/client';
 import type { FetchLike } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -34,111 +32,32 @@ import {
   testContextFetch,
   textOf,
 } from '../e2e/official-client.js';
-import { exchange, mcpRequest, post, type RawRequest, type RawResponse } from '../e2e/raw.js';
+import { mcpRequest, post, type RawRequest } from '../e2e/raw.js';
 import { openListen, rpc, type SseReader } from '../e2e/sse.js';
 import { v1Client, v1Transport } from '../e2e/v1-client.js';
-import { type JsonRpcMessage, legacyHeaders } from '../e2e/wire.js';
+import { legacyHeaders } from '../e2e/wire.js';
 import { type ServerProcess, startServer } from '../hostile/server.js';
 import { rejection, sleep } from '../helpers.js';
+import {
+  buildRekogApps,
+  eventually,
+  EXAMPLE_ENTRY,
+  FIXTURES,
+  followTask,
+  legacyRequest,
+  messageOf,
+  PLAIN_ENTRY,
+  postWithHost,
+} from './harness.js';
 
-const ROOT = resolve(process.cwd());
-const BUILD = join(ROOT, '.demo-build/rekog-e2e');
 /** The suite's fixture: the rekog demo plus `add_tool` (test/rekog/fixture/main.ts). */
-const FIXTURE_ENTRY = join(BUILD, 'test/rekog/fixture/main.js');
-/** The rekog demo as `npm run demo:rekog` runs it. */
-const EXAMPLE_ENTRY = join(BUILD, 'examples/rekog/main.js');
-/** The same rekog app without tasks, the bench's baseline. */
-const PLAIN_ENTRY = join(BUILD, 'examples/rekog/plain.js');
+const FIXTURE_ENTRY = join(FIXTURES, 'main.js');
+/** What the suite starts: its fixture, the demo as `npm run demo:rekog` runs it, its plain twin. */
+const ENTRIES = [FIXTURE_ENTRY, EXAMPLE_ENTRY, PLAIN_ENTRY];
 
 /** The demo's task tools, and every tool the demo app lists. */
 const TASK_TOOLS = ['add_slowly', 'fail_with', 'greet', 'wait_for_cancel'];
 const DEMO_TOOLS = ['add_slowly', 'echo', 'fail_with', 'greet', 'wait_for_cancel'];
-
-/**
- * Compiles the apps with the sources they import (tens of seconds). A type error elsewhere in the
- * tree does not stop tsc from writing the files; only missing entries fail here (the typecheck is
- * another job's), and tsc's report is printed to say why.
- */
-function buildApps(): void {
-  try {
-    execFileSync(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'test/rekog/tsconfig.json'],
-      { cwd: ROOT, stdio: 'pipe' },
-    );
-  } catch (error) {
-    const output = (error as { stdout?: Buffer }).stdout?.toString() ?? String(error);
-    process.stderr.write(`tsc -p test/rekog/tsconfig.json reported:\n${output}\n`);
-  }
-  for (const entry of [FIXTURE_ENTRY, EXAMPLE_ENTRY, PLAIN_ENTRY]) {
-    if (!existsSync(entry)) throw new Error(`the rekog apps did not build: no ${entry}`);
-  }
-}
-
-/** Polls `read` until it returns something other than `undefined` (fails after 10 s). */
-async function eventually<T>(
-  read: () => T | undefined | Promise<T | undefined>,
-  what: string,
-): Promise<T> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
-
-/** The `notifications/tasks` of a listen stream until its task is terminal. */
-async function followTask(stream: SseReader): Promise<Record<string, unknown>[]> {
-  const tasks: Record<string, unknown>[] = [];
-  for (;;) {
-    const message = await stream.next(15_000);
-    if (message.method !== 'notifications/tasks') continue;
-    tasks.push(message.params!);
-    if (TERMINAL.has(String(message.params!.status))) return tasks;
-  }
-}
-
-/** A raw 2025-11-25 request (no envelope, no standard headers) as `principal`. */
-function legacyRequest(
-  method: string,
-  params: Record<string, unknown>,
-  principal: string,
-  id: number | string = 1,
-): RawRequest {
-  return {
-    headers: legacyHeaders(principal),
-    body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
-  };
-}
-
-/** The JSON-RPC message of an answer, a JSON body or the first event of an SSE one. */
-function messageOf(answer: RawResponse): JsonRpcMessage | undefined {
-  if (answer.json !== undefined) return answer.json;
-  const data = /^data: ?(.*)$/m.exec(answer.text)?.[1];
-  return data === undefined ? undefined : (JSON.parse(data) as JsonRpcMessage);
-}
-
-/**
- * POSTs `request` to the server's `/mcp` with the given `Host` header, byte for byte on its own
- * connection (`fetch` will not send a Host of the caller's choosing). An answer that does not end
- * within 5 s (a listen stream let through) is cut there and read as far as it came.
- */
-function postWithHost(port: number, host: string, request: RawRequest): Promise<RawResponse> {
-  return exchange(
-    port,
-    {
-      method: 'POST',
-      target: '/mcp',
-      headers: [['Host', host], ...Object.entries(request.headers)],
-      body: request.body,
-    },
-    5_000,
-  );
-}
 
 type V1Message = { type: string; task?: { taskId: string; statusMessage?: string } } & Record<
   string,
@@ -165,7 +84,7 @@ describe('a @rekog/mcp-nest 2.0.5 app with tasks (examples/rekog, a real process
   const url = (): string => server!.url;
 
   beforeAll(async () => {
-    buildApps();
+    await buildRekogApps(ENTRIES);
     server = await startServer(FIXTURE_ENTRY);
   }, 300_000);
 
@@ -706,9 +625,9 @@ describe('a @rekog/mcp-nest 2.0.5 app with tasks (examples/rekog, a real process
 });
 
 describe('the rekog example apps as their scripts run them', () => {
-  beforeAll(() => {
+  beforeAll(async () => {
     // The first describe built them; a run of this describe alone builds them here.
-    if (![EXAMPLE_ENTRY, PLAIN_ENTRY].every((entry) => existsSync(entry))) buildApps();
+    await buildRekogApps([EXAMPLE_ENTRY, PLAIN_ENTRY]);
   }, 300_000);
 
   it('examples/rekog/main.ts (`npm run demo:rekog`): echo and a task tool on /mcp, on PORT', async () => {
