@@ -1,5 +1,6 @@
-// Peers benchmark for nestjs-mcp-tasks (issue 13, target 6, and the figures of targets 3–5): the
-// package next to what an app would otherwise use, measured in the same run.
+// Peers benchmark for nestjs-mcp-tasks (issue 13, target 6, and the figures of targets 3–5; issue 24,
+// item 4: the hot path and a @rekog/mcp-nest app with tasks): the package next to what an app would
+// otherwise use, measured in the same run.
 //
 //   npm run bench:peers   (builds dist/, then runs this file)
 //
@@ -15,7 +16,9 @@
 //             WORK_MS, pollIntervalMs POLL_MS), the plain tool `echo` registered through
 //             `configure` (a zod input schema), and a bare Nest controller behind the SAME guard
 //             whose `POST /bare/get` and `POST /bare/echo` answer exactly the bytes `tasks/get` and
-//             `echo` answer (checked): the limit of a Nest route that does nothing.
+//             `echo` answer (checked), and `POST /bare/create` the bytes of one answer of `quick`'s
+//             creation (the same length and fields as every other, checked; only the id and the
+//             times differ): the limit of a Nest route that does nothing.
 //   sdk-v2    the official SDK v2 alone: an Express app whose `POST /mcp` is express.json() then
 //             `toNodeHandler(createMcpHandler(factory))` (@modelcontextprotocol/node,
 //             @modelcontextprotocol/server) given the parsed body, the factory building a McpServer
@@ -30,6 +33,13 @@
 //             tools `quick` and `slow` (`registerToolTask`; the work completes the task in the
 //             shared store in the background) and the same plain `echo`. No auth. Requests are
 //             2025-11-25 (`params.task` on task-augmented calls), no initialize (stateless).
+//   rekog-tasks, rekog-plain
+//             the rekog demo (examples/rekog, built by `tsc -p tsconfig.examples.json` into
+//             .demo-build/): a @rekog/mcp-nest 2.x app whose `echo` is a rekog `@Tool`, behind the
+//             demo's guard and rekog's Host allowlist, with tasks added (main.js: TaskHttpTransport
+//             and attachTasks, the demo's task tools) and its twin without them (plain.js: rekog's
+//             own StreamableHttpTransport, nothing of this package loaded). Each runs as its file
+//             runs (`npm run demo:rekog`), on the port the bench gives it, its logs silenced.
 //   bare-nest a minimal Nest app (Express adapter) with one controller: for startup only.
 //   nest-sdk  bare-nest plus a `POST /mcp` route of the same controller handing the request to the
 //             SDK v2's `createMcpHandler` (as sdk-v2, same `echo`): for startup only, the least any
@@ -38,9 +48,12 @@
 // Measures (each printed with its baseline and the ratio):
 //
 //   (1) task creation, `tools/call` of `quick`: ours (2026-07-28, tasks extension declared) vs v1
-//       (2025-11-25, task-augmented). No target.
+//       (2025-11-25, task-augmented) vs ours' bare route behind the same guard answering a
+//       creation's bytes (`/bare/create`: the fairer limit, since a creation's answer is longer
+//       than `tasks/get`'s and `/bare/get` would be measured on other bytes). Issue 24: ours ÷ bare
+//       ≥ 0.7 (0.62 measured in an independent run of 60447c0, against the bare route of (2)).
 //   (2) `tasks/get` of a completed task owned by the caller: ours vs v1 vs ours' bare route behind
-//       the same guard. Target 4: ours ÷ bare ≥ 0.8.
+//       the same guard. Target 4 of issue 13 was ours ÷ bare ≥ 0.8; issue 24 raises it to 0.85.
 //   (3) `tools/call` of the plain `echo`: ours vs sdk-v2 vs v1, with the bare routes of ours and of
 //       sdk-v2 as context; server CPU µs per request of each. Target 3: ours ÷ sdk-v2 ≥ 1.0.
 //   (4) heap and idle CPU per 10,000 running tasks: bench/idle.bench.mjs, run as it is (a child
@@ -56,22 +69,28 @@
 //       times (rotating order, after one start of each not counted): from the fork, a bare
 //       `GET …/ping` route is polled every 5 ms until it answers (listening; ours' behind its
 //       guard), then ours and sdk-v2 get their first MCP request, a `tools/call` of `echo` (served;
-//       for bare-nest, served = listening). Medians. Target 5: ours served ≤ 1.3 × bare-nest.
-//       nest-sdk is started the same way; its figure ÷ bare-nest is what loading and first using
-//       the SDK costs a Nest app before any code of this project runs.
+//       for bare-nest, served = listening). Medians. Issue 24: ours served ≤ 1.35 × bare-nest
+//       (1.46 measured in an independent run of 60447c0; target 5 of issue 13 was 1.3). nest-sdk
+//       is started the same way; its figure ÷ bare-nest is what loading and first using the SDK
+//       costs a Nest app before any code of this project runs.
+//   (7) `tools/call` of the rekog app's plain `echo` (a rekog `@Tool`, 2026-07-28, the tasks
+//       extension declared as a client using tasks declares it on every request): rekog-tasks vs
+//       rekog-plain, server CPU µs per request of each. Issue 24: with ÷ without ≥ 0.95.
 //
 // It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
 // it cannot run (nothing built, a server that does not start or answers wrongly). A hard deadline
-// ends it (and its children) at 420 s whatever happens.
+// ends it (and its children) at 600 s whatever happens.
 //
 // Environment knobs (all optional): BENCH_PEERS_ROUNDS (5), BENCH_PEERS_ROUND_MS (2000),
-// BENCH_PEERS_WARMUP_MS (1000), BENCH_PEERS_ONLY (e.g. "1,2,6"; default all of 1–6),
+// BENCH_PEERS_WARMUP_MS (1000), BENCH_PEERS_ONLY (e.g. "1,2,7"; default all of 1–7),
 // BENCH_PEERS_STARTUPS (5), BENCH_PEERS_LATENCY_TASKS (10), BENCH_PEERS_POLL_MS (500),
 // BENCH_IDLE_CALLS / BENCH_IDLE_WINDOW_MS (passed on to the idle bench).
 
 import 'reflect-metadata';
 import { Buffer } from 'node:buffer';
 import { fork, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { connect } from 'node:net';
 import { Agent, request } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, URL } from 'node:url';
@@ -107,7 +126,7 @@ const ROUNDS = positiveEnv('BENCH_PEERS_ROUNDS', 5);
 const ROUND_MS = positiveEnv('BENCH_PEERS_ROUND_MS', 2_000);
 const WARMUP_MS = positiveEnv('BENCH_PEERS_WARMUP_MS', 1_000);
 const ONLY = new Set(
-  (process.env.BENCH_PEERS_ONLY ?? '1,2,3,4,5,6').split(',').map((s) => s.trim()),
+  (process.env.BENCH_PEERS_ONLY ?? '1,2,3,4,5,6,7').split(',').map((s) => s.trim()),
 );
 const STARTUPS = positiveEnv('BENCH_PEERS_STARTUPS', 5);
 const LATENCY_TASKS = positiveEnv('BENCH_PEERS_LATENCY_TASKS', 10);
@@ -116,7 +135,7 @@ const POLL_MS = positiveEnv('BENCH_PEERS_POLL_MS', 500);
 /** How long `slow` works before it returns. */
 const WORK_MS = 200;
 /** Whatever happens, the whole run ends by then. */
-const HARD_DEADLINE_MS = 420_000;
+const HARD_DEADLINE_MS = 600_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 const STARTUP_TIMEOUT_MS = 30_000;
 const STARTUP_POLL_MS = 5;
@@ -125,9 +144,11 @@ const QUICK_TTL_MS = 5_000;
 const KEEP_TTL_MS = 3_600_000;
 const SLOW_TTL_MS = 60_000;
 
-const GET_TARGET_RATIO = 0.8;
+const CREATE_TARGET_RATIO = 0.7;
+const GET_TARGET_RATIO = 0.85;
+const REKOG_TARGET_RATIO = 0.95;
 const ECHO_TARGET_RATIO = 1.0;
-const STARTUP_TARGET_RATIO = 1.3;
+const STARTUP_TARGET_RATIO = 1.35;
 
 /** The guard's token → principal map; the bench calls as `alice`. */
 const TOKENS = new Map([
@@ -177,6 +198,7 @@ function legacyRequest(method, params, { id = 1 } = {}) {
 
 const ECHO_ARGS = { name: 'echo', arguments: { text: 'hello' } };
 const oursEcho = () => modernRequest('tools/call', ECHO_ARGS, { tasks: false });
+const oursEchoDeclaringTasks = () => modernRequest('tools/call', ECHO_ARGS);
 const v1Echo = () => legacyRequest('tools/call', ECHO_ARGS);
 const oursCall = (name) => modernRequest('tools/call', { name, arguments: {} });
 const v1Call = (name, ttl) => legacyRequest('tools/call', { name, arguments: {}, task: { ttl } });
@@ -188,7 +210,7 @@ const v1Get = (taskId) => legacyRequest('tasks/get', { taskId });
 // ---------------------------------------------------------------------------------------------
 
 /** What the bare routes answer: set by the parent (`{ type: 'bare' }`) once it has the bytes. */
-const bare = { get: null, echo: null };
+const bare = { get: null, echo: null, create: null };
 
 /** `slow`'s result: the moment it returns, on the clock every process shares. */
 const stamped = () => ({ content: [{ type: 'text', text: String(process.hrtime.bigint()) }] });
@@ -257,12 +279,16 @@ async function serveOurs(port) {
     echo() {
       return bare.echo;
     }
+    create() {
+      return bare.create;
+    }
     ping() {
       return { ok: true };
     }
   }
   decorateMethod([Post('get'), HttpCode(200)], BareController.prototype, 'get');
   decorateMethod([Post('echo'), HttpCode(200)], BareController.prototype, 'echo');
+  decorateMethod([Post('create'), HttpCode(200)], BareController.prototype, 'create');
   decorateMethod([Get('ping')], BareController.prototype, 'ping');
   Reflect.decorate([Controller('bare')], BareController);
 
@@ -300,6 +326,47 @@ async function serveOurs(port) {
   });
   await app.listen(port, '127.0.0.1');
   return { port: app.getHttpServer().address().port, close: () => app.close() };
+}
+
+/**
+ * The rekog demo's `entry` (examples/rekog/main.ts with tasks, plain.ts without), run as its file
+ * runs: it reads PORT and HOST, builds its app and listens, and the import does not wait for it,
+ * so the port is polled until it accepts. Its logs (Nest's and its banner) are silenced: this
+ * process's output is the bench's.
+ */
+async function serveRekog(entry, port) {
+  const file = new URL(`../.demo-build/examples/rekog/${entry}.js`, import.meta.url);
+  if (!existsSync(file)) {
+    throw new Error(`${fileURLToPath(file)} is missing: run \`npx tsc -p tsconfig.examples.json\``);
+  }
+  const { Logger } = await import('@nestjs/common');
+  Logger.overrideLogger(false);
+  console.log = () => undefined;
+  const chosen = port === 0 ? await freePort() : port;
+  process.env.PORT = String(chosen);
+  process.env.HOST = '127.0.0.1';
+  await import(file.href);
+  const start = performance.now();
+  while (!(await accepts(chosen))) {
+    if (performance.now() - start > STARTUP_TIMEOUT_MS) {
+      throw new Error(`${entry}: not listening after ${STARTUP_TIMEOUT_MS} ms`);
+    }
+    await sleep(STARTUP_POLL_MS);
+  }
+  // The example's app is its own; the process ends with it.
+  return { port: chosen, close: async () => undefined };
+}
+
+/** Whether a TCP connection to the loopback port succeeds. */
+function accepts(port) {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
 }
 
 async function serveBareNest(port) {
@@ -510,6 +577,8 @@ async function serve(kind, port) {
     'nest-sdk': serveNestSdk,
     'sdk-v2': serveSdkV2,
     v1: serveV1,
+    'rekog-tasks': (port) => serveRekog('main', port),
+    'rekog-plain': (port) => serveRekog('plain', port),
   };
   const start = starters[kind];
   if (!start) throw new Error(`unknown server kind ${kind}`);
@@ -522,6 +591,7 @@ async function serve(kind, port) {
       case 'bare':
         if (message.get !== undefined) bare.get = message.get;
         if (message.echo !== undefined) bare.echo = message.echo;
+        if (message.create !== undefined) bare.create = message.create;
         process.send({ type: 'bare' });
         break;
     }
@@ -669,6 +739,24 @@ async function compareAll(title, contenders, pairs) {
 
 const isResult = (check) => (json) =>
   json?.jsonrpc === '2.0' && json.error === undefined && check(json.result);
+
+/**
+ * The bare creation route must answer what a creation answers: the same bytes but for the task's
+ * id and times, which are new on every call (and of the same length).
+ */
+async function sameCreation(baseline, subject) {
+  const mask = (text) =>
+    text
+      .replace(/"taskId":"[^"]*"/, '"taskId":"…"')
+      .replace(/"(createdAt|lastUpdatedAt)":"[^"]*"/g, '"$1":"…"');
+  const ours = await verify(subject, () => true);
+  const theirs = await verify(baseline, () => true);
+  if (ours.length !== theirs.length || mask(ours) !== mask(theirs)) {
+    throw new Error(
+      `${baseline.label} does not answer a creation's bytes as ${subject.label}:\n  ${theirs}\n  ${ours}`,
+    );
+  }
+}
 
 /** The bare route must answer exactly the bytes the endpoint answers. */
 async function sameBytes(baseline, subject) {
@@ -1071,15 +1159,21 @@ async function main() {
 
     if (ONLY.has('1')) {
       const subject = target('ours tools/call (2026)', ours, oursCall('quick'));
+      const limit = target('ours bare route, same guard', ours, {
+        ...oursCall('quick'),
+        path: '/bare/create',
+      });
       const baseline = target('v1 tools/call (2025)', v1, v1Call('quick', QUICK_TTL_MS));
+      const created = isResult((r) => r?.resultType === 'task' && typeof r.taskId === 'string');
+      await ours.setBare({ create: JSON.parse(await verify(subject, created)) });
+      await sameCreation(limit, subject);
       const summary = await compareAll(
         '(1) task creation: tools/call of `quick` (finishes at once) — ours, tasks extension ' +
-          'declared, vs the v1 SDK, task-augmented (params.task)',
+          "declared, vs its bare Nest route behind the same guard (a creation's bytes) vs the v1 " +
+          'SDK, task-augmented (params.task)',
         [
-          {
-            target: subject,
-            check: isResult((r) => r?.resultType === 'task' && typeof r.taskId === 'string'),
-          },
+          { target: subject, check: created },
+          { target: limit, check: created },
           {
             target: baseline,
             check: isResult(
@@ -1090,11 +1184,27 @@ async function main() {
             ),
           },
         ],
-        [[0, 1]],
+        [
+          [0, 1],
+          [0, 2],
+        ],
       );
+      const toBare = summary.pairs[0].ratio;
+      rows.push([
+        '(1) task creation, ours ÷ bare route (issue 24)',
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toBare, 3)}`,
+        `≥ ${CREATE_TARGET_RATIO}`,
+        verdict(toBare >= CREATE_TARGET_RATIO),
+      ]);
+      rows.push([
+        '(1) task creation, server CPU per request',
+        `ours ${fmt(summary.us[0])} µs, bare route ${fmt(summary.us[1])} µs`,
+        'none',
+        '—',
+      ]);
       rows.push([
         '(1) task creation, ours ÷ v1',
-        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(summary.pairs[0].ratio, 3)}`,
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[2])} req/s = ${fmt(summary.pairs[1].ratio, 3)}`,
         'none',
         '—',
       ]);
@@ -1155,10 +1265,16 @@ async function main() {
       );
       const toBare = summary.pairs[0].ratio;
       rows.push([
-        '(2) tasks/get, ours ÷ bare route (target 4)',
+        '(2) tasks/get, ours ÷ bare route (target 4, issue 24)',
         `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toBare, 3)}`,
         `≥ ${GET_TARGET_RATIO}`,
         verdict(toBare >= GET_TARGET_RATIO),
+      ]);
+      rows.push([
+        '(2) tasks/get, server CPU per request',
+        `ours ${fmt(summary.us[0])} µs, bare route ${fmt(summary.us[1])} µs`,
+        'none',
+        '—',
       ]);
       rows.push([
         '(2) tasks/get, ours ÷ v1',
@@ -1232,6 +1348,55 @@ async function main() {
     await Promise.all(Object.values(servers).map((server) => server.stop()));
     for (const kind of Object.keys(servers)) delete servers[kind];
 
+    if (ONLY.has('7')) {
+      // Alone on the machine: the other servers are stopped.
+      const kinds = ['rekog-tasks', 'rekog-plain'];
+      for (const kind of kinds) servers[kind] = await ServerProcess.start(kind);
+      const withTasks = servers['rekog-tasks'];
+      const without = servers['rekog-plain'];
+      // The same request to both: the plain app ignores the extension it does not serve.
+      const echoed = isResult((r) => r?.content?.[0]?.text === 'hello');
+      const subject = target('rekog + tasks echo (2026)', withTasks, oursEchoDeclaringTasks());
+      const baseline = target('rekog alone echo (2026)', without, oursEchoDeclaringTasks());
+      // Tasks added show on that app alone: its tools/list carries the task tools.
+      const listed = (server) =>
+        rpc('rekog tools/list', server.port, modernRequest('tools/list', {}), false);
+      const names = (result) => (result.tools ?? []).map((tool) => tool.name).sort();
+      const [withTools, withoutTools] = [
+        names(await listed(withTasks)),
+        names(await listed(without)),
+      ];
+      if (!withTools.includes('echo') || !withTools.includes('add_slowly')) {
+        throw new Error(`rekog-tasks lists ${withTools.join(', ')}`);
+      }
+      if (withoutTools.join() !== 'echo') throw new Error(`rekog-plain lists ${withoutTools}`);
+      const summary = await compareAll(
+        "(7) tools/call of a @rekog/mcp-nest app's plain `echo` (a rekog @Tool) — the app with " +
+          'tasks added (TaskHttpTransport + attachTasks) vs the same app without them',
+        [
+          { target: subject, check: echoed },
+          { target: baseline, check: echoed },
+        ],
+        [[0, 1]],
+      );
+      const ratio = summary.pairs[0].ratio;
+      rows.push([
+        '(7) rekog echo, with tasks ÷ without (issue 24)',
+        `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(ratio, 3)}`,
+        `≥ ${REKOG_TARGET_RATIO}`,
+        verdict(ratio >= REKOG_TARGET_RATIO),
+      ]);
+      rows.push([
+        '(7) rekog echo, server CPU per request',
+        `with tasks ${fmt(summary.us[0])} µs, without ${fmt(summary.us[1])} µs`,
+        'none',
+        '—',
+      ]);
+      for (const t of targets) t.agent.destroy();
+      await Promise.all(kinds.map((kind) => servers[kind].stop()));
+      for (const kind of kinds) delete servers[kind];
+    }
+
     if (ONLY.has('4')) {
       const idle = await runIdleBench();
       if (idle.code !== 0) throw new Error(`bench/idle.bench.mjs exited with ${idle.code}`);
@@ -1245,7 +1410,7 @@ async function main() {
       const { ours: o, 'bare-nest': b, 'sdk-v2': v2 } = startup;
       const ratio = o.served / b.served;
       rows.push([
-        '(6) startup to first served request, ours ÷ bare Nest (target 5)',
+        '(6) startup to first served request, ours ÷ bare Nest (issue 24)',
         `${fmt(o.served)} vs ${fmt(b.served)} ms = ${fmt(ratio, 3)}`,
         `≤ ${STARTUP_TARGET_RATIO}`,
         verdict(ratio <= STARTUP_TARGET_RATIO),
