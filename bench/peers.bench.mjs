@@ -2,7 +2,7 @@
 // item 4: the hot path and a @rekog/mcp-nest app with tasks): the package next to what an app would
 // otherwise use, measured in the same run.
 //
-//   npm run bench:peers   (builds dist/, then runs this file)
+//   npm run bench:peers   (builds dist/ and .demo-build/, then runs this file)
 //
 // Every server runs in a child process (this file run as `--serve <kind> <port>`), on loopback;
 // this process is the client. Load is keep-alive node:http with 32 requests in flight, contenders
