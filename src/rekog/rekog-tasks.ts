@@ -1,4 +1,5 @@
 import { type INestApplicationContext, Logger, type Type } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
 import type { CallToolResult, ServerCapabilities } from '@modelcontextprotocol/server';
 import {
   MCP_PUBLIC_METADATA_KEY,
@@ -89,9 +90,12 @@ export class RekogTasks implements TransportTasks {
     app: INestApplicationContext,
     private readonly strategy: McpStrategy,
   ) {
+    // Through ModuleRef: a failed `app.get` on an app made with Nest's default `abortOnError`
+    // ends the process with Nest's own message instead of throwing the one that names the fix.
+    const moduleRef = app.get(ModuleRef);
     const part = <T>(token: Type<T> | symbol): T => {
       try {
-        return app.get<T>(token, { strict: false });
+        return moduleRef.get<T>(token, { strict: false });
       } catch {
         throw new TasksConfigError(
           'attachTasks: the app has no TasksModule. Import TasksModule.forRoot({ path: false, ' +
