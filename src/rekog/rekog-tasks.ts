@@ -233,12 +233,14 @@ export class RekogTasks implements TransportTasks {
   }
 
   /**
-   * A server rekog built, before rekog binds its handlers: the tasks capabilities of both eras,
-   * and a `tools/list` whose task tools carry their `title` and `execution.taskSupport`
-   * (2025-11-25 clients read it; the SDK leaves it out of 2026-07-28 answers).
+   * A server rekog built for a TaskHttpTransport, before rekog binds its handlers: the tasks
+   * capabilities of both eras, and a `tools/list` whose task tools carry their `title` and
+   * `execution.taskSupport` (2025-11-25 clients read it; the SDK leaves it out of 2026-07-28
+   * answers).
    */
   private prepare(server: RekogServer): RekogServer {
     const low = server.server;
+    // On these servers only: rekog's other transports (STDIO) carry no task traffic.
     low.registerCapabilities({
       extensions: { [TASKS_EXTENSION_ID]: {} },
       tasks: {

@@ -95,7 +95,7 @@ export class TaskHttpTransport extends StreamableHttpTransport {
   override get httpHandlers(): McpHttpHandler {
     const inner = super.httpHandlers;
     return {
-      handlePost: (req, res) => this.post(req, res, inner.handlePost),
+      handlePost: (req, res) => this.post(req, res, inner.handlePost) as Promise<void> | void,
       handleGet: inner.handleGet,
       handleDelete: inner.handleDelete,
     };
@@ -127,27 +127,46 @@ export class TaskHttpTransport extends StreamableHttpTransport {
     bridges.get(this)?.listChanged(this, kind);
   }
 
-  private async post(request: unknown, reply: unknown, next: Verb): Promise<void> {
+  /**
+   * rekog's POST with the front before it. A parsed body the front does not claim goes to rekog
+   * at once, as it would without tasks (rekog checks its own headers): rekog's traffic pays one
+   * look at the body and no await.
+   */
+  private post(request: unknown, reply: unknown, next: Verb): unknown {
     const tasks = bridges.get(this);
-    if (tasks === undefined) return void (await next(request, reply));
     const framework = request as HandlerRequest;
-    const req = framework.raw ?? (request as IncomingMessage);
-    const res = (reply as HandlerReply).raw ?? (reply as ServerResponse);
+    const parsed = framework.body ?? (framework.raw as { body?: unknown } | undefined)?.body;
+    if (tasks === undefined || (parsed !== undefined && !tasks.front.claims(parsed))) {
+      return next(request, reply);
+    }
+    return this.serveTasks(tasks, framework, reply as HandlerReply, next, parsed);
+  }
+
+  /** Task traffic, or a body still to be read (a self-mounted route, which no Nest parser reads). */
+  private async serveTasks(
+    tasks: TransportTasks,
+    request: HandlerRequest,
+    reply: HandlerReply,
+    next: Verb,
+    parsed: unknown,
+  ): Promise<void> {
+    const req = request.raw ?? (request as unknown as IncomingMessage);
+    const res = reply.raw ?? (reply as unknown as ServerResponse);
     try {
       if (this.refusesHeaders(req, res)) return;
-      let body = framework.body ?? (req as { body?: unknown }).body;
+      let body = parsed;
       if (body === undefined && JSON_TYPE.test(req.headers['content-type'] ?? '')) {
-        // A self-mounted route: no Nest body parser ran. Read once here; rekog reads it from
-        // `body` after (it prefers a parsed body to the stream).
+        // Read once here; rekog reads it from `body` after (it prefers a parsed body to the
+        // stream).
         const read = await readJsonBody(req, res, tasks.maxBodyBytes);
         if (read === undefined) return;
         body = read.body;
         (req as { body?: unknown }).body = body;
       }
       if (!tasks.front.claims(body)) return void (await next(request, reply));
-      if (this.refusesToolCall(tasks, framework, req, res, body)) return;
-      const onServe = (): void => handOver(reply as HandlerReply, res);
-      if (await tasks.front.serve(framework, req, res, body, onServe)) return;
+      if (this.refusesToolCall(tasks, request, req, res, body)) return;
+      const onServe = (): void => handOver(reply, res);
+      if (await tasks.front.serve(request, req, res, body, onServe)) return;
       await next(request, reply);
     } catch (error) {
       tasks.logFault(error);
