@@ -1,13 +1,25 @@
 import { createRequire } from 'node:module';
-import type { Redis, RedisOptions } from 'ioredis';
+import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { TasksConfigError } from '../errors.js';
+
+/** A client of one Redis, or of a Redis Cluster (see docs/redis-cluster.md). */
+export type RedisClient = Redis | Cluster;
+
+/** The nodes of a Redis Cluster to start from, and ioredis `Cluster` options. */
+export interface RedisClusterConnection {
+  cluster: ClusterNode[];
+  options?: ClusterOptions;
+}
 
 /** How a Redis-backed part reaches Redis: a client the app owns, or options to make one. */
 export interface RedisConnectionOptions {
-  /** An ioredis client the app owns; the part uses it and never closes it. */
-  client?: Redis;
-  /** A `redis://` URL or ioredis options: the part makes its own client and closes it. */
-  connection?: string | RedisOptions;
+  /** An ioredis client (`Redis` or `Cluster`) the app owns; the part uses it, never closes it. */
+  client?: RedisClient;
+  /**
+   * A `redis://` URL or ioredis options, or `{ cluster: nodes, options? }` for a Redis Cluster:
+   * the part makes its own client and closes it.
+   */
+  connection?: string | RedisOptions | RedisClusterConnection;
   /** Prefix of every key and channel. Default `'mcp-tasks:'`. */
   prefix?: string;
   /** A Redis call that takes longer fails with "Task store unavailable". Default 5 s. */
@@ -17,16 +29,19 @@ export interface RedisConnectionOptions {
 export const DEFAULT_PREFIX = 'mcp-tasks:';
 export const DEFAULT_REDIS_TIMEOUT_MS = 5_000;
 
-type RedisConstructor = new (...args: unknown[]) => Redis;
+interface Ioredis {
+  Redis: new (...args: unknown[]) => Redis;
+  Cluster: new (nodes: ClusterNode[], options?: ClusterOptions) => Cluster;
+}
 
 /** Loads ioredis, an optional peer dependency, with a clear message when it is missing. */
-function loadIoredis(): RedisConstructor {
+function loadIoredis(): Ioredis {
   try {
-    const module = createRequire(import.meta.url)('ioredis') as {
-      Redis?: RedisConstructor;
-      default?: RedisConstructor;
+    const module = createRequire(import.meta.url)('ioredis') as Partial<Ioredis> & {
+      default?: Ioredis['Redis'] & { Cluster?: Ioredis['Cluster'] };
     };
-    return (module.Redis ?? module.default) as RedisConstructor;
+    const Redis = (module.Redis ?? module.default) as Ioredis['Redis'];
+    return { Redis, Cluster: (module.Cluster ?? module.default?.Cluster) as Ioredis['Cluster'] };
   } catch {
     throw new TasksConfigError('The Redis store and notifier need ioredis: npm install ioredis');
   }
@@ -36,21 +51,31 @@ function loadIoredis(): RedisConstructor {
 export function connect(
   options: RedisConnectionOptions,
   role: string,
-): { client: Redis; owned: boolean } {
+): { client: RedisClient; owned: boolean } {
   if (options.client !== undefined) return { client: options.client, owned: false };
-  if (options.connection === undefined) {
+  const { connection } = options;
+  if (connection === undefined) {
     throw new TasksConfigError(`${role} needs a client or connection options`);
   }
-  const Redis = loadIoredis();
+  const { Redis, Cluster } = loadIoredis();
   const timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
   // While Redis is away, a queued call fails after one reconnect attempt (maxRetriesPerRequest),
   // not when Redis comes back: a call reported as failed must not run later, unseen. Calls
   // issued before the first connection wait for it. ioredis keeps reconnecting by itself.
   const defaults: RedisOptions = { maxRetriesPerRequest: 1, connectTimeout: timeoutMs };
-  const client =
-    typeof options.connection === 'string'
-      ? new Redis(options.connection, defaults)
-      : new Redis({ ...defaults, ...options.connection });
+  let client: RedisClient;
+  if (typeof connection === 'string') {
+    client = new Redis(connection, defaults);
+  } else if ('cluster' in connection) {
+    // The same defaults for the connection to each node (the cluster's own retries stay).
+    const { cluster: nodes, options: clusterOptions = {} } = connection;
+    client = new Cluster(nodes, {
+      ...clusterOptions,
+      redisOptions: { ...defaults, ...clusterOptions.redisOptions },
+    });
+  } else {
+    client = new Redis({ ...defaults, ...connection });
+  }
   // A connection error is reported by the calls that fail; ioredis reconnects by itself.
   client.on('error', () => undefined);
   return { client, owned: true };
@@ -78,7 +103,7 @@ export function withTimeout<T>(
 }
 
 /** Closes a client the part made; leaves the app's own alone. Idempotent, bounded by `ms`. */
-export async function release(client: Redis, owned: boolean, ms: number): Promise<void> {
+export async function release(client: RedisClient, owned: boolean, ms: number): Promise<void> {
   if (!owned || client.status === 'end') return;
   if (client.status !== 'ready') {
     // Between reconnect attempts there is nothing to say goodbye to.

@@ -1,5 +1,5 @@
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { ListenFeed } from '../notify/listen-feed.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
@@ -9,6 +9,7 @@ import {
   connect,
   DEFAULT_PREFIX,
   DEFAULT_REDIS_TIMEOUT_MS,
+  type RedisClient,
   type RedisConnectionOptions,
   release,
 } from './redis-connection.js';
@@ -22,8 +23,8 @@ import {
  */
 export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   private readonly logger = new Logger('RedisTaskNotifier');
-  private readonly publisher: Redis;
-  private readonly subscriber: Redis;
+  private readonly publisher: RedisClient;
+  private readonly subscriber: RedisClient;
   private readonly owned: boolean;
   private readonly channel: string;
   private readonly timeoutMs: number;
@@ -39,7 +40,11 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   ) {
     ({ client: this.publisher, owned: this.owned } = connect(options, 'RedisTaskNotifier'));
     this.deliversRemoteChanges = waiters !== undefined;
-    this.subscriber = this.publisher.duplicate();
+    // On a Redis Cluster, a PUBLISH on any node reaches the subscribers of every node (the
+    // cluster bus carries it), so one subscription, on whichever node ioredis picks, hears all.
+    this.subscriber = this.publisher.isCluster
+      ? (this.publisher as Cluster).duplicate()
+      : (this.publisher as Redis).duplicate();
     this.subscriber.on('error', () => undefined);
     this.channel = `${options.prefix ?? DEFAULT_PREFIX}changes`;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;

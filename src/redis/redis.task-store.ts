@@ -1,5 +1,4 @@
 import type { OnApplicationShutdown } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { TaskInternalError, TaskQuotaError, TaskStoreFullError } from '../errors.js';
 import {
   cursorAfter,
@@ -31,6 +30,7 @@ import {
   connect,
   DEFAULT_PREFIX,
   DEFAULT_REDIS_TIMEOUT_MS,
+  type RedisClient,
   type RedisConnectionOptions,
   release,
   withTimeout,
@@ -313,7 +313,7 @@ const COMMANDS = {
   nestjsMcpTasksReleaseTasks: { numberOfKeys: 2, lua: RELEASE_TASKS },
 } as const;
 
-type ScriptClient = Redis & {
+type ScriptClient = RedisClient & {
   nestjsMcpTasksReserve(
     rows: string,
     created: string,
@@ -390,7 +390,7 @@ type ScriptClient = Redis & {
  *   script of two writes, whatever the number of tasks held.
  */
 export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplicationShutdown {
-  readonly client: Redis;
+  readonly client: RedisClient;
   private readonly owned: boolean;
   private readonly prefix: string;
   private readonly timeoutMs: number;
@@ -648,17 +648,27 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
 
   /**
    * The live records of `ids`, aligned with them (`null` for a task gone or expired): one
-   * pipeline, so one round trip, none for no ids.
+   * pipeline, so one round trip, none for no ids. On a Redis Cluster the tasks lie in many slots,
+   * which one pipeline cannot span: the reads are sent at once instead, each to its task's node,
+   * still one round trip.
    */
   private async readRecords(ids: readonly string[]): Promise<(TaskRecord | null)[]> {
     if (ids.length === 0) return [];
-    const pipeline = this.client.pipeline();
-    for (const taskId of ids) pipeline.hget(this.keyOf(taskId), 'j');
-    const replies = (await this.call(pipeline.exec())) ?? [];
+    let jsons: (string | null)[];
+    if (this.client.isCluster) {
+      jsons = await this.call(Promise.all(ids.map((id) => this.client.hget(this.keyOf(id), 'j'))));
+    } else {
+      const pipeline = this.client.pipeline();
+      for (const taskId of ids) pipeline.hget(this.keyOf(taskId), 'j');
+      const replies = (await this.call(pipeline.exec())) ?? [];
+      jsons = replies.map(([error, json]) => {
+        if (error) throw error;
+        return json as string | null;
+      });
+    }
     const now = Date.now();
-    return replies.map(([error, json]) => {
-      if (error) throw error;
-      const record = json === null ? null : (JSON.parse(json as string) as TaskRecord);
+    return jsons.map((json) => {
+      const record = json === null ? null : (JSON.parse(json) as TaskRecord);
       return record === null || isExpired(record, now) ? null : record;
     });
   }
