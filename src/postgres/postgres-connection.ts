@@ -1,0 +1,101 @@
+import { createRequire } from 'node:module';
+import type { Pool, PoolConfig } from 'pg';
+import { TasksConfigError } from '../errors.js';
+
+/** How a PostgreSQL-backed part reaches PostgreSQL: the app's own pool, or where to connect. */
+export interface PostgresConnectionOptions {
+  /**
+   * A `postgres://` connection string or `pg` pool options (the part makes its own pool and
+   * closes it), or a `pg.Pool` the app owns (the part uses it and never closes it).
+   */
+  connection: string | PoolConfig | Pool;
+  /**
+   * The PostgreSQL schema of every table and function: lower-case letters, digits and `_`,
+   * starting with a letter or `_`. Default `mcp_tasks`.
+   */
+  schema?: string;
+  /**
+   * A query that takes longer fails (and so does the request, with "Task store unavailable");
+   * with a pool the part makes, so does waiting that long for a connection. Default 5 s.
+   */
+  timeoutMs?: number;
+}
+
+export const DEFAULT_SCHEMA = 'mcp_tasks';
+export const DEFAULT_POSTGRES_TIMEOUT_MS = 5_000;
+
+/** Names the schema may take: plain lower-case identifiers, which need no quoting. */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+type PoolConstructor = new (config?: PoolConfig) => Pool;
+
+/** Loads `pg`, an optional peer dependency, with a clear message when it is missing. */
+function loadPg(): PoolConstructor {
+  try {
+    const module = createRequire(import.meta.url)('pg') as {
+      Pool?: PoolConstructor;
+      default?: { Pool?: PoolConstructor };
+    };
+    return (module.Pool ?? module.default?.Pool) as PoolConstructor;
+  } catch {
+    throw new TasksConfigError('The PostgreSQL store needs pg: npm install pg');
+  }
+}
+
+/** Whether `value` is a pool (the app's own) rather than options to make one. */
+function isPool(value: unknown): value is Pool {
+  const candidate = value as { query?: unknown; connect?: unknown } | null;
+  return (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.query === 'function' &&
+    typeof candidate.connect === 'function'
+  );
+}
+
+/** The schema name, checked: the part writes it into its SQL. */
+export function schemaOf(options: PostgresConnectionOptions, role: string): string {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  if (typeof schema !== 'string' || !SCHEMA_NAME.test(schema)) {
+    throw new TasksConfigError(
+      `${role} schema must be a lower-case identifier (letters, digits, _), got ${JSON.stringify(schema)}`,
+    );
+  }
+  return schema;
+}
+
+/** The timeout, checked. */
+export function timeoutOf(options: PostgresConnectionOptions, role: string): number {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_POSTGRES_TIMEOUT_MS;
+  if (!(Number.isSafeInteger(timeoutMs) && timeoutMs > 0)) {
+    throw new TasksConfigError(
+      `${role} timeoutMs must be a positive integer, got ${String(timeoutMs)}`,
+    );
+  }
+  return timeoutMs;
+}
+
+/** The pool to use, and whether the part made it (and so closes it). */
+export function connectPool(
+  options: PostgresConnectionOptions,
+  role: string,
+  timeoutMs: number,
+): { pool: Pool; owned: boolean } {
+  const { connection } = options;
+  if (isPool(connection)) return { pool: connection, owned: false };
+  if (typeof connection !== 'string' && (typeof connection !== 'object' || connection === null)) {
+    throw new TasksConfigError(`${role} needs a connection: a connection string or a pg.Pool`);
+  }
+  const Pool = loadPg();
+  const config: PoolConfig =
+    typeof connection === 'string' ? { connectionString: connection } : { ...connection };
+  const pool = new Pool({
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+    ...config,
+  });
+  // An idle connection that breaks (PostgreSQL restarted) is reported here: the pool drops it and
+  // the next query connects again. Without a listener the process would crash.
+  pool.on('error', () => undefined);
+  return { pool, owned: true };
+}

@@ -1,0 +1,100 @@
+import { readFileSync } from 'node:fs';
+import type { Pool } from 'pg';
+import { TasksConfigError } from '../errors.js';
+import { DEFAULT_SCHEMA } from './postgres-connection.js';
+
+/** One version of the schema: a file of `schema/`, applied in order. */
+interface Migration {
+  readonly version: number;
+  readonly file: string;
+}
+
+/**
+ * The schema's versions, oldest first. A release that changes the schema adds a file (002-….sql)
+ * that takes version 1 to 2 in place, recording itself in `schema_version` as 001 does.
+ */
+const MIGRATIONS: readonly Migration[] = [{ version: 1, file: '001-initial.sql' }];
+
+/** The schema version this release reads and writes. */
+export const POSTGRES_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/** The name every shipped file uses for the schema, replaced by the configured one. */
+const PLACEHOLDER = new RegExp(`\\b${DEFAULT_SCHEMA}\\b`, 'g');
+
+/**
+ * The SQL of one shipped file, for `schema`. The files live in `schema/` beside this module (in
+ * the package: `dist/postgres/schema/`, copied there by the build).
+ */
+function fileSql(file: string, schema: string): string {
+  const url = new URL(`./schema/${file}`, import.meta.url);
+  let text: string;
+  try {
+    text = readFileSync(url, 'utf8');
+  } catch {
+    throw new TasksConfigError(`The PostgreSQL schema file ${file} is missing (looked in ${url})`);
+  }
+  return schema === DEFAULT_SCHEMA ? text : text.replace(PLACEHOLDER, schema);
+}
+
+/**
+ * The SQL that sets up `schema` from nothing to the current version (every shipped file, in
+ * order), for a team that runs its own migrations: apply it, then give the store `setup: false`.
+ */
+export function postgresSchemaSql(schema: string = DEFAULT_SCHEMA): string {
+  return MIGRATIONS.map((migration) => fileSql(migration.file, schema)).join('\n');
+}
+
+/** The highest version recorded in `schema`, 0 when it has none (or no version table). */
+async function recordedVersion(
+  query: (text: string) => Promise<{ rows: Record<string, unknown>[] }>,
+  schema: string,
+): Promise<number> {
+  const found = await query(
+    `SELECT to_regclass('${schema}.schema_version') IS NOT NULL AS present`,
+  );
+  if (found.rows[0]?.present !== true) return 0;
+  const { rows } = await query(
+    `SELECT coalesce(max(version), 0)::integer AS version FROM ${schema}.schema_version`,
+  );
+  return Number(rows[0]?.version ?? 0);
+}
+
+/**
+ * Brings `schema` to the current version: in one transaction, under an advisory lock of its own
+ * (instances starting together wait for each other; the second finds the work done), each
+ * version above the recorded one is applied. Idempotent.
+ */
+export async function setUpSchema(pool: Pool, schema: string): Promise<void> {
+  const client = await pool.connect();
+  let failed = true;
+  try {
+    await client.query('BEGIN');
+    await client.query(
+      `SELECT pg_advisory_xact_lock(hashtext('nestjs-mcp-tasks schema'), hashtext($1))`,
+      [schema],
+    );
+    const current = await recordedVersion((text) => client.query(text), schema);
+    for (const migration of MIGRATIONS) {
+      if (migration.version > current) await client.query(fileSql(migration.file, schema));
+    }
+    await client.query('COMMIT');
+    failed = false;
+  } finally {
+    if (failed) await client.query('ROLLBACK').catch(() => undefined);
+    // A connection whose transaction failed halfway is not handed to anyone else.
+    client.release(failed);
+  }
+}
+
+/**
+ * Checks that `schema` is at the current version or later (for `setup: false`), with a message
+ * that says what to apply.
+ */
+export async function checkSchema(pool: Pool, schema: string): Promise<void> {
+  const version = await recordedVersion((text) => pool.query(text), schema);
+  if (version < POSTGRES_SCHEMA_VERSION) {
+    throw new TasksConfigError(
+      `PostgresTaskStore: schema "${schema}" is at version ${version}, this release needs ${POSTGRES_SCHEMA_VERSION}: apply postgresSchemaSql("${schema}") (the files of nestjs-mcp-tasks/dist/postgres/schema/) or leave setup on`,
+    );
+  }
+}

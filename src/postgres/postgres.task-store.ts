@@ -1,0 +1,437 @@
+import { createHash } from 'node:crypto';
+import type { OnApplicationShutdown } from '@nestjs/common';
+import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import { TaskInternalError, TaskQuotaError, TaskStoreFullError } from '../errors.js';
+import {
+  cursorAfter,
+  keyOfCursor,
+  listingKey,
+  ownerKey,
+  placeOfKey,
+} from '../store/task-listing.js';
+import type {
+  TaskListPage,
+  TaskStore,
+  TaskStoreCleanupOptions,
+  TaskStoreCreateOptions,
+  TaskStoreLeases,
+  TaskStoreListAllOptions,
+  TaskStoreListOptions,
+} from '../store/task-store.js';
+import {
+  expiresAt,
+  isTerminal,
+  type TaskOwner,
+  type TaskRecord,
+  type TaskState,
+  terminalSince,
+} from '../task.js';
+import {
+  connectPool,
+  type PostgresConnectionOptions,
+  schemaOf,
+  timeoutOf,
+} from './postgres-connection.js';
+import { checkSchema, setUpSchema } from './postgres-schema.js';
+
+export interface PostgresTaskStoreOptions extends PostgresConnectionOptions {
+  /**
+   * Create or upgrade the schema on first use (default true): idempotent, and safe with several
+   * instances starting at once. `false` for a team that applies the shipped SQL itself
+   * (`postgresSchemaSql`); the store then only checks the recorded version on first use.
+   */
+  setup?: boolean;
+}
+
+/**
+ * Index entries a filtered page (by status or tool) looks at most: a filter that matches few tasks
+ * ends the page there, short, with a cursor to go on.
+ */
+const FILTERED_LOOKS = 1_000;
+
+/** Expired or finished rows one cleanup call removes at most of each (it calls again while full). */
+const CLEANUP_BATCH = 1_000;
+
+/** What `create_task` answers (see the schema file). */
+const CREATED = 1;
+const STORE_FULL = 0;
+const QUOTA_REACHED = -2;
+
+/** One statement: its text and the name it is prepared under on each connection. */
+interface Statement {
+  readonly name: string;
+  readonly text: string;
+}
+
+/** A statement named by its text (a schema of its own gives other names): prepared once a connection. */
+function statement(text: string): Statement {
+  return { name: `nmt_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`, text };
+}
+
+/** Which listing a page reads, and with which filters: each shape is one prepared statement. */
+interface ListingShape {
+  owner: boolean;
+  cursor: boolean;
+  status: boolean;
+  tool: boolean;
+}
+
+/**
+ * The TaskStore on PostgreSQL (node-postgres 8), for instances that share a database the app
+ * already runs.
+ *
+ * - One row per task in `<schema>.tasks`: the record as JSON, and beside it what the statements
+ *   filter and order by (owner, status, creation, expiry, when it finished, holder, tool).
+ * - Every operation is one round trip: a statement, or a function of the schema where the work
+ *   needs several statements each with a fresh snapshot (`create_task`, `delete_task`,
+ *   `cleanup_tasks`). Statements are prepared on each connection on first use.
+ * - `create` counts rows (`maxRows`) in `<schema>.counts`, one row that every create and removal
+ *   locks, so two creates never both take the last place; the owner's quota is counted under the
+ *   same lock, its finished task that expires first deleted to make room.
+ * - An owner-scoped `get` compares the owner in the statement's WHERE: another owner's task is
+ *   never sent, so it answers as a missing one does.
+ * - `compareAndSet` is `UPDATE … WHERE version = $expected`: two instances racing on one task
+ *   cannot both win; a task written terminal stops being held in the same statement.
+ * - Listing reads an index by owner and creation (or by creation for `listAll`) with keyset
+ *   cursors; a status or tool filter looks at a bounded window of entries per page.
+ * - Leases: `<schema>.instances` holds each instance's lease on PostgreSQL's clock; a task's
+ *   `held_by` names the instance that holds it.
+ */
+export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicationShutdown {
+  readonly pool: Pool;
+  /** The schema of its tables and functions. */
+  readonly schema: string;
+  /** `list` and `listAll` filter by status themselves. */
+  readonly listsByStatus: boolean = true;
+  private readonly owned: boolean;
+  private readonly timeoutMs: number;
+  private readonly setup: boolean;
+  private readying: Promise<void> | undefined;
+  private readonly sql: ReturnType<typeof statements>;
+  private readonly listings = new Map<string, Statement>();
+
+  constructor(options: PostgresTaskStoreOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError('PostgresTaskStore needs options: { connection, schema? }');
+    }
+    this.schema = schemaOf(options, 'PostgresTaskStore');
+    this.timeoutMs = timeoutOf(options, 'PostgresTaskStore');
+    this.setup = options.setup ?? true;
+    ({ pool: this.pool, owned: this.owned } = connectPool(
+      options,
+      'PostgresTaskStore',
+      this.timeoutMs,
+    ));
+    this.sql = statements(this.schema);
+  }
+
+  /**
+   * Sets up (or checks) the schema, once; the first operation waits for it. A failure (PostgreSQL
+   * away) fails that operation, and the next one tries again.
+   */
+  ready(): Promise<void> {
+    this.readying ??= (
+      this.setup ? setUpSchema(this.pool, this.schema) : checkSchema(this.pool, this.schema)
+    ).catch((error: unknown) => {
+      this.readying = undefined;
+      throw error;
+    });
+    return this.readying;
+  }
+
+  private async run<R extends QueryResultRow>(
+    { name, text }: Statement,
+    values: unknown[],
+  ): Promise<R[]> {
+    await this.ready();
+    const config = { name, text, values, query_timeout: this.timeoutMs } as QueryConfig;
+    const result = await this.pool.query<R>(config);
+    return result.rows;
+  }
+
+  async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
+    const quota = options.maxTasksPerOwner ?? null;
+    const [row] = await this.run<{ status: number }>(this.sql.create, [
+      record.taskId,
+      ownerKey(record.owner),
+      record.status,
+      record.createdAt,
+      expiresAt(record),
+      terminalSince(record),
+      record.heldBy ?? null,
+      record.toolName ?? null,
+      record.version,
+      JSON.stringify(record),
+      Date.now(),
+      options.maxRows,
+      quota,
+    ]);
+    const status = row?.status;
+    if (status === CREATED) return;
+    if (status === STORE_FULL) throw new TaskStoreFullError(options.maxRows ?? 0);
+    if (status === QUOTA_REACHED) throw new TaskQuotaError(quota ?? 0);
+    throw new TaskInternalError('Task id already exists');
+  }
+
+  /**
+   * One statement; with `owner`, its key is compared in the WHERE, so another owner's record is
+   * neither sent nor parsed and answers like a missing id.
+   */
+  async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
+    const rows =
+      owner === undefined
+        ? await this.run<{ record: string }>(this.sql.get, [taskId, Date.now()])
+        : await this.run<{ record: string }>(this.sql.getOwned, [
+            taskId,
+            ownerKey(owner),
+            Date.now(),
+          ]);
+    const row = rows[0];
+    return row === undefined ? null : (JSON.parse(row.record) as TaskRecord);
+  }
+
+  async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const rows = await this.run(this.sql.compareAndSet, [
+      record.taskId,
+      JSON.stringify(record),
+      record.version,
+      record.status,
+      ownerKey(record.owner),
+      record.createdAt,
+      expiresAt(record),
+      terminalSince(record),
+      record.toolName ?? null,
+      isTerminal(record.status),
+      expectedVersion,
+      Date.now(),
+    ]);
+    return rows.length === 1;
+  }
+
+  async delete(taskId: string): Promise<boolean> {
+    const [row] = await this.run<{ deleted: boolean }>(this.sql.delete, [taskId]);
+    return row?.deleted === true;
+  }
+
+  /** A call per batch of CLEANUP_BATCH rows of each kind, until a batch comes back short. */
+  async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const [row] = await this.run<{ removed: string }>(this.sql.cleanup, [
+        now,
+        now - options.terminalTtlMs,
+        CLEANUP_BATCH,
+      ]);
+      const count = Number(row?.removed ?? 0);
+      removed += count;
+      if (count < CLEANUP_BATCH) return removed;
+    }
+  }
+
+  async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
+    return this.page(ownerKey(owner), options, undefined);
+  }
+
+  async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
+    return this.page(undefined, options, options.toolName);
+  }
+
+  /**
+   * One page in one statement: the index entries after the cursor (at most `limit + 1`
+   * unfiltered, FILTERED_LOOKS with a filter), the records of the first `limit + 1` that are live
+   * and pass the filters, and the last entry looked at with the number looked at. More than
+   * `limit` records: the page ends at its last task. Fewer, with the window full: it goes on
+   * after the last entry looked at.
+   */
+  private async page(
+    owner: string | undefined,
+    options: TaskStoreListOptions,
+    toolName: string | undefined,
+  ): Promise<TaskListPage> {
+    const after =
+      options.cursor === undefined ? undefined : placeOfKey(keyOfCursor(options.cursor));
+    const states = statesOf(options.status);
+    const { limit } = options;
+    const filtered = states !== undefined || toolName !== undefined;
+    const window = filtered ? Math.max(limit + 1, FILTERED_LOOKS) : limit + 1;
+    const shape: ListingShape = {
+      owner: owner !== undefined,
+      cursor: after !== undefined,
+      status: states !== undefined,
+      tool: toolName !== undefined,
+    };
+    const values: unknown[] = [Date.now(), window, limit + 1];
+    if (owner !== undefined) values.push(owner);
+    if (after !== undefined) values.push(after.createdAt, after.taskId);
+    if (states !== undefined) values.push(states);
+    if (toolName !== undefined) values.push(toolName);
+    const rows = await this.run<{
+      task_id: string;
+      created_at: string;
+      record: string | null;
+      looked: string | null;
+    }>(this.listing(shape), values);
+    let edge: { createdAt: number; taskId: string } | undefined;
+    let looked = 0;
+    const kept: TaskRecord[] = [];
+    for (const row of rows) {
+      if (row.looked !== null) {
+        edge = { createdAt: Number(row.created_at), taskId: row.task_id };
+        looked = Number(row.looked);
+      } else if (row.record !== null) {
+        kept.push(JSON.parse(row.record) as TaskRecord);
+      }
+    }
+    kept.sort(newestFirst);
+    if (kept.length > limit) {
+      const tasks = kept.slice(0, limit);
+      return { tasks, nextCursor: cursorAfter(listingKey(tasks[limit - 1]!)) };
+    }
+    if (edge !== undefined && looked >= window) {
+      return { tasks: kept, nextCursor: cursorAfter(listingKey(edge)) };
+    }
+    return { tasks: kept };
+  }
+
+  /** The statement of one listing shape, made on first use. */
+  private listing(shape: ListingShape): Statement {
+    const key = `${+shape.owner}${+shape.cursor}${+shape.status}${+shape.tool}`;
+    let found = this.listings.get(key);
+    if (found === undefined) this.listings.set(key, (found = listingStatement(this.schema, shape)));
+    return found;
+  }
+
+  /** Renews on PostgreSQL's clock, in the statement that finds the leases run out. */
+  async renewLease(instanceId: string, ttlMs: number): Promise<string[]> {
+    const rows = await this.run<{ instance_id: string }>(this.sql.renewLease, [instanceId, ttlMs]);
+    return rows.map((row) => row.instance_id);
+  }
+
+  async heldTasks(instanceId: string): Promise<string[]> {
+    const rows = await this.run<{ task_id: string }>(this.sql.heldTasks, [instanceId]);
+    return rows.map((row) => row.task_id);
+  }
+
+  async releaseTasks(instanceId: string, taskIds: readonly string[]): Promise<boolean> {
+    const [row] = await this.run<{ forgotten: boolean }>(this.sql.releaseTasks, [
+      instanceId,
+      [...taskIds],
+    ]);
+    return row?.forgotten === true;
+  }
+
+  async releaseLease(instanceId: string): Promise<void> {
+    await this.run(this.sql.releaseLease, [instanceId]);
+  }
+
+  /** `SELECT 1`, bounded by `timeoutMs`; it does not set the schema up. */
+  async ping(): Promise<void> {
+    await this.pool.query({ text: 'SELECT 1', query_timeout: this.timeoutMs } as QueryConfig);
+  }
+
+  private closing: Promise<void> | undefined;
+
+  /** Ends the pool the store made (not the app's own). Idempotent. */
+  onApplicationShutdown(): Promise<void> {
+    this.closing ??= this.owned ? this.pool.end() : Promise.resolve();
+    return this.closing;
+  }
+}
+
+/** The states a listing keeps as an array for `= ANY($n)`, or `undefined` for every state. */
+function statesOf(status: TaskState | readonly TaskState[] | undefined): string[] | undefined {
+  if (status === undefined) return undefined;
+  return typeof status === 'string' ? [status] : [...status];
+}
+
+/** Newest first: by `createdAt`, then id, bytewise (as the C collation orders them). */
+function newestFirst(a: TaskRecord, b: TaskRecord): number {
+  if (a.createdAt !== b.createdAt) return b.createdAt - a.createdAt;
+  return a.taskId < b.taskId ? 1 : a.taskId > b.taskId ? -1 : 0;
+}
+
+/** The fixed statements of a schema. */
+function statements(schema: string) {
+  const tasks = `${schema}.tasks`;
+  const live = `(expires_at IS NULL OR expires_at > $NOW::bigint)`;
+  const clock = `clock AS (SELECT (extract(epoch FROM statement_timestamp()) * 1000)::bigint AS now)`;
+  return {
+    create: statement(
+      `SELECT ${schema}.create_task($1::text, $2::text, $3::text, $4::bigint, $5::bigint, ` +
+        `$6::bigint, $7::text, $8::text, $9::bigint, $10::json, $11::bigint, $12::bigint, ` +
+        `$13::bigint) AS status`,
+    ),
+    get: statement(
+      `SELECT record::text AS record FROM ${tasks} WHERE task_id = $1::text AND ${live.replace('$NOW', '$2')}`,
+    ),
+    getOwned: statement(
+      `SELECT record::text AS record FROM ${tasks} ` +
+        `WHERE task_id = $1::text AND owner_key = $2::text AND ${live.replace('$NOW', '$3')}`,
+    ),
+    compareAndSet: statement(
+      `UPDATE ${tasks} SET record = $2::json, version = $3::bigint, status = $4::text, ` +
+        `owner_key = $5::text, created_at = $6::bigint, expires_at = $7::bigint, ` +
+        `terminal_at = $8::bigint, tool_name = $9::text, ` +
+        `held_by = CASE WHEN $10::boolean THEN NULL ELSE held_by END ` +
+        `WHERE task_id = $1::text AND version = $11::bigint AND ${live.replace('$NOW', '$12')} ` +
+        `RETURNING 1 AS written`,
+    ),
+    delete: statement(`SELECT ${schema}.delete_task($1::text) AS deleted`),
+    cleanup: statement(
+      `SELECT ${schema}.cleanup_tasks($1::bigint, $2::bigint, $3::integer) AS removed`,
+    ),
+    renewLease: statement(
+      `WITH ${clock}, renewed AS (` +
+        `INSERT INTO ${schema}.instances (instance_id, lease_until) ` +
+        `SELECT $1::text, now + $2::bigint FROM clock ` +
+        `ON CONFLICT (instance_id) DO UPDATE SET lease_until = EXCLUDED.lease_until) ` +
+        `SELECT i.instance_id FROM ${schema}.instances i, clock ` +
+        `WHERE i.lease_until < clock.now AND i.instance_id <> $1::text`,
+    ),
+    heldTasks: statement(`SELECT task_id FROM ${tasks} WHERE held_by = $1::text`),
+    // The UPDATE's effect is not seen by the other parts of the statement (one snapshot): the
+    // tasks it releases are left out of "holds nothing else" by id.
+    releaseTasks: statement(
+      `WITH ${clock}, released AS (` +
+        `UPDATE ${tasks} SET held_by = NULL WHERE held_by = $1::text AND task_id = ANY($2::text[])), ` +
+        `settled AS (SELECT NOT EXISTS (SELECT 1 FROM ${schema}.instances, clock ` +
+        `WHERE instance_id = $1::text AND lease_until > clock.now) ` +
+        `AND NOT EXISTS (SELECT 1 FROM ${tasks} ` +
+        `WHERE held_by = $1::text AND task_id <> ALL($2::text[])) AS forgotten), ` +
+        `forgot AS (DELETE FROM ${schema}.instances ` +
+        `WHERE instance_id = $1::text AND (SELECT forgotten FROM settled)) ` +
+        `SELECT forgotten FROM settled`,
+    ),
+    releaseLease: statement(
+      `WITH gone AS (DELETE FROM ${schema}.instances WHERE instance_id = $1::text) ` +
+        `UPDATE ${tasks} SET held_by = NULL WHERE held_by = $1::text`,
+    ),
+  };
+}
+
+/**
+ * The page statement of one listing shape. Parameters: $1 now, $2 entries to look at, $3 records
+ * to keep at most, then the owner, the cursor's createdAt and task id, the states, the tool, each
+ * when the shape has it.
+ */
+function listingStatement(schema: string, shape: ListingShape): Statement {
+  let next = 4;
+  const where: string[] = [];
+  if (shape.owner) where.push(`owner_key = $${next++}::text`);
+  if (shape.cursor) where.push(`(created_at, task_id) < ($${next++}::bigint, $${next++}::text)`);
+  const keep = ['(expires_at IS NULL OR expires_at > $1::bigint)'];
+  if (shape.status) keep.push(`status = ANY($${next++}::text[])`);
+  if (shape.tool) keep.push(`tool_name = $${next++}::text`);
+  const text =
+    `WITH looked AS MATERIALIZED (` +
+    `SELECT task_id, created_at, status, expires_at, tool_name FROM ${schema}.tasks` +
+    (where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '') +
+    ` ORDER BY created_at DESC, task_id DESC LIMIT $2::integer), ` +
+    `kept AS (SELECT task_id FROM looked WHERE ${keep.join(' AND ')} ` +
+    `ORDER BY created_at DESC, task_id DESC LIMIT $3::integer) ` +
+    `SELECT t.task_id, t.created_at::text AS created_at, t.record::text AS record, ` +
+    `NULL::bigint AS looked FROM kept JOIN ${schema}.tasks t ON t.task_id = kept.task_id ` +
+    `UNION ALL (SELECT task_id, created_at::text, NULL::text, count(*) OVER () ` +
+    `FROM looked ORDER BY created_at, task_id LIMIT 1)`;
+  return statement(text);
+}
