@@ -415,13 +415,14 @@ function statements(schema: string) {
  * when the shape has it.
  */
 function listingStatement(schema: string, shape: ListingShape): Statement {
-  let next = 4;
+  let count = 3;
+  const param = (type: string): string => `$${++count}::${type}`;
   const where: string[] = [];
-  if (shape.owner) where.push(`owner_key = $${next++}::text`);
-  if (shape.cursor) where.push(`(created_at, task_id) < ($${next++}::bigint, $${next++}::text)`);
+  if (shape.owner) where.push(`owner_key = ${param('text')}`);
+  if (shape.cursor) where.push(`(created_at, task_id) < (${param('bigint')}, ${param('text')})`);
   const keep = ['(expires_at IS NULL OR expires_at > $1::bigint)'];
-  if (shape.status) keep.push(`status = ANY($${next++}::text[])`);
-  if (shape.tool) keep.push(`tool_name = $${next++}::text`);
+  if (shape.status) keep.push(`status = ANY(${param('text[]')})`);
+  if (shape.tool) keep.push(`tool_name = ${param('text')}`);
   const text =
     `WITH looked AS MATERIALIZED (` +
     `SELECT task_id, created_at, status, expires_at, tool_name FROM ${schema}.tasks` +
