@@ -433,6 +433,6 @@ function listingStatement(schema: string, shape: ListingShape): Statement {
     `SELECT t.task_id, t.created_at::text AS created_at, t.record::text AS record, ` +
     `NULL::bigint AS looked FROM kept JOIN ${schema}.tasks t ON t.task_id = kept.task_id ` +
     `UNION ALL (SELECT task_id, created_at::text, NULL::text, count(*) OVER () ` +
-    `FROM looked ORDER BY created_at, task_id LIMIT 1)`;
+    `FROM looked ORDER BY looked.created_at, looked.task_id LIMIT 1)`;
   return statement(text);
 }
