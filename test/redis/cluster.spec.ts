@@ -58,8 +58,10 @@ describe('RedisTaskStore on a Redis Cluster', () => {
     try {
       expect(raw.nodes('master')).toHaveLength(3);
       const ids = Array.from({ length: 30 }, (_, i) => `spread-${i}`);
-      for (const id of ids) {
-        await store.create(newTask(id, { principal: 'p' }, { ttlMs: 60_000 }, Date.now()), {
+      const t0 = Date.now();
+      for (const [i, id] of ids.entries()) {
+        // One millisecond apart, so that the listing's order is the creation order.
+        await store.create(newTask(id, { principal: 'p' }, { ttlMs: 60_000 }, t0 + i), {
           maxRows: 100,
           maxTasksPerOwner: 50,
         });
