@@ -266,6 +266,31 @@ describe('RedisTaskNotifier on a Redis Cluster', () => {
     }
   });
 
+  it('a change published on one master is heard by the subscribers on the other two', async () => {
+    // One notifier per master, on a plain connection to that master (its subscriber too, as a
+    // duplicate): where the subscriptions and the publishes land is fixed, unlike with a Cluster.
+    const prefix = nextPrefix('bus');
+    const clients = cluster.nodes.map((node) => new Redis(node));
+    const feeds = clients.map(() => new ListenFeed());
+    const notifiers = clients.map(
+      (client, i) => new RedisTaskNotifier({ client, prefix }, feeds[i]!, new WaiterFeed()),
+    );
+    try {
+      await Promise.all(notifiers.map((notifier) => notifier.ready));
+      for (const [i, publisher] of notifiers.entries()) {
+        const task = newTask(`bus-${i}`, { principal: 'p' }, { ttlMs: null }, Date.now());
+        const hearing = feeds.filter((_feed, j) => j !== i).map((feed) => heard(feed, task.taskId));
+        await publisher.notify({ ...task, version: 2 });
+        for (const record of await Promise.all(hearing)) {
+          expect(record).toMatchObject({ taskId: task.taskId, version: 2 });
+        }
+      }
+    } finally {
+      await Promise.all(notifiers.map((notifier) => notifier.onApplicationShutdown()));
+      for (const client of clients) client.disconnect();
+    }
+  });
+
   it('closes the Cluster connections it made', async () => {
     const one = instance(nextPrefix('close'));
     await one.notifier.ready;
