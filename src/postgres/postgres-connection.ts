@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { Pool, PoolConfig } from 'pg';
+import type { Client, ClientConfig, Pool, PoolConfig } from 'pg';
 import { TasksConfigError } from '../errors.js';
 
 /** How a PostgreSQL-backed part reaches PostgreSQL: the app's own pool, or where to connect. */
@@ -27,18 +27,18 @@ export const DEFAULT_POSTGRES_TIMEOUT_MS = 5_000;
 /** Names the schema may take: plain lower-case identifiers, which need no quoting. */
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
-type PoolConstructor = new (config?: PoolConfig) => Pool;
+interface PgModule {
+  Pool: new (config?: PoolConfig) => Pool;
+  Client: new (config?: ClientConfig) => Client;
+}
 
 /** Loads `pg`, an optional peer dependency, with a clear message when it is missing. */
-function loadPg(): PoolConstructor {
+function loadPg(): PgModule {
   try {
-    const module = createRequire(import.meta.url)('pg') as {
-      Pool?: PoolConstructor;
-      default?: { Pool?: PoolConstructor };
-    };
-    return (module.Pool ?? module.default?.Pool) as PoolConstructor;
+    const module = createRequire(import.meta.url)('pg') as PgModule & { default?: PgModule };
+    return module.Pool === undefined && module.default !== undefined ? module.default : module;
   } catch {
-    throw new TasksConfigError('The PostgreSQL store needs pg: npm install pg');
+    throw new TasksConfigError('The PostgreSQL store and notifier need pg: npm install pg');
   }
 }
 
@@ -86,7 +86,7 @@ export function connectPool(
   if (typeof connection !== 'string' && (typeof connection !== 'object' || connection === null)) {
     throw new TasksConfigError(`${role} needs a connection: a connection string or a pg.Pool`);
   }
-  const Pool = loadPg();
+  const { Pool } = loadPg();
   const config: PoolConfig =
     typeof connection === 'string' ? { connectionString: connection } : { ...connection };
   const pool = new Pool({
@@ -98,4 +98,14 @@ export function connectPool(
   // the next query connects again. Without a listener the process would crash.
   pool.on('error', () => undefined);
   return { pool, owned: true };
+}
+
+/**
+ * A new client (not from a pool) that connects as `pool` does: the notifier's dedicated LISTEN
+ * connection. The pool may be the app's own; its connection options are read, not its clients.
+ */
+export function newClient(pool: Pool, timeoutMs: number): Client {
+  const { Client } = loadPg();
+  const options = (pool as unknown as { options?: ClientConfig }).options ?? {};
+  return new Client({ connectionTimeoutMillis: timeoutMs, ...options });
 }
