@@ -4,4 +4,8 @@
  */
 export { RedisTaskStore } from './redis.task-store.js';
 export { RedisTaskNotifier, redisNotifier } from './redis.notifier.js';
-export type { RedisConnectionOptions } from './redis-connection.js';
+export type {
+  RedisClient,
+  RedisClusterConnection,
+  RedisConnectionOptions,
+} from './redis-connection.js';
