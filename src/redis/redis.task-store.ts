@@ -347,7 +347,8 @@ type ScriptClient = RedisClient & {
 };
 
 /**
- * The TaskStore for several instances behind one endpoint (ioredis 6).
+ * The TaskStore for several instances behind one endpoint (ioredis 6), on one Redis or a Redis
+ * Cluster (an ioredis `Cluster`; which keys share a slot is in docs/redis-cluster.md).
  *
  * - A task is one hash `{prefix}{<taskId>}` holding its version and JSON; the braces are the hash
  *   tag, so every script touches one Redis Cluster slot.
