@@ -1,6 +1,8 @@
+import { cpSync, existsSync } from 'node:fs';
 import { type DynamicModule, Module } from '@nestjs/common';
 import * as z from 'zod/v4';
 import { TasksModule, type TasksModuleExtras } from '../src/index.js';
+import { PostgresTaskStore, postgresNotifier } from '../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../src/redis/index.js';
 import { BullModule } from '@nestjs/bullmq';
 import { TasksQueueModule } from '../src/bullmq/index.js';
@@ -13,15 +15,37 @@ import { DemoTools } from './demo.tools.js';
 export type DemoStorage = Pick<TasksModuleExtras, 'store' | 'notifier'>;
 
 /**
- * The storage the environment names: with `REDIS_URL`, the Redis store and notifier under the
- * prefix `demo:`, so demo instances on several ports share their tasks; without it, `undefined`
- * (the in-memory store of a single instance).
+ * The storage the environment names: with `POSTGRES_URL`, the PostgreSQL store and notifier in
+ * the schema `demo` (set up on first use); else with `REDIS_URL`, the Redis store and notifier
+ * under the prefix `demo:`. Either way demo instances on several ports share their tasks (with
+ * both set, tasks live in PostgreSQL and the queue-run tool keeps BullMQ on Redis, see
+ * `demoQueue`). Without either, `undefined` (the in-memory store of a single instance).
  */
 export function demoStorage(env: NodeJS.ProcessEnv = process.env): DemoStorage | undefined {
+  if (env.POSTGRES_URL) {
+    preparePostgresSchema();
+    const postgres = { connection: env.POSTGRES_URL, schema: 'demo' };
+    return { store: new PostgresTaskStore(postgres), notifier: postgresNotifier(postgres) };
+  }
   const url = env.REDIS_URL;
   if (!url) return undefined;
   const redis = { connection: url, prefix: 'demo:' };
   return { store: new RedisTaskStore(redis), notifier: redisNotifier(redis) };
+}
+
+/**
+ * The PostgreSQL store reads its schema's SQL beside its module: when the demo runs from
+ * `.demo-build` (tsc copies no .sql file), the files are copied there from `src/postgres/schema`,
+ * as the package's build copies them into `dist`.
+ */
+function preparePostgresSchema(): void {
+  if (!new URL('.', import.meta.url).pathname.includes('/.demo-build/')) return;
+  const source = new URL('../../src/postgres/schema/', import.meta.url);
+  if (!existsSync(source)) return;
+  cpSync(source, new URL('../src/postgres/schema/', import.meta.url), {
+    recursive: true,
+    force: true,
+  });
 }
 
 /**

@@ -3,9 +3,10 @@ import { NestFactory } from '@nestjs/core';
 import { DEMO_CONSOLE_PATH, DemoModule, demoQueue, demoStorage } from './demo.module.js';
 
 /**
- * The demo server: the endpoint at /mcp, on PORT (default 3000). With REDIS_URL its tasks live in
- * Redis (prefix `demo:`) and instances on several ports share them, and it offers `long_job`, a
- * queue-run tool whose jobs it runs too; without, in memory.
+ * The demo server: the endpoint at /mcp, on PORT (default 3000). With POSTGRES_URL its tasks live
+ * in PostgreSQL (schema `demo`), else with REDIS_URL in Redis (prefix `demo:`), and instances on
+ * several ports share them; with REDIS_URL it offers `long_job`, a queue-run tool whose jobs it
+ * runs too (on Redis, also when POSTGRES_URL holds the tasks); without either, in memory.
  */
 async function main(): Promise<void> {
   const storage = demoStorage();
@@ -24,8 +25,13 @@ async function main(): Promise<void> {
     `Task console: ${origin}/${DEMO_CONSOLE_PATH} (demo admin: user "admin", any password; ` +
       'or Authorization: Bearer admin)',
   );
-  console.log(`Tasks: ${storage ? 'in Redis (REDIS_URL), prefix demo:' : 'in memory'}`);
-  if (storage)
+  const where = process.env.POSTGRES_URL
+    ? 'in PostgreSQL (POSTGRES_URL), schema demo'
+    : storage
+      ? 'in Redis (REDIS_URL), prefix demo:'
+      : 'in memory';
+  console.log(`Tasks: ${where}`);
+  if (demoQueue())
     console.log('Queue-run tool long_job: jobs on demo-jobs, run here and by `npm run worker`');
 }
 
