@@ -209,13 +209,15 @@ describe('architecture of src/', () => {
     expect(read('janitor/tasks.janitor.ts')).toContain("import('@nestjs/schedule')");
   });
 
-  it('imports bullmq, @nestjs/bullmq, ioredis, @nestjs/terminus and @rekog/mcp-nest only under their own entries', () => {
+  it('imports bullmq, @nestjs/bullmq, ioredis, pg, @nestjs/terminus and @rekog/mcp-nest only under their own entries', () => {
     // The main entry (and every folder it loads) must not load an optional peer it does not need:
-    // the queue's peers live under bullmq/, ioredis under redis/, @nestjs/terminus under health/
-    // and @rekog/mcp-nest under rekog/ (reached through their subpaths).
+    // the queue's peers live under bullmq/, ioredis under redis/, pg under postgres/,
+    // @nestjs/terminus under health/ and @rekog/mcp-nest under rekog/ (reached through their
+    // subpaths).
     const PEERS: Record<string, RegExp> = {
       bullmq: /from\s+['"](bullmq|@nestjs\/bullmq)['"]/,
       redis: /from\s+['"]ioredis['"]/,
+      postgres: /from\s+['"]pg['"]/,
       health: /from\s+['"]@nestjs\/terminus['"]/,
       rekog: /from\s+['"]@rekog\/mcp-nest['"]/,
     };
@@ -293,6 +295,7 @@ describe('public names beside the SDK', () => {
   const ENTRIES = [
     'index.ts',
     'redis/index.ts',
+    'postgres/index.ts',
     'bullmq/index.ts',
     'health/index.ts',
     'client/index.ts',
