@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { PostgresTaskStore } from '../../src/postgres/postgres.task-store.js';
 import { taskStoreContract } from '../../src/testing/index.js';
 import type { TaskRecord } from '../../src/task.js';
@@ -52,6 +53,74 @@ describe('PostgresTaskStore: listing', () => {
       expect(ids).toEqual([nine.taskId, eight.taskId]);
     } finally {
       await store.onApplicationShutdown();
+    }
+  });
+});
+
+/** A pool that counts its queries: each is one round trip (pg sends one query at a time). */
+class CountingPool extends pg.Pool {
+  queries = 0;
+  override query(...args: unknown[]): never {
+    this.queries++;
+    return (super.query as (...a: unknown[]) => never)(...args);
+  }
+}
+
+describe('PostgresTaskStore: round trips', () => {
+  it('every operation is one round trip once the schema is set up', async () => {
+    const pool = new CountingPool({ connectionString: postgres.url });
+    const store = new PostgresTaskStore({ connection: pool, schema: 'round_trips' });
+    try {
+      await store.ready();
+      const owner = { principal: 'alice', tenant: null };
+      const task: TaskRecord = {
+        taskId: newTaskId(),
+        owner,
+        status: 'working',
+        createdAt: Date.now(),
+        lastUpdatedAt: Date.now(),
+        ttlMs: 60_000,
+        version: 1,
+        heldBy: 'i1',
+        toolName: 'tool',
+      };
+      const done: TaskRecord = {
+        ...task,
+        status: 'completed',
+        result: { content: [], resultType: 'complete' },
+        version: 2,
+      };
+      const operations: [string, () => Promise<unknown>][] = [
+        [
+          'create (with maxRows and a quota)',
+          () => store.create(task, { maxRows: 10, maxTasksPerOwner: 5 }),
+        ],
+        ['get', () => store.get(task.taskId)],
+        ['get (owner-scoped)', () => store.get(task.taskId, owner)],
+        ['list', () => store.list(owner, { limit: 10 })],
+        ['list (by status)', () => store.list(owner, { limit: 10, status: ['working'] })],
+        ['listAll (by tool)', () => store.listAll({ limit: 10, toolName: 'tool' })],
+        ['renewLease', () => store.renewLease('i1', 60_000)],
+        ['heldTasks', () => store.heldTasks('i1')],
+        ['compareAndSet (terminal, releasing the hold)', () => store.compareAndSet(done, 1)],
+        ['releaseTasks', () => store.releaseTasks('i1', [task.taskId])],
+        ['releaseLease', () => store.releaseLease('i1')],
+        ['cleanup', () => store.cleanup(Date.now(), { terminalTtlMs: 60_000 })],
+        ['delete', () => store.delete(task.taskId)],
+        ['ping', () => store.ping()],
+      ];
+      const counted: [string, number][] = [];
+      for (const [name, run] of operations) {
+        const before = pool.queries;
+        await run();
+        counted.push([name, pool.queries - before]);
+      }
+      expect(counted).toEqual(operations.map(([name]) => [name, 1]));
+      // And the writes happened: the hold ended with the terminal write, the task is gone.
+      expect(await store.get(task.taskId)).toBeNull();
+    } finally {
+      await store.onApplicationShutdown();
+      await pool.end();
     }
   });
 });
