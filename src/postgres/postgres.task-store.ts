@@ -41,6 +41,12 @@ export interface PostgresTaskStoreOptions extends PostgresConnectionOptions {
    * (`postgresSchemaSql`); the store then only checks the recorded version on first use.
    */
   setup?: boolean;
+  /**
+   * Prepare each statement once per connection (default true: PostgreSQL then parses and plans it
+   * once). `false` sends every statement unnamed, for a connection pooler in transaction mode
+   * that cannot keep prepared statements across transactions (PgBouncer before 1.21).
+   */
+  preparedStatements?: boolean;
 }
 
 /**
@@ -106,6 +112,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   private readonly owned: boolean;
   private readonly timeoutMs: number;
   private readonly setup: boolean;
+  private readonly prepared: boolean;
   private readying: Promise<void> | undefined;
   private readonly sql: ReturnType<typeof statements>;
   private readonly listings = new Map<string, Statement>();
@@ -117,6 +124,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     this.schema = schemaOf(options, 'PostgresTaskStore');
     this.timeoutMs = timeoutOf(options, 'PostgresTaskStore');
     this.setup = options.setup ?? true;
+    this.prepared = options.preparedStatements ?? true;
     ({ pool: this.pool, owned: this.owned } = connectPool(
       options,
       'PostgresTaskStore',
@@ -144,7 +152,12 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     values: unknown[],
   ): Promise<R[]> {
     await this.ready();
-    const config = { name, text, values, query_timeout: this.timeoutMs } as QueryConfig;
+    const config = {
+      ...(this.prepared && { name }),
+      text,
+      values,
+      query_timeout: this.timeoutMs,
+    } as QueryConfig;
     const result = await this.pool.query<R>(config);
     return result.rows;
   }
@@ -163,7 +176,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       record.version,
       JSON.stringify(record),
       Date.now(),
-      options.maxRows,
+      options.maxRows ?? null,
       quota,
     ]);
     const status = row?.status;

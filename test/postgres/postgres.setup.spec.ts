@@ -157,3 +157,30 @@ describe('PostgresTaskStore: connections and schemas', () => {
     expect(await b.get(inA.taskId)).toMatchObject({ statusMessage: 'b' });
   });
 });
+
+describe('PostgresTaskStore: prepared statements', () => {
+  /** The statements prepared on the one connection of a pool of one. */
+  const prepared = async (one: pg.Pool): Promise<number> =>
+    Number((await one.query('SELECT count(*) AS n FROM pg_prepared_statements')).rows[0].n);
+
+  it.each([
+    [true, 'prepares each statement once per connection'],
+    [false, 'with preparedStatements: false, prepares none (for a pooler in transaction mode)'],
+  ])('%s: %s', async (preparedStatements) => {
+    const one = new pg.Pool({ connectionString: postgres.url, max: 1 });
+    try {
+      const store = new PostgresTaskStore({
+        connection: one,
+        schema: 'prepared',
+        preparedStatements,
+      });
+      const created = task();
+      await store.create(created, { maxRows: null });
+      expect(await store.get(created.taskId)).toEqual(created);
+      expect(await store.get(created.taskId)).toEqual(created);
+      expect(await prepared(one)).toBe(preparedStatements ? 2 : 0);
+    } finally {
+      await one.end();
+    }
+  });
+});
