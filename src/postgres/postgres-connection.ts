@@ -15,8 +15,9 @@ export interface PostgresConnectionOptions {
    */
   schema?: string;
   /**
-   * A query that takes longer fails (and so does the request, with "Task store unavailable");
-   * with a pool the part makes, so does waiting that long for a connection. Default 5 s.
+   * A query that takes longer fails (and so does the request, with "Task store unavailable"), and
+   * so does waiting that long for a connection (with the app's own pool, the store bounds the
+   * whole call). Default 5 s.
    */
   timeoutMs?: number;
 }
@@ -108,4 +109,25 @@ export function newClient(pool: Pool, timeoutMs: number): Client {
   const { Client } = loadPg();
   const options = (pool as unknown as { options?: ClientConfig }).options ?? {};
   return new Client({ connectionTimeoutMillis: timeoutMs, ...options });
+}
+
+export class PostgresTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`PostgreSQL did not answer within ${ms} ms`);
+    this.name = 'PostgresTimeoutError';
+  }
+}
+
+/**
+ * Rejects with a PostgresTimeoutError when `operation` takes longer than `ms`. For the app's own
+ * pool, whose wait for a free connection the part cannot bound by options: a request then fails
+ * in bounded time, as with a pool the part made (its `connectionTimeoutMillis`).
+ */
+export function within<T>(operation: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new PostgresTimeoutError(ms)), ms);
+    timer.unref();
+  });
+  return Promise.race([operation, timeout]).finally(() => clearTimeout(timer));
 }

@@ -31,6 +31,7 @@ import {
   type PostgresConnectionOptions,
   schemaOf,
   timeoutOf,
+  within,
 } from './postgres-connection.js';
 import { checkSchema, setUpSchema } from './postgres-schema.js';
 
@@ -147,7 +148,16 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     return this.readying;
   }
 
-  private async run<R extends QueryResultRow>(
+  /**
+   * Runs one statement (after the setup, once). With the app's own pool the whole call is bounded
+   * by `timeoutMs` here, since its wait for a connection is the app's to configure.
+   */
+  private run<R extends QueryResultRow>(statement: Statement, values: unknown[]): Promise<R[]> {
+    const rows = this.query<R>(statement, values);
+    return this.owned ? rows : within(rows, this.timeoutMs);
+  }
+
+  private async query<R extends QueryResultRow>(
     { name, text }: Statement,
     values: unknown[],
   ): Promise<R[]> {
@@ -339,7 +349,11 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
 
   /** `SELECT 1`, bounded by `timeoutMs`; it does not set the schema up. */
   async ping(): Promise<void> {
-    await this.pool.query({ text: 'SELECT 1', query_timeout: this.timeoutMs } as QueryConfig);
+    const pong = this.pool.query({
+      text: 'SELECT 1',
+      query_timeout: this.timeoutMs,
+    } as QueryConfig);
+    await (this.owned ? pong : within(pong, this.timeoutMs));
   }
 
   private closing: Promise<void> | undefined;

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { TasksConfigError } from '../../src/errors.js';
 import {
@@ -127,6 +128,31 @@ describe('PostgresTaskStore: connections and schemas', () => {
       ).toEqual(created);
     } finally {
       await own.end();
+    }
+  });
+
+  it("bounds every call on the app's pool by timeoutMs, also a wait for a connection that never comes", async () => {
+    // A server that accepts connections and never answers: the pool's connect waits forever.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    const stuck = new pg.Pool({
+      connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    });
+    try {
+      const store = new PostgresTaskStore({ connection: stuck, schema: 'stuck', timeoutMs: 200 });
+      for (const call of [store.get('abc'), store.ping()]) {
+        const error = await call.then(
+          () => undefined,
+          (caught: unknown) => caught,
+        );
+        expect((error as Error).message).toBe('PostgreSQL did not answer within 200 ms');
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await stuck.end().catch(() => undefined);
+      await new Promise((resolve) => silent.close(resolve));
     }
   });
 
