@@ -307,8 +307,15 @@ describe('consumer check: the packed package in three throwaway apps', () => {
     console.log(`consumer check: ${JSON.stringify(timings)}; ended ${codes.join('; ')}`);
   });
 
-  it('the tarball holds the compiled JS and type declarations of every entry, the task console’s page files, and nothing else', () => {
-    for (const entry of ['index', 'redis/index', 'client/index', 'testing/index', 'rekog/index']) {
+  it('the tarball holds the compiled JS and type declarations of every entry, the task console’s page files, the PostgreSQL schema’s SQL, and nothing else', () => {
+    for (const entry of [
+      'index',
+      'redis/index',
+      'postgres/index',
+      'client/index',
+      'testing/index',
+      'rekog/index',
+    ]) {
       expect(files).toContain(`dist/${entry}.js`);
       expect(files).toContain(`dist/${entry}.d.ts`);
     }
@@ -317,10 +324,14 @@ describe('consumer check: the packed package in three throwaway apps', () => {
       (name) => `dist/console/assets/${name}`,
     );
     expect(files).toEqual(expect.arrayContaining(consoleFiles));
+    // The SQL PostgresTaskStore applies, and teams apply by their own migrations.
+    const schemaFiles = ['dist/postgres/schema/001-initial.sql'];
+    expect(files).toEqual(expect.arrayContaining(schemaFiles));
     const unexpected = files.filter(
       (path) =>
         !/^dist\/.+\.(js|d\.ts)$/.test(path) &&
         !consoleFiles.includes(path) &&
+        !schemaFiles.includes(path) &&
         !['LICENSE', 'README.md', 'package.json'].includes(path),
     );
     expect(unexpected).toEqual([]);
