@@ -18,6 +18,12 @@ import { BullModule } from '@nestjs/bullmq';
 import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
+import {
+  PostgresTaskNotifier,
+  PostgresTaskStore,
+  postgresNotifier,
+} from '../../src/postgres/index.js';
+import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
 import { type AdapterName, type RunningApp, startApp } from './app.js';
 import { mcpRequest, post, type RawResponse } from './raw.js';
 import { eventually, openListen, type SseReader } from './sse.js';
@@ -28,7 +34,8 @@ import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from './wire.js';
  * on a task id (tasks/get, tasks/update, tasks/cancel, subscriptions/listen) × every kind of id
  * (its own task, another principal's, a random one, its own expired one). Only `own` succeeds;
  * the other three answer the very same bytes, change nothing, and a listen stream never hears
- * about them. Run on the in-memory store and on RedisTaskStore with the Redis notifier.
+ * about them. Run on the in-memory store, on RedisTaskStore with the Redis notifier, and on
+ * PostgresTaskStore with the PostgreSQL notifier.
  */
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
@@ -214,16 +221,18 @@ function firstLine(error: unknown): string {
 }
 
 /** `redis-queue`: the Redis store and notifier, with the tools run as BullMQ jobs. */
-type StoreKind = 'memory' | 'redis' | 'redis-queue';
+type StoreKind = 'memory' | 'redis' | 'redis-queue' | 'postgres';
 const CONFIGS: Array<[StoreKind, AdapterName]> = [
   ['memory', 'express'],
   ['memory', 'fastify'],
   ['redis', 'express'],
   ['redis-queue', 'fastify'],
+  ['postgres', 'express'],
 ];
 
 describe.each(CONFIGS)('principal isolation (%s store, %s)', (storeKind, adapter) => {
   let redis: TestRedis | undefined;
+  let postgres: TestPostgres | undefined;
   let running: RunningApp | undefined;
   let store: TaskStore;
   const owned = new Map<string, OwnTasks>();
@@ -336,7 +345,20 @@ describe.each(CONFIGS)('principal isolation (%s store, %s)', (storeKind, adapter
   // ----- setup and teardown ---------------------------------------------------------------------
 
   beforeAll(async () => {
-    if (storeKind !== 'memory') {
+    if (storeKind === 'postgres') {
+      postgres = await startTestPostgres();
+      const connection = { connection: postgres.url, schema: 'isolation' };
+      running = await startApp(
+        isolationModule({
+          store: new PostgresTaskStore(connection),
+          notifier: postgresNotifier(connection),
+        }),
+        adapter,
+      );
+      const notifier = running.app.get<PostgresTaskNotifier>(TaskNotifier);
+      expect(notifier).toBeInstanceOf(PostgresTaskNotifier);
+      await notifier.ready;
+    } else if (storeKind !== 'memory') {
       redis = await startTestRedis();
       const connection = {
         connection: redis.url,
@@ -356,7 +378,8 @@ describe.each(CONFIGS)('principal isolation (%s store, %s)', (storeKind, adapter
       running = await startApp(isolationModule({}), adapter);
     }
     store = running.app.get<TaskStore>(TaskStore);
-    if (storeKind !== 'memory') expect(store).toBeInstanceOf(RedisTaskStore);
+    if (storeKind === 'postgres') expect(store).toBeInstanceOf(PostgresTaskStore);
+    else if (storeKind !== 'memory') expect(store).toBeInstanceOf(RedisTaskStore);
 
     const expiredAt: number[] = [];
     for (const who of PRINCIPALS) {
@@ -398,6 +421,7 @@ describe.each(CONFIGS)('principal isolation (%s store, %s)', (storeKind, adapter
     for (const stream of streams.splice(0)) await stream.close();
     await running?.close();
     await redis?.stop();
+    await postgres?.stop();
   });
 
   // ----- get, update, cancel --------------------------------------------------------------------
