@@ -2,9 +2,49 @@ import { type SpawnSyncReturns, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { freePort } from './redis-server.js';
 
-/** A real PostgreSQL for the tests: `POSTGRES_URL` when set, else a private server. */
+/** Whether the tests may stop and start the server (a private one: not with POSTGRES_URL). */
+export const canStopServer = !process.env.POSTGRES_URL;
+
+let databases = 0;
+
+/** A fresh database on the server of `url`, so that test files never see each other's schemas. */
+async function databaseOn(url: string): Promise<TestPostgres> {
+  const name = `nestjs_mcp_tasks_test_${process.pid}_${Date.now()}_${++databases}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const own = new URL(url);
+  own.pathname = `/${name}`;
+  const noop = async (): Promise<void> => undefined;
+  return {
+    url: own.toString(),
+    port: Number(own.port || 5432),
+    kill: noop,
+    start: noop,
+    stop: async () => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+/**
+ * A real PostgreSQL for the tests: a private server, or with `POSTGRES_URL` a database of its own
+ * on that server (made for the test file, dropped by `stop`; `kill` and `start` do nothing there,
+ * so the tests that stop the server skip: see `canStopServer`).
+ */
 export interface TestPostgres {
   url: string;
   port: number;
@@ -73,11 +113,7 @@ export async function startTestPostgres({
   fsync = false,
 }: TestPostgresOptions = {}): Promise<TestPostgres> {
   const fromEnv = process.env.POSTGRES_URL;
-  if (fromEnv) {
-    const port = Number(new URL(fromEnv).port || 5432);
-    const noop = async (): Promise<void> => undefined;
-    return { url: fromEnv, port, stop: noop, kill: noop, start: noop };
-  }
+  if (fromEnv) return databaseOn(fromEnv);
   const bin = binDir();
   const port = await freePort();
   // The data directory and the unix socket both live in one temp dir, owned by the server's user.

@@ -2,7 +2,7 @@ import { types } from 'node:util';
 import { PostgresTaskStore } from '../../src/postgres/index.js';
 import { completeTask, newTask, type TaskRecord, toStoredResult } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
 
 let postgres: TestPostgres;
 
@@ -27,7 +27,8 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
-describe('PostgresTaskStore: faults', () => {
+// These tests stop and start the server: only on a private one.
+(canStopServer ? describe : describe.skip)('PostgresTaskStore: faults', () => {
   it('keeps every answered write through a crash, fails calls while PostgreSQL is down, and recovers by itself', async () => {
     const store = new PostgresTaskStore({
       connection: postgres.url,
