@@ -34,6 +34,8 @@ import {
 import type { SseReader } from '../e2e/sse.js';
 import type { JsonRpcMessage } from '../e2e/wire.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
+import pg from 'pg';
+import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
 import { Honest } from './honest.js';
 import { agent, type Answer, Wire } from './http.js';
 import { janitorPass, type LeftInRedis, leftInRedis } from './redis-keys.js';
@@ -213,9 +215,14 @@ let built = false;
 /** The tally of the case under way, for `report`. */
 let lastTally: Tally | undefined;
 
-describe.each(['memory', 'redis'] as const)('a hostile tenant (%s store)', (storeName) => {
+/** The stores the suite runs on: the demo's storage for each (REDIS_URL, POSTGRES_URL). */
+const STORES = ['memory', 'redis', 'postgres'] as const;
+
+describe.each(STORES)('a hostile tenant (%s store)', (storeName) => {
   let redis: TestRedis | undefined;
   let redisUrl: string | undefined;
+  let postgres: TestPostgres | undefined;
+  let postgresUrl: string | undefined;
 
   beforeAll(async () => {
     if (!built) {
@@ -226,9 +233,14 @@ describe.each(['memory', 'redis'] as const)('a hostile tenant (%s store)', (stor
       redis = await startTestRedis({ persistence: false });
       redisUrl = redis.url === process.env.REDIS_URL ? ownDatabase(redis.url) : redis.url;
     }
+    if (storeName === 'postgres') {
+      postgres = await startTestPostgres();
+      postgresUrl = postgres.url;
+    }
   }, 300_000);
   afterAll(async () => {
     await redis?.stop();
+    await postgres?.stop();
   });
 
   /**
@@ -237,7 +249,7 @@ describe.each(['memory', 'redis'] as const)('a hostile tenant (%s store)', (stor
    * checks what mallory left after a janitor pass.
    */
   async function underAttack(entry: string, attack: (ctx: Attack) => Promise<void>): Promise<void> {
-    const server = await startServer(entry, { redisUrl });
+    const server = await startServer(entry, { redisUrl, postgresUrl });
     const honest = new Honest(server.url);
     const mallory = new Wire(server.url, 'mallory', agent(MALLORY_SOCKETS));
     try {
@@ -275,6 +287,31 @@ describe.each(['memory', 'redis'] as const)('a hostile tenant (%s store)', (stor
       await server.stop();
     }
     if (redisUrl !== undefined) await expectNothingLeft(redisUrl);
+    if (postgresUrl !== undefined) await expectRowsBounded(postgresUrl);
+  }
+
+  /**
+   * Mallory's rows in PostgreSQL (the demo's schema `demo`): at most the quota of them live, each
+   * with a TTL no longer than the cap, whatever the number of tasks she made.
+   */
+  async function expectRowsBounded(url: string): Promise<void> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const found = await client.query(`SELECT to_regclass('demo.tasks') IS NOT NULL AS present`);
+      if (found.rows[0].present !== true) return;
+      const now = Date.now();
+      const { rows } = await client.query(
+        `SELECT count(*) FILTER (WHERE expires_at > $2)::integer AS live,
+          count(*) FILTER (WHERE expires_at IS NULL OR expires_at > $3)::integer AS uncapped
+          FROM demo.tasks WHERE record->'owner'->>'principal' = $1`,
+        ['mallory', now, now + DEFAULT_MAX_TTL_MS],
+      );
+      expect(rows[0].live).toBeLessThanOrEqual(QUOTA);
+      expect(rows[0].uncapped).toBe(0);
+    } finally {
+      await client.end();
+    }
   }
 
   /**
@@ -637,10 +674,10 @@ describe.each(['memory', 'redis'] as const)('a hostile tenant (%s store)', (stor
     });
   }, 300_000);
 
-  if (storeName === 'redis') {
+  if (storeName !== 'memory') {
     it('after every attack and a janitor pass, a restarted demo serves alice on both eras', async () => {
-      await janitorPass(redisUrl!);
-      const server = await startServer(DEMO_ENTRY, { redisUrl });
+      if (redisUrl !== undefined) await janitorPass(redisUrl);
+      const server = await startServer(DEMO_ENTRY, { redisUrl, postgresUrl });
       const alice = new Wire(server.url, 'alice', agent(2));
       try {
         const modern = resultOf(

@@ -8,7 +8,7 @@ import { freePort } from '../redis-server.js';
  * (`.demo-build/examples/main.js`, as `npm start` runs it) and the suite's fixture
  * (`.demo-build/test/hostile/fixture/main.js`), both compiled by one `tsc -p
  * test/hostile/tsconfig.json` and started as `node --max-old-space-size=1024 <entry>` with `PORT`
- * (and `REDIS_URL` for the Redis store). Their output is drained (a full pipe would stall them)
+ * (and `REDIS_URL` for the Redis store, `POSTGRES_URL` for the PostgreSQL store). Their output is drained (a full pipe would stall them)
  * and its tail kept, to say why a server died.
  */
 
@@ -58,12 +58,14 @@ export interface ServerProcess {
 /** Starts `entry` on a free port and resolves once it prints its endpoint. */
 export async function startServer(
   entry: string,
-  { redisUrl }: { redisUrl?: string } = {},
+  { redisUrl, postgresUrl }: { redisUrl?: string; postgresUrl?: string } = {},
 ): Promise<ServerProcess> {
   const port = await freePort();
   const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: '127.0.0.1' };
   delete env.REDIS_URL;
+  delete env.POSTGRES_URL;
   if (redisUrl !== undefined) env.REDIS_URL = redisUrl;
+  if (postgresUrl !== undefined) env.POSTGRES_URL = postgresUrl;
   const child = spawn(process.execPath, [`--max-old-space-size=${SERVER_HEAP_MIB}`, entry], {
     cwd: ROOT,
     env,
