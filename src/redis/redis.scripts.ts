@@ -242,38 +242,31 @@ const COMMANDS = {
   nestjsMcpTasksReleaseTasks: { numberOfKeys: 2, lua: RELEASE_TASKS },
 } as const;
 
+/** A script as a client command: its keys (one unless named), then its arguments. */
+type Script<R, Keys extends string[] = [key: string]> = (
+  ...keysAndArgs: [...Keys, ...(string | number)[]]
+) => Promise<R>;
+
+/** The keys of the lease scripts. */
+type LeaseKeys = [instances: string, held: string];
+
 /** The client with the scripts defined as its commands (sent by EVALSHA). */
 export type ScriptClient = RedisClient & {
-  nestjsMcpTasksReserve(
-    rows: string,
-    created: string,
-    quota: string,
-    done: string,
-    ...args: (string | number)[]
-  ): Promise<(number | string)[]>;
-  nestjsMcpTasksFinish(key: string, ...args: (string | number)[]): Promise<number>;
-  nestjsMcpTasksEvict(key: string): Promise<number | string>;
-  nestjsMcpTasksGetOwned(key: string, owner: string): Promise<string | null>;
-  nestjsMcpTasksDelete(key: string): Promise<[string, string] | null>;
-  nestjsMcpTasksExpireRows(
-    rows: string,
-    created: string,
-    ...args: (string | number)[]
-  ): Promise<number>;
-  nestjsMcpTasksListAll(key: string, ...args: (string | number)[]): Promise<string[]>;
-  nestjsMcpTasksCreate(key: string, ...args: (string | number)[]): Promise<number>;
-  nestjsMcpTasksCompareAndSet(key: string, ...args: (string | number)[]): Promise<number>;
-  nestjsMcpTasksIndex(key: string, ...args: (string | number)[]): Promise<number>;
-  nestjsMcpTasksRenewLease(
-    instances: string,
-    held: string,
-    ...args: (string | number)[]
-  ): Promise<string[]>;
-  nestjsMcpTasksReleaseTasks(
-    instances: string,
-    held: string,
-    ...args: (string | number)[]
-  ): Promise<number>;
+  nestjsMcpTasksReserve: Script<
+    (number | string)[],
+    [rows: string, created: string, quota: string, done: string]
+  >;
+  nestjsMcpTasksFinish: Script<number>;
+  nestjsMcpTasksEvict: Script<number | string>;
+  nestjsMcpTasksGetOwned: Script<string | null>;
+  nestjsMcpTasksDelete: Script<[string, string] | null>;
+  nestjsMcpTasksExpireRows: Script<number, [rows: string, created: string]>;
+  nestjsMcpTasksListAll: Script<string[]>;
+  nestjsMcpTasksCreate: Script<number>;
+  nestjsMcpTasksCompareAndSet: Script<number>;
+  nestjsMcpTasksIndex: Script<number>;
+  nestjsMcpTasksRenewLease: Script<string[], LeaseKeys>;
+  nestjsMcpTasksReleaseTasks: Script<number, LeaseKeys>;
 };
 
 /** Defines the scripts on `client`, once: a second store on the same client finds them there. */

@@ -1,12 +1,23 @@
 import type { OnApplicationShutdown } from '@nestjs/common';
-import { TaskInternalError, TaskQuotaError, TaskStoreFullError } from '../errors.js';
 import {
-  cursorAfter,
-  keyOfCursor,
+  CREATED,
+  createLimits,
+  createRefusal,
+  decodeRecord,
+  encodeRecord,
+  ID_TAKEN,
+  indexedFields,
+  removeInBatches,
+  roomOrder,
+  visibleTo,
+} from '../store/store-rules.js';
+import {
+  cursorKey,
+  endPage,
+  listingFilter,
   listingKey,
   ownerKey,
   placeOfKey,
-  statusFilter,
 } from '../store/task-listing.js';
 import type {
   TaskListPage,
@@ -18,7 +29,6 @@ import type {
   TaskStoreListOptions,
 } from '../store/task-store.js';
 import {
-  expiresAt,
   isExpired,
   isOwnedBy,
   isTerminal,
@@ -51,6 +61,10 @@ const FILTERED_LIST_BATCHES = 3;
 
 /** Expired rows one cleanup script removes at most (it loops until fewer are left). */
 const EXPIRE_ROWS_BATCH = 1000;
+
+/** A sorted-set score: an instant, or '+inf' for none (a task without a TTL expires last). */
+const scoreOf = (instant: number | null): number | string =>
+  instant === null || instant === Infinity ? '+inf' : instant;
 
 /**
  * The TaskStore for several instances behind one endpoint (ioredis 6), on one Redis or a Redis
@@ -137,12 +151,11 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   }
 
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
-    const at = expiresAt(record);
-    const score = at ?? '+inf';
-    const owner = ownerKey(record.owner);
-    const sets = this.keys.owner(owner);
-    const key = listingKey(record);
-    const quota = options.maxTasksPerOwner ?? null;
+    const fields = indexedFields(record);
+    const { expiresAt: at, listingKey: key } = fields;
+    const score = scoreOf(at);
+    const sets = this.keys.owner(fields.ownerKey);
+    const { maxRows, quota } = createLimits(options);
     const [status, given, ...keys] = (await this.call(
       this.scripts.nestjsMcpTasksReserve(
         this.keys.rows,
@@ -150,7 +163,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         sets.quota,
         sets.done,
         Date.now(),
-        options.maxRows ?? -1,
+        maxRows ?? -1,
         record.taskId,
         score,
         record.createdAt,
@@ -162,13 +175,11 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     // entries, and those of the owner's tasks found expired, leave the owner's listing index then.
     const evictions = keys.slice(0, given).map((entry) => this.evict(entry, sets));
     const { index } = sets;
-    if (status !== 1) {
+    if (status !== CREATED) {
       await this.call(
         Promise.all([...evictions, keys.length > 0 ? this.client.zrem(index, ...keys) : undefined]),
       );
-      if (status === 0) throw new TaskStoreFullError(options.maxRows ?? 0);
-      if (status === -2) throw new TaskQuotaError(quota ?? 0);
-      throw new TaskInternalError('Task id already exists');
+      throw createRefusal(status, options);
     }
     let written: number;
     try {
@@ -179,17 +190,17 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
           this.scripts.nestjsMcpTasksCreate(
             this.keys.task(record.taskId),
             record.version,
-            JSON.stringify(record),
+            encodeRecord(record),
             at ?? '',
-            owner,
+            fields.ownerKey,
             record.status,
             record.createdAt,
           ),
           this.scripts.nestjsMcpTasksIndex(index, key, at ?? '', ...keys),
           // A task an instance runs is held by it from this same round trip on.
-          record.heldBy === undefined
+          fields.heldBy === null
             ? undefined
-            : this.client.zadd(this.keys.held(record.heldBy), score, record.taskId),
+            : this.client.zadd(this.keys.held(fields.heldBy), score, record.taskId),
           ...evictions,
         ]),
       );
@@ -203,7 +214,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
       this.client.zrem(sets.quota, key).catch(() => undefined);
       throw error;
     }
-    if (written === 0) throw new TaskInternalError('Task id already exists');
+    if (written === 0) throw createRefusal(ID_TAKEN, options);
   }
 
   /**
@@ -216,13 +227,13 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     const { taskId } = placeOfKey(entry);
     const reply = await this.scripts.nestjsMcpTasksEvict(this.keys.task(taskId));
     if (reply === 1) return;
-    const record = JSON.parse(reply as string) as TaskRecord;
+    const record = decodeRecord(reply as string);
     if (isTerminal(record.status)) {
       // Written before statuses were kept beside the JSON: its JSON says it is finished.
       await this.client.del(this.keys.task(taskId));
       return;
     }
-    const score = expiresAt(record) ?? '+inf';
+    const score = scoreOf(roomOrder(record));
     await this.client
       .multi()
       .zadd(this.keys.rows, score, taskId)
@@ -239,33 +250,27 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
    * where the reading stopped, shorter than `limit`, with a `nextCursor` to go on from there.
    */
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
-    const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
-    const states = statusFilter(options.status);
     const index = this.ownerIndexKey(owner);
     return this.page(
       (last, count) => this.readListing(owner, index, last, count),
-      after,
+      cursorKey(options),
       options.limit,
-      states && ((record) => states.has(record.status)),
+      listingFilter(options.status),
     );
   }
 
   /**
-   * Reads `{prefix}…created` as `list` reads an owner's index: two round trips unfiltered (a
+   * Reads the set of every task as `list` reads an owner's index: two round trips unfiltered (a
    * script that finds the cursor's place and reads the page of ids, then the records), batches of
    * `max(limit, 100)` entries with a status or tool filter, at most 3 per call.
    */
   async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
-    const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
-    const states = statusFilter(options.status);
-    const { toolName } = options;
-    const keep =
-      states === undefined && toolName === undefined
-        ? undefined
-        : (record: TaskRecord): boolean =>
-            (states === undefined || states.has(record.status)) &&
-            (toolName === undefined || record.toolName === toolName);
-    return this.page((last, count) => this.readCreated(last, count), after, options.limit, keep);
+    return this.page(
+      (last, count) => this.readCreated(last, count),
+      cursorKey(options),
+      options.limit,
+      listingFilter(options.status, options.toolName),
+    );
   }
 
   /**
@@ -281,10 +286,8 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   ): Promise<TaskListPage> {
     if (keep === undefined) {
       const { keys, records } = await read(after, limit);
-      return {
-        tasks: records.filter((record): record is TaskRecord => record !== null),
-        ...(keys.length === limit && { nextCursor: cursorAfter(keys[keys.length - 1]!) }),
-      };
+      const tasks = records.filter((record): record is TaskRecord => record !== null);
+      return endPage(tasks, limit, keys.length === limit ? keys[keys.length - 1] : undefined);
     }
     const batch = Math.max(limit, FILTERED_LIST_BATCH);
     const tasks: TaskRecord[] = [];
@@ -297,11 +300,11 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         if (record == null || !keep(record)) continue;
         tasks.push(record);
         // The page is full: the next one starts right after this task, not after the batch.
-        if (tasks.length === limit) return { tasks, nextCursor: cursorAfter(last) };
+        if (tasks.length === limit) return endPage(tasks, limit, last);
       }
-      if (keys.length < batch) return { tasks };
+      if (keys.length < batch) return endPage(tasks, limit, undefined);
     }
-    return { tasks, nextCursor: cursorAfter(last!) };
+    return endPage(tasks, limit, last);
   }
 
   /**
@@ -353,7 +356,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     }
     const now = Date.now();
     return jsons.map((json) => {
-      const record = json === null ? null : (JSON.parse(json) as TaskRecord);
+      const record = json === null ? null : decodeRecord(json);
       return record === null || isExpired(record, now) ? null : record;
     });
   }
@@ -403,39 +406,39 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         : this.scripts.nestjsMcpTasksGetOwned(key, ownerKey(owner)),
     );
     if (json === null) return null;
-    const record = JSON.parse(json) as TaskRecord;
-    if (owner !== undefined && !isOwnedBy(record, owner)) return null;
-    return record;
+    const record = decodeRecord(json);
+    return visibleTo(record, owner) ? record : null;
   }
 
   async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const fields = indexedFields(record);
     const write = this.scripts.nestjsMcpTasksCompareAndSet(
       this.keys.task(record.taskId),
       expectedVersion,
       record.version,
-      JSON.stringify(record),
+      encodeRecord(record),
       record.status,
     );
     // A finished task without a TTL is kept until terminalTtlMs: it is remembered by the instant
     // it finished, sent together with the write (one round trip; the index lives in another
     // slot). Should the write lose, the entry is stale, and cleanup checks the record first.
-    const since = terminalSince(record);
+    const since = fields.terminalAt;
     const remember =
       since === null ? undefined : this.client.zadd(this.keys.terminal, 'NX', since, record.taskId);
     // A task written terminal is no longer held, in the same round trip too. Should the write
     // lose, the task was changed by someone else meanwhile; the caller's retry writes it terminal
     // or finds it so, so dropping it early costs nothing.
     const release =
-      record.heldBy !== undefined && isTerminal(record.status)
-        ? this.client.zrem(this.keys.held(record.heldBy), record.taskId)
-        : undefined;
+      fields.releasedBy === null
+        ? undefined
+        : this.client.zrem(this.keys.held(fields.releasedBy), record.taskId);
     // A finished task is one its owner's quota may give up, from this same round trip on (EVICT
     // checks the task itself, so an entry of a write that lost deletes nothing live).
-    const finish = isTerminal(record.status)
+    const finish = fields.terminal
       ? this.scripts.nestjsMcpTasksFinish(
-          this.doneKey(ownerKey(record.owner)),
-          expiresAt(record) ?? '+inf',
-          listingKey(record),
+          this.keys.owner(fields.ownerKey).done,
+          scoreOf(fields.expiresAt),
+          fields.listingKey,
         )
       : undefined;
     const [written] = await this.call(Promise.all([write, remember, release, finish]));
@@ -508,19 +511,16 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
     // Tasks past their TTL: Redis removed them already; their rows go now, with their entries in
     // the listing across owners, in batches (each a script that keeps Redis busy briefly).
-    let removed = 0;
-    for (;;) {
-      const expired = await this.call(
+    let removed = await removeInBatches(EXPIRE_ROWS_BATCH, () =>
+      this.call(
         this.scripts.nestjsMcpTasksExpireRows(
           this.keys.rows,
           this.keys.created,
           now,
           EXPIRE_ROWS_BATCH,
         ),
-      );
-      removed += expired;
-      if (expired < EXPIRE_ROWS_BATCH) break;
-    }
+      ),
+    );
     // Finished tasks without a TTL, once terminalTtlMs old. An entry can be stale (its write
     // lost the compare-and-set): the record decides.
     const before = now - options.terminalTtlMs;
