@@ -147,7 +147,7 @@ export class InMemoryTaskStore implements TaskStore {
       this.overBytes(size)
     ) {
       // Expired tasks never count: remove them first, then judge again.
-      this.removeExpired(Date.now());
+      this.removeDue(this.byExpiry, Date.now(), expiresAt);
       tally = this.tallies.get(key);
       if (quota !== null && tally !== undefined && tally.count >= quota) {
         this.makeRoom(tally, quota);
@@ -240,17 +240,11 @@ export class InMemoryTaskStore implements TaskStore {
   }
 
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
-    let removed = this.removeExpired(now);
-    this.byTerminal.popDue(now - options.terminalTtlMs, (terminalAt, taskId) => {
-      const record = this.tasks.get(taskId);
-      if (record !== undefined && terminalSince(record) === terminalAt) {
-        this.remove(record);
-        removed++;
-      } else if (this.stale > 0) {
-        this.stale--;
-      }
-    });
-    return removed;
+    const cutoff = now - options.terminalTtlMs;
+    return (
+      this.removeDue(this.byExpiry, now, expiresAt) +
+      this.removeDue(this.byTerminal, cutoff, terminalSince)
+    );
   }
 
   /** Forgets every task (for tests and shutdown). */
@@ -365,11 +359,19 @@ export class InMemoryTaskStore implements TaskStore {
     }
   }
 
-  private removeExpired(now: number): number {
+  /**
+   * Removes the tasks of `index` due at `until`: an entry counts when its record is stored and
+   * still due at that instant (`instantOf`); any other entry is stale, and is dropped.
+   */
+  private removeDue(
+    index: ExpiryIndex,
+    until: number,
+    instantOf: (record: TaskRecord) => number | null,
+  ): number {
     let removed = 0;
-    this.byExpiry.popDue(now, (deadline, taskId) => {
+    index.popDue(until, (deadline, taskId) => {
       const record = this.tasks.get(taskId);
-      if (record !== undefined && expiresAt(record) === deadline) {
+      if (record !== undefined && instantOf(record) === deadline) {
         this.remove(record);
         removed++;
       } else if (this.stale > 0) {
