@@ -24,6 +24,9 @@ export const INLINE_CHANGE_BYTES = 7_900;
 /** How long a failed subscription change waits before it is tried again. */
 const RETRY_MS = 1_000;
 
+/** How many watched tasks are read at once after a reconnect. */
+const CATCH_UP_READS = 16;
+
 /** The length of a sender's tag at the head of each message. */
 const ORIGIN_LENGTH = 12;
 
@@ -78,6 +81,8 @@ export class RemoteChanges implements FeedWatcher {
   private readonly every = newWatch();
   private readonly dirty = new Set<string>();
   private everyDirty = false;
+  /** Set by `resubscribe`: the watched tasks are read once the subscriptions are back. */
+  private catchUpAfterFlush = false;
   private scheduled = false;
   private flushing = false;
   private closed = false;
@@ -237,7 +242,32 @@ export class RemoteChanges implements FeedWatcher {
     }
     this.every.active = false;
     this.everyDirty = this.every.refs > 0;
+    this.catchUpAfterFlush = true;
     this.schedule();
+  }
+
+  /**
+   * Reads every watched task once the subscriptions are back, and delivers what changed while
+   * the connection was down (a few reads at a time): a watcher misses nothing across a reconnect.
+   * A version the feeds had from this process may be delivered again, which they allow.
+   */
+  private catchUp(): void {
+    const taskIds = [...this.watches.entries()]
+      .filter(([, watch]) => watch.refs > 0)
+      .map(([taskId]) => taskId);
+    let next = 0;
+    const reader = async (): Promise<void> => {
+      while (next < taskIds.length && !this.closed) {
+        const taskId = taskIds[next++]!;
+        try {
+          const record = await this.channels.read(taskId);
+          if (record !== null) this.deliver(record);
+        } catch (error) {
+          this.logger.warn(`Could not read watched task ${taskId}: ${describe(error)}`);
+        }
+      }
+    };
+    for (let i = 0; i < Math.min(CATCH_UP_READS, taskIds.length); i++) void reader();
   }
 
   /** Stops changing subscriptions, and releases whoever waits on one. */
@@ -321,6 +351,10 @@ export class RemoteChanges implements FeedWatcher {
           this.every.active = every;
           if (this.every.refs > 0 !== every) this.everyDirty = true;
           else settle(this.every);
+        }
+        if (this.catchUpAfterFlush && this.dirty.size === 0) {
+          this.catchUpAfterFlush = false;
+          this.catchUp();
         }
       }
     } finally {

@@ -102,6 +102,12 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     this.ready = Promise.all([readyOf(this.publisher), readyOf(this.subscriber)]).then(
       () => undefined,
     );
+    // After a reconnect, ioredis subscribes again by itself; the notifier does too, so it knows
+    // when the subscriptions are back, and then reads what changed while they were not.
+    let connections = 0;
+    this.subscriber.on('ready', () => {
+      if (connections++ > 0) this.changes.resubscribe();
+    });
   }
 
   /**

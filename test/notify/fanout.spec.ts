@@ -1,3 +1,5 @@
+import { Redis } from 'ioredis';
+import pg from 'pg';
 import { ListenFeed } from '../../src/notify/listen-feed.js';
 import { INLINE_CHANGE_BYTES } from '../../src/notify/remote-changes.js';
 import { WaiterFeed } from '../../src/notify/waiter-feed.js';
@@ -28,6 +30,8 @@ interface Engine {
   name: string;
   store(): TaskStore & { onApplicationShutdown(): Promise<void> };
   notifier(listenFeed: ListenFeed, waiters: WaiterFeed): Notifier;
+  /** Breaks the subscriber connection of `notifier`, which watches `taskId` (none: not tried). */
+  cut?(notifier: Notifier, taskId: string): Promise<void>;
 }
 
 let redis: TestRedis;
@@ -51,6 +55,14 @@ const engines: Engine[] = [
     store: () => new RedisTaskStore({ connection: redis.url, prefix: 'fanout:' }),
     notifier: (listenFeed, waiters) =>
       new RedisTaskNotifier({ connection: redis.url, prefix: 'fanout:' }, listenFeed, waiters),
+    cut: async () => {
+      const admin = new Redis(redis.url);
+      try {
+        await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+      } finally {
+        admin.disconnect();
+      }
+    },
   },
   {
     name: 'Redis Cluster',
@@ -71,6 +83,21 @@ const engines: Engine[] = [
         listenFeed,
         waiters,
       ),
+    cut: async (notifier, taskId) => {
+      const channel = (notifier as PostgresTaskNotifier).channelOf(taskId);
+      const admin = new pg.Client({ connectionString: postgres.url });
+      await admin.connect();
+      try {
+        const { rowCount } = await admin.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE pid <> pg_backend_pid() AND strpos(query, $1) > 0`,
+          [channel],
+        );
+        expect(rowCount).toBe(1);
+      } finally {
+        await admin.end();
+      }
+    },
   },
 ];
 
@@ -214,6 +241,28 @@ describe.each(engines)('fan-out on $name', (engine) => {
     for (const each of tasks) watcher.waiters.unlisten(each.taskId, listener);
     await until(() => watcher.notifier.watchedTasks === 0, 'every unsubscription');
   });
+
+  // On the engines whose subscriber connection the test can break (not tried on the cluster).
+  if (engine.cut !== undefined) {
+    it('a change written while its connection was broken reaches the watcher once it is back', async () => {
+      const [writer, watcher] = instances as [Instance, Instance];
+      const created = task();
+      await store.create(created, { maxRows: null });
+      await watcher.waiters.listen(created.taskId, () => undefined);
+      await engine.cut!(watcher.notifier, created.taskId);
+      // Written and sent while the watcher's subscription is gone: it reads it once it is back.
+      const changed = { ...created, statusMessage: 'while away', version: 2 };
+      expect(await store.compareAndSet(changed, 1)).toBe(true);
+      await writer.notifier.notify(changed);
+      await until(() => watcher.heard.length > 0, 'the change after the reconnect');
+      expect(watcher.heard.at(-1)).toMatchObject({ taskId: created.taskId, version: 2 });
+      // And what is written after the reconnect arrives as usual.
+      const later = { ...changed, statusMessage: 'back', version: 3 };
+      expect(await store.compareAndSet(later, 2)).toBe(true);
+      await writer.notifier.notify(later);
+      await until(() => watcher.heard.at(-1)?.version === 3, 'the change after that');
+    });
+  }
 
   it('hearAll brings every task changed elsewhere while it is held, and nothing after', async () => {
     const [writer, console] = instances as [Instance, Instance];
