@@ -35,7 +35,7 @@ import {
   timeoutOf,
   within,
 } from './postgres-connection.js';
-import { checkSchema, setUpSchema } from './postgres-schema.js';
+import { checkSchema, postgresSchemaSql, setUpSchema } from './postgres-schema.js';
 
 export interface PostgresTaskStoreOptions extends PostgresConnectionOptions {
   /**
@@ -122,6 +122,9 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     this.schema = schemaOf(options, 'PostgresTaskStore');
     this.timeoutMs = timeoutOf(options, 'PostgresTaskStore');
     this.setup = options.setup ?? true;
+    // The shipped SQL is read now, so a package missing its schema files fails at startup with
+    // a TasksConfigError rather than at the first request.
+    if (this.setup) postgresSchemaSql(this.schema);
     this.prepared = options.preparedStatements ?? true;
     ({ pool: this.pool, owned: this.owned } = connectPool(
       options,
