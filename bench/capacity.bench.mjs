@@ -21,7 +21,7 @@
 //       the watcher's latency for a change to one of them, and the time to unwatch them all.
 //
 // It is a report: it prints figures and exits 0; it has no targets. Knobs: BENCH_CAPACITY_ENGINES
-// ("redis,cluster,postgres"), BENCH_CAPACITY_WINDOW_MS (4000), BENCH_CAPACITY_INFLIGHT ("8,64"),
+// ("redis,cluster,postgres"), BENCH_CAPACITY_WINDOW_MS (4000), BENCH_CAPACITY_INFLIGHT ("8,64,256"),
 // BENCH_CAPACITY_WATCHED ("1000,10000": the totals of (b)).
 
 import 'reflect-metadata';
@@ -61,9 +61,11 @@ const ENGINE_NAMES = (process.env.BENCH_CAPACITY_ENGINES ?? 'redis,cluster,postg
   .filter(Boolean);
 const WINDOW_MS = positiveEnv('BENCH_CAPACITY_WINDOW_MS', 4_000);
 const WARMUP_MS = 1_000;
-const IN_FLIGHT = (process.env.BENCH_CAPACITY_INFLIGHT ?? '8,64').split(',').map(Number);
+const IN_FLIGHT = (process.env.BENCH_CAPACITY_INFLIGHT ?? '8,64,256').split(',').map(Number);
 const WATCHED = (process.env.BENCH_CAPACITY_WATCHED ?? '1000,10000').split(',').map(Number);
 const TASKS = 1_000;
+/** Tasks stored to measure the server's bytes per stored task (the first TASKS are written in (a)). */
+const STORED = positiveEnv('BENCH_CAPACITY_STORED', 10_000);
 /** (b) Changes written to one watched task, one after the other, for the latency. */
 const LATENCY_CHANGES = 200;
 const HARD_DEADLINE_MS = 600_000;
@@ -158,6 +160,7 @@ function ask(child, message) {
 // Servers
 // ---------------------------------------------------------------------------------------------
 
+/** CPU time (µs) of process `pid` and of its children, alive or reaped, from /proc. */
 function processTreeCpuUs(pid) {
   let ticks = 0;
   for (const entry of readdirSync('/proc')) {
@@ -169,6 +172,9 @@ function processTreeCpuUs(pid) {
       continue;
     }
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime + stime of each; the postmaster's cutime + cstime too, where the CPU of the
+    // backends it reaped (closed connections) goes, so the sum never drops.
+    if (Number(entry) === pid) ticks += Number(fields[13]) + Number(fields[14]);
     if (Number(entry) === pid || Number(fields[1]) === pid) {
       ticks += Number(fields[11]) + Number(fields[12]);
     }
@@ -216,6 +222,8 @@ async function startEngine(name) {
         ((await sum('cpu', 'used_cpu_user')) + (await sum('cpu', 'used_cpu_sys'))) * 1e6,
       serverMemory: () => sum('memory', 'used_memory'),
       memoryLabel: 'used_memory',
+      storedBytes: () => sum('memory', 'used_memory'),
+      storedLabel: 'used_memory',
       stop: async () => {
         for (const admin of admins) admin.disconnect();
         await server.stop();
@@ -245,6 +253,16 @@ async function startEngine(name) {
       return bytes;
     },
     memoryLabel: 'listening backend RssAnon',
+    // The schema's tables with their indexes and TOAST, as stored (before any vacuum).
+    storedBytes: async () => {
+      const { rows } = await admin.query(
+        `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint AS bytes FROM pg_class c
+           JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'`,
+        [SCHEMA],
+      );
+      return Number(rows[0].bytes);
+    },
+    storedLabel: 'tables + indexes + TOAST',
     stop: async () => {
       await admin.end();
       await server.stop();
@@ -334,8 +352,8 @@ async function subscriptions(engine, watcher, writer) {
   const [task] = [await writer.service.create(OWNER)];
   const listener = () => undefined;
   const ids = [];
-  const baseHeap = heapUsed();
-  const baseServer = await engine.serverMemory();
+  let lastHeap = heapUsed();
+  let lastServer = await engine.serverMemory();
   for (const total of WATCHED) {
     const more = [];
     while (ids.length + more.length < total) more.push(newTaskId());
@@ -344,8 +362,12 @@ async function subscriptions(engine, watcher, writer) {
     const ms = msSince(start);
     ids.push(...more);
     assert(watcher.notifier.watchedTasks === ids.length, 'watchedTasks after listen');
-    const heap = heapUsed() - baseHeap;
-    const server = (await engine.serverMemory()) - baseServer;
+    // What these `more` tasks added (the first step also holds what the first watch sets up).
+    const heapNow = heapUsed();
+    const serverNow = await engine.serverMemory();
+    const heap = heapNow - lastHeap;
+    const server = serverNow - lastServer;
+    [lastHeap, lastServer] = [heapNow, serverNow];
     // One task among them that is written: its latency with `total` others watched.
     const latencies = [];
     let sentAt;
@@ -361,8 +383,8 @@ async function subscriptions(engine, watcher, writer) {
     latencies.sort((a, b) => a - b);
     console.log(
       `  ${fmtInt(total).padStart(6)} watched: +${fmtInt(more.length)} subscribed in ${fmtInt(ms)} ms ` +
-        `(${fmt((ms * 1000) / more.length, 1)} µs each); heap +${fmtMiB(heap)} (${fmtInt(heap / ids.length)} B per task); ` +
-        `server ${engine.memoryLabel} +${fmtMiB(server)} (${fmtInt(server / ids.length)} B per task); ` +
+        `(${fmt((ms * 1000) / more.length, 1)} µs each); heap +${fmtMiB(heap)} (${fmtInt(heap / more.length)} B each); ` +
+        `server ${engine.memoryLabel} +${fmtMiB(server)} (${fmtInt(server / more.length)} B each); ` +
         `latency of a change p50 ${fmt(percentile(latencies, 50), 2)} ms, p99 ${fmt(percentile(latencies, 99), 2)} ms`,
     );
   }
@@ -394,10 +416,19 @@ async function main() {
       opened.push(writerOn);
       const writerOff = await startInstance(engine.where, { notifier: false });
       opened.push(writerOff);
-      const taskIds = [];
-      await pool(Array.from({ length: TASKS }), 20, async () => {
+      // Tasks per node: the server's bytes per stored working task (after one first task, so
+      // the schema and the store's fixed keys are in place before the first reading).
+      const taskIds = [(await writerOn.service.create(OWNER)).taskId];
+      const storedBefore = await engine.storedBytes();
+      await pool(Array.from({ length: STORED - 1 }), 20, async () => {
         taskIds.push((await writerOn.service.create(OWNER)).taskId);
       });
+      const stored = (await engine.storedBytes()) - storedBefore;
+      console.log(
+        `stored: ${fmtInt(STORED)} working tasks, ${engine.storedLabel} +${fmtMiB(stored)} ` +
+          `(${fmtInt(stored / (STORED - 1))} B per task)`,
+      );
+      taskIds.length = TASKS;
       ({ child } = await startChild(import.meta.url, ['--watcher', JSON.stringify(engine.where)], {
         label: 'the watcher process',
       }));

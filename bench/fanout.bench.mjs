@@ -147,7 +147,7 @@ const range = (n) => Array.from({ length: n }, (_, i) => i);
 /** Clock ticks per second of /proc's CPU times (Linux's USER_HZ is 100 on every common build). */
 const CLOCK_TICKS = 100;
 
-/** CPU time (µs) of process `pid` and its children that are alive now, from /proc. */
+/** CPU time (µs) of process `pid` and of its children, alive or reaped, from /proc. */
 function processTreeCpuUs(pid) {
   let ticks = 0;
   for (const entry of readdirSync('/proc')) {
@@ -160,8 +160,12 @@ function processTreeCpuUs(pid) {
     }
     // The command name (field 2) may hold spaces: the fields after it start past its ')'.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ppid = Number(fields[1]);
-    if (Number(entry) === pid || ppid === pid) ticks += Number(fields[11]) + Number(fields[12]);
+    // utime + stime of each; the postmaster's cutime + cstime too, where the CPU of the
+    // backends it reaped (closed connections) goes, so the sum never drops.
+    if (Number(entry) === pid) ticks += Number(fields[13]) + Number(fields[14]);
+    if (Number(entry) === pid || Number(fields[1]) === pid) {
+      ticks += Number(fields[11]) + Number(fields[12]);
+    }
   }
   return (ticks / CLOCK_TICKS) * 1e6;
 }
