@@ -13,7 +13,8 @@
 //       counts the changes it is delivered. Three modes: the notifier on and every change watched
 //       elsewhere; the notifier on and nobody watching; the notifier off (`notifier: null`). For
 //       each: changes/s, and the CPU of the writer, the watcher and the server over the window
-//       (100 % = one core of two), and whether the watcher kept up.
+//       (100 % = one core of two), the whole machine's (/proc/stat, so other work running at the
+//       same time shows), and whether the watcher kept up.
 //   (b) Subscription cost per instance: one instance watches 1,000, then 10,000 tasks more on
 //       its ListenFeed: the time until every `listen` promise resolved (the subscriptions are in
 //       place), this process's heap after a full GC, and the server's memory (Redis used_memory,
@@ -80,6 +81,14 @@ const { RedisTaskStore, redisNotifier, PostgresTaskStore, postgresNotifier } = l
 
 const percentile = (sorted, p) => sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
 const pct = (us, ms) => `${fmt((us / 1000 / ms) * 100, 0)} %`;
+
+/** The whole machine's busy CPU time so far, in µs (/proc/stat: every state but idle and iowait). */
+function machineBusyUs() {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1);
+  const ticks = fields.map(Number);
+  const busy = ticks.reduce((sum, t) => sum + t, 0) - ticks[3] - ticks[4];
+  return (busy / CLOCK_TICKS) * 1e6;
+}
 
 /** The store and notifier recipes of an engine, from what the parent hands a child. */
 function parts(where) {
@@ -302,11 +311,13 @@ async function throughput(engine, child, writerOn, writerOff, taskIds) {
       await writeFor(mode.writer.service, taskIds, inFlight, WARMUP_MS, counter);
       const before = await ask(child, { type: 'count' });
       const server = await engine.serverCpuUs();
+      const machine = machineBusyUs();
       const cpu = process.cpuUsage();
       const start = nowNs();
       const writes = await writeFor(mode.writer.service, taskIds, inFlight, WINDOW_MS, counter);
       const ms = msSince(start);
       const used = process.cpuUsage(cpu);
+      const machineUs = machineBusyUs() - machine;
       const serverUs = (await engine.serverCpuUs()) - server;
       const after = await ask(child, { type: 'count' });
       // Deliveries still under way when the window closed: wait a little for them, so `lag` is
@@ -326,6 +337,12 @@ async function throughput(engine, child, writerOn, writerOff, taskIds) {
         writer: pct(used.user + used.system, ms),
         watcher: pct(after.cpuUs - before.cpuUs, ms),
         server: pct(serverUs, ms),
+        // The box (200 % = both cores), and what else ran on it meanwhile.
+        machine: pct(machineUs, ms),
+        others: pct(
+          machineUs - serverUs - (used.user + used.system) - (after.cpuUs - before.cpuUs),
+          ms,
+        ),
         serverUsPerChange: serverUs / writes,
         writerUsPerChange: (used.user + used.system) / writes,
         delivered: mode.watched
@@ -335,7 +352,7 @@ async function throughput(engine, child, writerOn, writerOff, taskIds) {
       const row = rows.at(-1);
       console.log(
         `  ${row.mode.padEnd(44)} ${String(inFlight).padStart(3)} in flight: ${fmtInt(row.rate).padStart(6)} changes/s; ` +
-          `CPU writer ${row.writer}, watcher ${row.watcher}, server ${row.server}; ` +
+          `CPU writer ${row.writer}, watcher ${row.watcher}, server ${row.server}, box ${row.machine} (other work ${row.others}); ` +
           `per change: writer ${fmtInt(row.writerUsPerChange)} µs, server ${fmtInt(row.serverUsPerChange)} µs; ${row.delivered}`,
       );
     }
@@ -433,7 +450,7 @@ async function main() {
         label: 'the watcher process',
       }));
       console.log(
-        `(a) changes/s, TasksService.progress on ${TASKS} tasks, ${WINDOW_MS} ms windows (CPU: 100 % = one core)`,
+        `(a) changes/s, TasksService.progress on ${TASKS} tasks, ${WINDOW_MS} ms windows (CPU: 100 % = one core; the box has two)`,
       );
       await throughput(engine, child, writerOn, writerOff, taskIds);
       await stopChild(child);
