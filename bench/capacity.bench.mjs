@@ -245,6 +245,8 @@ async function startEngine(name) {
     (halt) => onDeadline.push(halt),
   );
   const admin = new pg.Pool({ connectionString: server.url, max: 1 });
+  // pool.end() does not wait for its sockets to close: the server's stop may still reach one.
+  admin.on('error', () => undefined);
   return {
     label: 'PostgreSQL 15 (fsync off)',
     where: { kind: 'postgres', url: server.url },

@@ -262,6 +262,8 @@ async function startEngine(name) {
   const connection = { connection: postgres.url, schema: SCHEMA };
   /** Reads the replaced notifier's references (each instance read the record itself). */
   const reader = new pg.Pool({ connectionString: postgres.url, max: 8 });
+  // pool.end() does not wait for its sockets to close: the server's stop may still reach one.
+  reader.on('error', () => undefined);
   return {
     label: 'PostgreSQL 15',
     store: () => new PostgresTaskStore(connection),
@@ -269,6 +271,7 @@ async function startEngine(name) {
     serverCpuUs: async () => (postgres.pid() === null ? NaN : processTreeCpuUs(postgres.pid())),
     oldSubscriber: async (onMessage) => {
       const client = new pg.Client({ connectionString: postgres.url });
+      client.on('error', () => undefined);
       await client.connect();
       client.on('notification', ({ payload }) => onMessage(payload));
       await client.query(`LISTEN ${OLD_PG_CHANNEL}`);
@@ -276,6 +279,7 @@ async function startEngine(name) {
     },
     oldPublisher: () => {
       const publisher = new pg.Pool({ connectionString: postgres.url, max: 1 });
+      publisher.on('error', () => undefined);
       return {
         publish: (message) =>
           publisher.query('SELECT pg_notify($1, $2)', [OLD_PG_CHANNEL, message]),
