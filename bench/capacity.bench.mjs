@@ -6,7 +6,7 @@
 // It starts its own servers as bench/fanout does (REDIS_URL, REDIS_CLUSTER_NODES and
 // POSTGRES_URL are used instead when set).
 //
-//   (a) Changes per second through TasksService with the notifier on: this process is the writer
+//   (a) Changes per second through TasksService, the notifier on and off: this process writes
 //       (one TasksModule application context; `TasksService.progress` on 1,000 working tasks, a
 //       fixed number of writes in flight, each worker on its own tasks); a child process (this
 //       file with `--watcher`) is a second instance whose ListenFeed watches all 1,000 tasks and
@@ -15,15 +15,18 @@
 //       each: changes/s, and the CPU of the writer, the watcher and the server over the window
 //       (100 % = one core of two), the whole machine's (/proc/stat, so other work running at the
 //       same time shows), and whether the watcher kept up.
-//   (b) Subscription cost per instance: one instance watches 1,000, then 10,000 tasks more on
+//   (b) Subscription cost per instance: one instance watches 1,000 tasks, then 9,000 more, on
 //       its ListenFeed: the time until every `listen` promise resolved (the subscriptions are in
 //       place), this process's heap after a full GC, and the server's memory (Redis used_memory,
 //       summed over the Cluster's nodes; PostgreSQL: the listening backend's anonymous RSS); then
 //       the watcher's latency for a change to one of them, and the time to unwatch them all.
 //
+// Before (a), 10,000 working tasks are stored, for the server's bytes per stored task (Redis
+// used_memory; PostgreSQL's tables with their indexes and TOAST).
+//
 // It is a report: it prints figures and exits 0; it has no targets. Knobs: BENCH_CAPACITY_ENGINES
 // ("redis,cluster,postgres"), BENCH_CAPACITY_WINDOW_MS (4000), BENCH_CAPACITY_INFLIGHT ("8,64,256"),
-// BENCH_CAPACITY_WATCHED ("1000,10000": the totals of (b)).
+// BENCH_CAPACITY_WATCHED ("1000,10000": the totals of (b)), BENCH_CAPACITY_STORED (10000).
 
 import 'reflect-metadata';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
