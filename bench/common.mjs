@@ -1,10 +1,10 @@
 // Helpers every benchmark shares: reading knobs from the environment, medians, time, formatting,
 // verdicts, the built package (its public entries only) and apps made of it, task ids and records,
-// child processes, and the MCP request envelope.
+// child processes, the MCP request envelope, and private redis-server and PostgreSQL servers.
 
 import { Buffer } from 'node:buffer';
 import { fork, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { randomFillSync } from 'node:crypto';
@@ -154,7 +154,7 @@ export function heapUsed() {
  * need beyond these entries they get from Nest (`tasksContext`, `providerNamed` below) or build
  * themselves (`newTaskId`, `taskRecord`).
  */
-const PUBLIC_ENTRIES = ['../dist/index.js', '../dist/redis/index.js'];
+const PUBLIC_ENTRIES = ['../dist/index.js', '../dist/redis/index.js', '../dist/postgres/index.js'];
 
 /** The names of those entries the benchmarks use; a missing one stops the bench with a hint. */
 const USED_NAMES = [
@@ -167,6 +167,7 @@ const USED_NAMES = [
   'RedisTaskStore',
   'RedisTaskNotifier',
   'redisNotifier',
+  'PostgresTaskStore',
 ];
 
 /**
@@ -590,4 +591,154 @@ export async function startBenchRedis(name, track = () => undefined) {
     throw error;
   }
   return { url, own: true, stop };
+}
+
+/**
+ * Wraps `client.sendCommand` of an ioredis client, the one door every command goes through
+ * (scripts and pipelines included): counts commands, and round trips as the commands sent while
+ * none of the client's is in flight (so commands sent together, under Promise.all or in one
+ * pipeline, count as one round trip). bench/redis checks this counting against MONITOR.
+ */
+export function countRedisCommands(client) {
+  const counts = { commands: 0, roundTrips: 0, inFlight: 0 };
+  const send = client.sendCommand;
+  client.sendCommand = function (command, stream) {
+    counts.commands++;
+    if (counts.inFlight === 0) counts.roundTrips++;
+    counts.inFlight++;
+    const settled = () => {
+      counts.inFlight--;
+    };
+    command.promise.then(settled, settled);
+    return send.call(this, command, stream);
+  };
+  return counts;
+}
+
+/** Removes every key under `prefix` (SCAN and UNLINK, 1,000 at a time). */
+export async function removeRedisKeys(client, prefix) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    if (keys.length > 0) await client.unlink(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+// ---------------------------------------------------------------------------------------------
+// A private PostgreSQL
+// ---------------------------------------------------------------------------------------------
+
+/** PostgreSQL's server programs: `PG_BIN`, else the newest under /usr/lib/postgresql (Debian). */
+function postgresBinDir() {
+  if (process.env.PG_BIN) return process.env.PG_BIN;
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return undefined;
+  const versions = readdirSync(root)
+    .filter((version) => existsSync(join(root, version, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
+  return versions.length === 0 ? undefined : join(root, versions[0], 'bin');
+}
+
+/**
+ * Runs a server program. PostgreSQL refuses to run as root: as root it runs as the `postgres`
+ * user (Debian's package makes it), which then owns the data directory.
+ */
+function runPostgresProgram(program, args) {
+  const [command, argv] =
+    process.getuid?.() === 0
+      ? ['runuser', ['-u', 'postgres', '--', program, ...args]]
+      : [program, args];
+  return spawnSync(command, argv, { encoding: 'utf8' });
+}
+
+function checkRun(result, what) {
+  if (result.status !== 0) {
+    throw new Error(`${what} failed (${result.status}): ${result.stderr || result.stdout}`);
+  }
+}
+
+/**
+ * The PostgreSQL of a bench: POSTGRES_URL when set, else a private server (initdb into a temporary
+ * directory, `name` in its name, on a free loopback port; as the `postgres` user when run as
+ * root), started with `settings` (`-c` options: `{ shared_buffers: '128MB' }`) and stopped with its
+ * directory removed by `stop()`. `track(halt)` gets at once a synchronous `halt()` that stops the
+ * server immediately, for the caller's hard deadline. `pid()` is the postmaster's process id
+ * (null with POSTGRES_URL), whose children are the server's processes. Exits with a message when
+ * there is neither PostgreSQL nor POSTGRES_URL.
+ * @returns {Promise<{ url: string, own: boolean, pid(): number | null, stop(): Promise<void> }>}
+ */
+export async function startBenchPostgres(name, settings = {}, track = () => undefined) {
+  if (process.env.POSTGRES_URL) {
+    return {
+      url: process.env.POSTGRES_URL,
+      own: false,
+      pid: () => null,
+      stop: async () => undefined,
+    };
+  }
+  const bin = postgresBinDir();
+  if (bin === undefined) {
+    console.error(
+      'This benchmark needs PostgreSQL (apt-get install -y postgresql, or PG_BIN), or POSTGRES_URL.',
+    );
+    process.exit(1);
+  }
+  const port = await freePort();
+  // The data directory and the unix socket both live in one directory the server's user owns.
+  const dir = mkdtempSync(join(tmpdir(), `nestjs-mcp-tasks-bench-${name}-`));
+  if (process.getuid?.() === 0) {
+    const user = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
+    const group = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
+    checkRun(user, 'id -u postgres');
+    chownSync(dir, Number(user.stdout.trim()), Number(group.stdout.trim()));
+  }
+  const data = join(dir, 'data');
+  const ctl = (args) => runPostgresProgram(join(bin, 'pg_ctl'), ['-D', data, ...args]);
+  const halt = () => {
+    ctl(['-m', 'immediate', '-w', 'stop']);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  track(halt);
+  try {
+    checkRun(
+      runPostgresProgram(join(bin, 'initdb'), [
+        '-D',
+        data,
+        '-U',
+        'postgres',
+        '--auth=trust',
+        '--encoding=UTF8',
+        '--no-locale',
+        '--no-sync',
+      ]),
+      'initdb',
+    );
+    const options = [
+      `-p ${port}`,
+      `-k ${dir}`,
+      '-c listen_addresses=127.0.0.1',
+      ...Object.entries(settings).map(([key, value]) => `-c ${key}=${value}`),
+    ].join(' ');
+    checkRun(
+      ctl(['-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']),
+      'pg_ctl start',
+    );
+  } catch (error) {
+    halt();
+    throw error;
+  }
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    own: true,
+    pid: () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]),
+    stop: async () => {
+      const result = ctl(['-m', 'fast', '-w', '-t', '30', 'stop']);
+      rmSync(dir, { recursive: true, force: true });
+      // A server already stopped is fine: pg_ctl says so with "Is server running?".
+      if (result.status !== 0 && !/Is server running\?/.test(result.stderr)) {
+        checkRun(result, 'pg_ctl stop');
+      }
+    },
+  };
 }

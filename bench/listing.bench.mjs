@@ -34,6 +34,7 @@ import {
   armHardDeadline,
   assert,
   checkTaskRecordShape,
+  countRedisCommands,
   fmtInt,
   loadBuiltPackage,
   machineLine,
@@ -44,6 +45,7 @@ import {
   pool,
   positiveEnv,
   printTargetTable,
+  removeRedisKeys,
   sized,
   startBenchRedis,
   taskRecord,
@@ -359,37 +361,8 @@ async function benchMemory(tasks, heavyTasks) {
 // (a) Redis: round trips per list call
 // ---------------------------------------------------------------------------------------------
 
-/**
- * Wraps `client.sendCommand`, the one door every command goes through (scripts and pipelines
- * included): counts commands, and round trips as the commands sent while none of the client's is
- * in flight (so the commands of one pipeline, sent together, count as one round trip). The same
- * counting as bench/redis.bench.mjs, which checks it against MONITOR.
- */
-function countCommands(client) {
-  const counts = { commands: 0, roundTrips: 0, inFlight: 0 };
-  const send = client.sendCommand;
-  client.sendCommand = function (command, stream) {
-    counts.commands++;
-    if (counts.inFlight === 0) counts.roundTrips++;
-    counts.inFlight++;
-    const settled = () => {
-      counts.inFlight--;
-    };
-    command.promise.then(settled, settled);
-    return send.call(this, command, stream);
-  };
-  return counts;
-}
-
 /** Removes every key under the bench prefix. */
-async function removeKeys(client) {
-  let cursor = '0';
-  do {
-    const [next, keys] = await client.scan(cursor, 'MATCH', `${PREFIX}*`, 'COUNT', 1000);
-    if (keys.length > 0) await client.unlink(...keys);
-    cursor = next;
-  } while (cursor !== '0');
-}
+const removeKeys = (client) => removeRedisKeys(client, PREFIX);
 
 /**
  * `calls` is a list of `() => Promise<page>`, run one after the other. Returns per call its round
@@ -466,7 +439,7 @@ async function benchRedis(tasks, heavyTasks, memoryStore) {
         `${(msSince(fillStart) / 1000).toFixed(1)} s, ${FILL_CONCURRENCY} creates in flight`,
     );
 
-    const counts = countCommands(store.client);
+    const counts = countRedisCommands(store.client);
     // Warm-up (loads nothing: listing runs no script), not counted in the figures.
     for (const owner of owners.slice(0, 50)) await store.list(owner, { limit: LIMIT });
 

@@ -32,6 +32,7 @@ import { Redis } from 'ioredis';
 import {
   armHardDeadline,
   assert,
+  countRedisCommands,
   fmtInt,
   loadBuiltPackage,
   median,
@@ -41,6 +42,7 @@ import {
   platformLine,
   positiveEnv,
   printTargetTable,
+  removeRedisKeys,
   sleep,
   tasksContext,
   verdict,
@@ -140,40 +142,12 @@ armHardDeadline(
   () => stopOnDeadline(),
 );
 
-/** Removes every key under the bench prefix (between rounds, and at the end). */
-async function removeKeys(client) {
-  let cursor = '0';
-  do {
-    const [next, keys] = await client.scan(cursor, 'MATCH', `${PREFIX}*`, 'COUNT', 1000);
-    if (keys.length > 0) await client.unlink(...keys);
-    cursor = next;
-  } while (cursor !== '0');
-}
+/** Removes every key under the bench prefix. */
+const removeKeys = (client) => removeRedisKeys(client, PREFIX);
 
 // ---------------------------------------------------------------------------------------------
 // Counting round trips on an ioredis client
 // ---------------------------------------------------------------------------------------------
-
-/**
- * Wraps `client.sendCommand`, the one door every command goes through (scripts included): counts
- * commands, and round trips as the commands sent while none of the client's is in flight (so
- * commands sent together, e.g. under Promise.all, count as one round trip).
- */
-function countCommands(client) {
-  const counts = { commands: 0, roundTrips: 0, inFlight: 0 };
-  const send = client.sendCommand;
-  client.sendCommand = function (command, stream) {
-    counts.commands++;
-    if (counts.inFlight === 0) counts.roundTrips++;
-    counts.inFlight++;
-    const settled = () => {
-      counts.inFlight--;
-    };
-    command.promise.then(settled, settled);
-    return send.call(this, command, stream);
-  };
-  return counts;
-}
 
 const snapshot = (counts) => ({ commands: counts.commands, roundTrips: counts.roundTrips });
 
@@ -312,7 +286,7 @@ async function countNotifier(url) {
     assert(notifier instanceof RedisTaskNotifier, 'the notifier is not the Redis notifier');
     await notifier.ready;
     // Its publishing connection, read for this count only.
-    const publisher = countCommands(notifier.publisher);
+    const publisher = countRedisCommands(notifier.publisher);
     const tasks = await createMany(service, COUNT_OPS);
     const before = snapshot(publisher);
     for (const [i, task] of tasks.entries()) await service.progress(task.taskId, `step ${i}`);
@@ -481,7 +455,7 @@ try {
     service.complete(task.taskId, RESULT),
   );
 
-  const storeCounts = countCommands(store.client);
+  const storeCounts = countRedisCommands(store.client);
 
   console.log(
     `\n(a) Redis round trips per operation (${COUNT_OPS} of each, counted on the store's client)`,
@@ -510,7 +484,7 @@ try {
     `    warm-up ${WARMUP_MS} ms each, then ${ROUNDS} rounds of ~${ROUND_MS} ms per contender, taking turns ${BATCH} cycles at a time; keys removed between rounds`,
   );
   baselineClient = new Redis(redis.url, { maxRetriesPerRequest: null });
-  const baselineCounts = countCommands(baselineClient);
+  const baselineCounts = countRedisCommands(baselineClient);
   const subject = subjectContender(service, storeCounts);
   const baseline = baselineContender(baselineClient, baselineCounts);
   const { results, ratios } = await benchCycles(subject, baseline, admin);
