@@ -24,6 +24,17 @@ export const INLINE_CHANGE_BYTES = 7_900;
 /** How long a failed subscription change waits before it is tried again. */
 const RETRY_MS = 1_000;
 
+/**
+ * An instance that hears every task's changes (a task console's stream is open) says so on the
+ * engine's control channel this often; the others send every task's changes while they have
+ * heard it within HEARERS_TTL_MS.
+ */
+const HEARTBEAT_MS = 5_000;
+const HEARERS_TTL_MS = 3 * HEARTBEAT_MS + 1_000;
+
+/** The body of a heartbeat message. */
+const HEARTBEAT = '!every';
+
 /** How many watched tasks are read at once after a reconnect. */
 const CATCH_UP_READS = 16;
 
@@ -91,13 +102,33 @@ export class RemoteChanges implements FeedWatcher {
   /** The tasks being read after a reference, with the newest version announced meanwhile. */
   private readonly reading = new Map<string, number>();
 
+  /** Until when some other instance hears every task's changes (see `announcing`). */
+  private hearersUntil = 0;
+  private heartbeat: NodeJS.Timeout | undefined;
+
+  /**
+   * `announce` is for engines where hearing every task's changes takes a message of its own per
+   * change (a Redis Cluster's sharded channels have no patterns; PostgreSQL has none): it sends a
+   * heartbeat on the engine's control channel, which every instance hears (and passes to `hear`),
+   * so that a sender adds that message only while someone wants it.
+   */
   constructor(
     private readonly channels: ChangeChannels,
     private readonly feeds: readonly TaskFeed[],
     private readonly timeoutMs: number,
     private readonly logger: Logger,
+    private readonly announce?: (message: string) => Promise<unknown>,
   ) {
     for (const feed of feeds) feed.connect(this);
+  }
+
+  /**
+   * Whether a change must also go out for the instances that hear every task: while one of them
+   * has said so within HEARERS_TTL_MS (a console's stream opened elsewhere is heard of at once;
+   * one that closed stops costing anything a few heartbeats later).
+   */
+  get announcing(): boolean {
+    return this.hearersUntil > Date.now();
   }
 
   // ----- what is sent ---------------------------------------------------------------------------
@@ -122,10 +153,14 @@ export class RemoteChanges implements FeedWatcher {
 
   /** A message heard from the engine, on a task's channel or on every task's. */
   hear(message: string): void {
+    const body = message.slice(ORIGIN_LENGTH);
+    if (body === HEARTBEAT) {
+      if (!message.startsWith(this.origin)) this.hearersUntil = Date.now() + HEARERS_TTL_MS;
+      return;
+    }
     this.received.messages++;
     this.received.bytes += Buffer.byteLength(message, 'utf8');
     if (message.startsWith(this.origin)) return;
-    const body = message.slice(ORIGIN_LENGTH);
     if (body.startsWith('{')) {
       let record: TaskRecord;
       try {
@@ -270,9 +305,25 @@ export class RemoteChanges implements FeedWatcher {
     for (let i = 0; i < Math.min(CATCH_UP_READS, taskIds.length); i++) void reader();
   }
 
+  /** Starts (once subscribed to every task's changes) or stops the heartbeat (see `announce`). */
+  private beat(on: boolean): void {
+    clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+    if (!on || this.announce === undefined) return;
+    const send = (): void => {
+      this.announce!(`${this.origin}${HEARTBEAT}`).catch((error: unknown) =>
+        this.logger.warn(`Could not send a heartbeat: ${describe(error)}`),
+      );
+    };
+    send();
+    this.heartbeat = setInterval(send, HEARTBEAT_MS);
+    this.heartbeat.unref();
+  }
+
   /** Stops changing subscriptions, and releases whoever waits on one. */
   close(): void {
     this.closed = true;
+    this.beat(false);
     for (const watch of this.watches.values()) settle(watch);
     settle(this.every);
   }
@@ -349,6 +400,7 @@ export class RemoteChanges implements FeedWatcher {
         if (every !== undefined) {
           this.every.pending = false;
           this.every.active = every;
+          this.beat(every);
           if (this.every.refs > 0 !== every) this.everyDirty = true;
           else settle(this.every);
         }

@@ -27,9 +27,10 @@ const RECONNECT_MS = 1_000;
  * goes on its feeds (the ListenFeed of its listen streams, the WaiterFeed of its waiters).
  *
  * A NOTIFY payload holds at most 8,000 bytes: a record that fits is sent whole; a larger one as
- * its id and version, and each instance that hears it reads the record (one query). The same
- * payload goes to the schema's channel of every task (`<schema>_changes`), which an instance
- * LISTENs on only while someone wants every task's changes (the task console's live stream).
+ * its id and version, and each instance that hears it reads the record (one query). While some
+ * instance wants every task's changes (a task console's live stream is open on it: it LISTENs on
+ * `<schema>_changes`, and says so every 5 s on `<schema>_hearers`, which every instance LISTENs
+ * on), the same payload also goes to `<schema>_changes`.
  * While the LISTEN connection is broken (PostgreSQL restarting) this instance hears nothing
  * written elsewhere; it connects again by itself every second and LISTENs again on what it
  * watches, and waiters re-read the store on their own timer as a safety net.
@@ -42,6 +43,8 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   private readonly schema: string;
   /** The channel of every task's changes. */
   readonly channel: string;
+  /** Where the instances that want every task's changes say so; every instance LISTENs there. */
+  private readonly controlChannel: string;
   /** What each task's channel name starts with (the schema's, hashed to keep names short). */
   private readonly taskChannelHead: string;
   private readonly changes: RemoteChanges;
@@ -68,7 +71,8 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
       'PostgresTaskNotifier',
       this.timeoutMs,
     ));
-    this.channel = channelOf(this.schema);
+    this.channel = channelOf(this.schema, 'changes');
+    this.controlChannel = channelOf(this.schema, 'hearers');
     this.taskChannelHead = `nmt${createHash('sha1').update(this.schema).digest('hex').slice(0, 8)}_`;
     this.deliversRemoteChanges = waiters !== undefined;
     this.ready = this.listen().then(() => undefined);
@@ -85,6 +89,12 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
       waiters === undefined ? [listenFeed] : [listenFeed, waiters],
       this.timeoutMs,
       this.logger,
+      (message) =>
+        this.pool.query({
+          text: 'SELECT pg_notify($1, $2)',
+          values: [this.controlChannel, message],
+          query_timeout: this.timeoutMs,
+        } as QueryConfig),
     );
   }
 
@@ -96,6 +106,11 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   /** What this instance has heard from the others. */
   get received(): Readonly<ReceivedChanges> {
     return this.changes.received;
+  }
+
+  /** Whether a change also goes on the schema's channel: while some instance has said it wants every task's changes. */
+  get announcing(): boolean {
+    return this.changes.announcing;
   }
 
   /** How many tasks this instance LISTENs for (or is about to). */
@@ -120,11 +135,22 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   notify(record: TaskRecord): Promise<void> | undefined {
     if (record.version === 1) return undefined;
     this.listenFeed.publish(record);
-    const query = {
-      text: 'SELECT pg_notify($1, $3), pg_notify($2, $3)',
-      values: [this.channelOf(record.taskId), this.channel, this.changes.encode(record)],
-      query_timeout: this.timeoutMs,
-    } as QueryConfig;
+    const channel = this.channelOf(record.taskId);
+    const message = this.changes.encode(record);
+    // The schema's channel too while some instance wants every task's changes.
+    const query = (
+      this.changes.announcing
+        ? {
+            text: 'SELECT pg_notify($1, $3), pg_notify($2, $3)',
+            values: [channel, this.channel, message],
+            query_timeout: this.timeoutMs,
+          }
+        : {
+            text: 'SELECT pg_notify($1, $2)',
+            values: [channel, message],
+            query_timeout: this.timeoutMs,
+          }
+    ) as QueryConfig;
     return this.pool.query(query).then(() => undefined);
   }
 
@@ -177,6 +203,7 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
     });
     try {
       await client.connect();
+      await client.query(`LISTEN "${this.controlChannel}"`);
       if (this.listener !== client) return undefined;
       this.listening = true;
       return client;
@@ -219,11 +246,11 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   }
 }
 
-/** The channel of a schema: `<schema>_changes`, or a name made from it when that is too long. */
-function channelOf(schema: string): string {
-  const name = `${schema}_changes`;
+/** A channel of a schema: `<schema>_<suffix>`, or a name made from it when that is too long. */
+function channelOf(schema: string, suffix: string): string {
+  const name = `${schema}_${suffix}`;
   if (name.length <= 63) return name;
-  return `nmt_${createHash('sha1').update(schema).digest('hex').slice(0, 32)}_changes`;
+  return `nmt_${createHash('sha1').update(schema).digest('hex').slice(0, 32)}_${suffix}`;
 }
 
 /**

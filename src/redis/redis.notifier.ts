@@ -33,9 +33,10 @@ import { RedisTaskStore } from './redis.task-store.js';
  * On a Redis Cluster the task channels are sharded (SPUBLISH, SSUBSCRIBE): a change goes to the
  * node holding the task, and from there to the instances subscribed on that node only, in the
  * order it was written (a plain PUBLISH is relayed to every node, by paths that may reorder
- * messages). Sharded channels have no patterns: each change is also announced, as a reference,
- * on `{prefix}changes`, which every node relays and only instances that want every task's
- * changes subscribe to.
+ * messages). Sharded channels have no patterns: while some instance wants every task's changes
+ * (it says so every 5 s on `{prefix}hearers`, which every instance subscribes to), each change is
+ * also announced, as a reference, on `{prefix}changes`, which every node relays and only those
+ * instances subscribe to.
  */
 export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   private readonly logger = new Logger('RedisTaskNotifier');
@@ -46,6 +47,8 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   /** Whether this is a Redis Cluster, where task channels are sharded. */
   private readonly sharded: boolean;
   private readonly everyChannel: string;
+  /** Where the instances that want every task's changes say so (on a Cluster). */
+  private readonly controlChannel: string;
   private readonly pattern: string;
   private readonly timeoutMs: number;
   private readonly changes: RemoteChanges;
@@ -74,6 +77,7 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     this.subscriber.on('error', () => undefined);
     this.prefix = options.prefix ?? DEFAULT_PREFIX;
     this.everyChannel = `${this.prefix}changes`;
+    this.controlChannel = `${this.prefix}hearers`;
     this.pattern = `${this.prefix.replace(/[*?[\]\\]/g, '\\$&')}changes:*`;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
     let reader = store;
@@ -98,7 +102,14 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
       waiters === undefined ? [listenFeed] : [listenFeed, waiters],
       this.timeoutMs,
       this.logger,
+      this.sharded ? (message) => this.publisher.publish(this.controlChannel, message) : undefined,
     );
+    // On a Cluster every instance hears the heartbeats of those that want every task's changes.
+    if (this.sharded) {
+      this.subscriber.subscribe(this.controlChannel).catch((error: unknown) => {
+        this.logger.error(`Could not subscribe to ${this.controlChannel}: ${String(error)}`);
+      });
+    }
     this.ready = Promise.all([readyOf(this.publisher), readyOf(this.subscriber)]).then(
       () => undefined,
     );
@@ -121,6 +132,14 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   /** What this instance has heard from the others. */
   get received(): Readonly<ReceivedChanges> {
     return this.changes.received;
+  }
+
+  /**
+   * Whether a change reaches the instances that want every task's changes: always on one Redis
+   * (they subscribe to the pattern), on a Cluster while one of them has said so recently.
+   */
+  get announcing(): boolean {
+    return !this.sharded || this.changes.announcing;
   }
 
   /** How many tasks this instance is subscribed to (or about to be). */
@@ -178,8 +197,11 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     const channel = this.channelOf(record.taskId);
     const message = this.changes.encode(record);
     if (!this.sharded) return this.publisher.publish(channel, message).then(() => undefined);
-    // On a Cluster: to the task's node, and announced, as a reference, on the channel every
-    // node relays (heard only by instances that want every task's changes).
+    // On a Cluster: to the task's node; and, while some instance wants every task's changes,
+    // announced as a reference on the channel every node relays.
+    if (!this.changes.announcing) {
+      return this.publisher.spublish(channel, message).then(() => undefined);
+    }
     return Promise.all([
       this.publisher.spublish(channel, message),
       this.publisher.publish(this.everyChannel, this.changes.reference(record)),
