@@ -153,6 +153,7 @@ async function storeContext(store) {
 // ---------------------------------------------------------------------------------------------
 
 const fmt2 = (n) => n.toFixed(2);
+const fmt3 = (n) => n.toFixed(3);
 const fmtUs = (ms) => `${fmtInt(ms * 1000)} µs`;
 
 /** The q-quantile of `values` (nearest rank). */
@@ -1240,20 +1241,20 @@ try {
       `${kind}: round trips per operation differ between the store and the baselines`,
     );
     console.log(
-      `    ratio store ÷ same statements ${fmt2(toSame.ratio)} (rounds ${toSame.ratios.map(fmt2).join(', ')}), ` +
-        `store ÷ plain ${fmt2(toPlain.ratio)} (rounds ${toPlain.ratios.map(fmt2).join(', ')}); ` +
+      `    ratio store ÷ same statements ${fmt3(toSame.ratio)} (rounds ${toSame.ratios.map(fmt3).join(', ')}), ` +
+        `store ÷ plain ${fmt3(toPlain.ratio)} (rounds ${toPlain.ratios.map(fmt3).join(', ')}); ` +
         `PostgreSQL store ÷ Redis store ${fmt2(summary.get(subject).rate / summary.get(redisSide).rate)}`,
     );
     const rates = `${fmtInt(summary.get(subject).rate)} vs`;
     rows.push([
       `(b) ${kind}: store ÷ pg, same statements`,
-      `${fmt2(toSame.ratio)} (${rates} ${fmtInt(summary.get(same).rate)}/s)`,
+      `${fmt3(toSame.ratio)} (${rates} ${fmtInt(summary.get(same).rate)}/s)`,
       `≥ ${RATIO_TARGET}`,
       verdict(toSame.ratio >= RATIO_TARGET),
     ]);
     rows.push([
       `(b) ${kind}: store ÷ pg, plain statements`,
-      `${fmt2(toPlain.ratio)} (${rates} ${fmtInt(summary.get(plain).rate)}/s)`,
+      `${fmt3(toPlain.ratio)} (${rates} ${fmtInt(summary.get(plain).rate)}/s)`,
       `≥ ${RATIO_TARGET}`,
       verdict(toPlain.ratio >= RATIO_TARGET),
     ]);
