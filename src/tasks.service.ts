@@ -162,6 +162,13 @@ function validateListOptions(options: ListTasksOptions): {
  * a version conflict. Within one process, changes to one task run one after another, so only
  * other processes sharing the store can cause a conflict.
  */
+const STORE_UNAVAILABLE = 'Task store unavailable';
+
+/** Whether `error` is TasksService's answer to a store fault (the store is down or too slow). */
+export function isStoreUnavailable(error: unknown): boolean {
+  return error instanceof TaskInternalError && error.message === STORE_UNAVAILABLE;
+}
+
 @Injectable()
 export class TasksService {
   private readonly logger = new Logger('TasksService');
@@ -617,7 +624,7 @@ export class TasksService {
   private storeFault(error: unknown): TaskError {
     if (error instanceof TaskError) return error;
     this.logger.error(`Task store failed: ${messageOf(error)}`);
-    return new TaskInternalError('Task store unavailable', { cause: error });
+    return new TaskInternalError(STORE_UNAVAILABLE, { cause: error });
   }
 
   private announce(record: TaskRecord): void {

@@ -103,6 +103,19 @@ export async function startTestRedisCluster(): Promise<TestRedisCluster> {
         String(await node.call('CLUSTER', 'INFO')).includes('cluster_state:ok'),
       );
     }
+    // And every node must be linked to the two others on the cluster bus: until then a PUBLISH on
+    // one node does not reach the subscribers of a node it has not shaken hands with yet.
+    for (const { port } of nodes) {
+      await waitFor(port, async (node) => {
+        const lines = String(await node.call('CLUSTER', 'NODES'))
+          .trim()
+          .split('\n');
+        return (
+          lines.length === nodes.length &&
+          lines.every((line) => line.includes(' connected') && !line.includes('handshake'))
+        );
+      });
+    }
     return { nodes, stop };
   } catch (error) {
     await stop();

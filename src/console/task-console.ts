@@ -90,7 +90,8 @@ const SSE_HEADERS = {
  * What the task console serves: its files, the listing across owners (or one owner's), a task's
  * detail, cancel, and the change stream. It hears every change on this process's ListenFeed (what
  * the notifier delivers: this process's changes, and other instances' with a notifier that shares
- * them) and keeps a short history of them per task. It exists only when the console is on.
+ * them: for every task while one of its change streams is open, else for the tasks watched on
+ * this instance) and keeps a short history of them per task. It exists only when the console is on.
  */
 @Injectable()
 export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
@@ -99,6 +100,8 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
   private readonly streams = new Set<ServerResponse>();
   private keepAlive: NodeJS.Timeout | undefined;
   private stopListening: (() => void) | undefined;
+  /** Releases the every-task hearing the open change streams hold. */
+  private hearingAll: (() => void) | undefined;
 
   constructor(
     private readonly tasks: TasksService,
@@ -193,6 +196,8 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
     res.writeHead(200, SSE_HEADERS);
     res.write('retry: 3000\n: connected\n\n');
     this.streams.add(res);
+    // While a stream is open, this instance hears every task's changes from the others too.
+    this.hearingAll ??= this.feed.hearAll().release;
     res.on('close', () => this.drop(res));
     this.startKeepAlive();
   }
@@ -208,6 +213,7 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
     this.stopKeepAlive();
     for (const res of [...this.streams]) res.end();
     this.streams.clear();
+    this.stopHearingAll();
   }
 
   private hear(record: TaskRecord): void {
@@ -228,7 +234,14 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
 
   private drop(res: ServerResponse): void {
     this.streams.delete(res);
-    if (this.streams.size === 0) this.stopKeepAlive();
+    if (this.streams.size > 0) return;
+    this.stopKeepAlive();
+    this.stopHearingAll();
+  }
+
+  private stopHearingAll(): void {
+    this.hearingAll?.();
+    this.hearingAll = undefined;
   }
 
   private startKeepAlive(): void {

@@ -54,6 +54,8 @@ const frame = (json: string): string => `event: message\ndata: ${json}\n\n`;
 /** One open `subscriptions/listen` stream. */
 class ListenStream {
   closed = false;
+  /** Set once the acknowledgement is written: changes heard before it are not sent. */
+  live = false;
   /** The last version delivered per task, so a change heard twice is sent once. */
   readonly delivered = new Map<string, number>();
   /** `,"_meta":{...}}` closing every notification's params: the subscription id, serialized once. */
@@ -193,6 +195,18 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
     // The owner check ran over the store: the client may have gone meanwhile.
     if (res.destroyed) return slot.release();
     const stream = new ListenStream(id, owner, honored, res, slot);
+    const nothingToSend =
+      Object.keys(honored).length === 0 ||
+      (Object.keys(honored).length === 1 && honored.taskIds?.length === 0);
+    const taskIds = honored.taskIds ?? [];
+    if (!nothingToSend && !this.shuttingDown && taskIds.length > 0) {
+      for (const taskId of taskIds) this.watch(taskId, stream);
+      // With a notifier for several instances, the acknowledgement waits until the changes other
+      // instances write to these tasks reach this one: every change after it is heard.
+      const hearing = taskIds.map((taskId) => this.feed.watching(taskId));
+      if (hearing.some((ready) => ready !== undefined)) await Promise.all(hearing);
+      if (res.destroyed) return this.drop(stream);
+    }
     res.writeHead(200, SSE_HEADERS);
     stream.write(
       frame(
@@ -203,13 +217,10 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
         }),
       ),
     );
-    const nothingToSend =
-      Object.keys(honored).length === 0 ||
-      (Object.keys(honored).length === 1 && honored.taskIds?.length === 0);
+    stream.live = true;
     // A listen that checked its filter while the app shut down ends as the open streams did.
     if (nothingToSend || this.shuttingDown) return this.end(stream);
     this.streams.add(stream);
-    for (const taskId of honored.taskIds ?? []) this.watch(taskId, stream);
     res.on('close', () => this.drop(stream));
   }
 
@@ -300,7 +311,7 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
   private deliver(streams: ReadonlySet<ListenStream>, record: TaskRecord): void {
     let head: string | undefined;
     for (const stream of streams) {
-      if (!isOwnedBy(record, stream.owner)) continue;
+      if (!stream.live || !isOwnedBy(record, stream.owner)) continue;
       const last = stream.delivered.get(record.taskId);
       if (last !== undefined && last >= record.version) continue;
       stream.delivered.set(record.taskId, record.version);

@@ -1,8 +1,9 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Client, Notification, Pool, QueryConfig } from 'pg';
 import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
 import { ListenFeed } from '../notify/listen-feed.js';
+import { type ReceivedChanges, RemoteChanges } from '../notify/remote-changes.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import type { TaskRecord } from '../task.js';
@@ -14,38 +15,24 @@ import {
   timeoutOf,
 } from './postgres-connection.js';
 
-/**
- * The most bytes of a NOTIFY payload PostgreSQL takes (8,000, less a margin): a change whose
- * record fits is sent whole; a larger one is sent as its id and version, and read by who hears it.
- */
-const MAX_PAYLOAD_BYTES = 7_900;
-
 /** How long the LISTEN connection waits before connecting again after it broke. */
 const RECONNECT_MS = 1_000;
 
-/** What one change's NOTIFY carries: who sent it, and the record or where to read it. */
-interface Change {
-  /** The sending notifier (it skips its own: it delivered them at once). */
-  o: string;
-  /** The record, when it fits in a payload. */
-  r?: TaskRecord;
-  /** Else the task's id and version: the receiver reads the record. */
-  t?: string;
-  v?: number;
-}
-
 /**
- * The notifier for several instances on one PostgreSQL: every change is sent with `pg_notify` on
- * the schema's channel (`<schema>_changes`), and every instance holds one dedicated connection
- * that LISTENs there and puts what it hears on its own feeds (the ListenFeed of its listen
- * streams, the WaiterFeed of its waiters). A change written here reaches this process's streams
- * at once, without the round trip.
+ * The notifier for several instances on one PostgreSQL: each change is sent with `pg_notify` on
+ * its task's channel, and each instance holds one dedicated connection that LISTENs on the
+ * channels of the tasks someone on it waits on or listens to (RemoteChanges keeps the list, and
+ * batches the LISTEN and UNLISTEN statements): an instance that watches nothing receives nothing.
+ * A change is put on this instance's own listen streams at once; what it hears from the others
+ * goes on its feeds (the ListenFeed of its listen streams, the WaiterFeed of its waiters).
  *
  * A NOTIFY payload holds at most 8,000 bytes: a record that fits is sent whole; a larger one as
- * its id and version, and each instance that hears it reads the record (one query). While the
- * LISTEN connection is broken (PostgreSQL restarting) this instance hears nothing written
- * elsewhere; it connects again by itself every second, and waiters re-read the store on their
- * own timer as a safety net.
+ * its id and version, and each instance that hears it reads the record (one query). The same
+ * payload goes to the schema's channel of every task (`<schema>_changes`), which an instance
+ * LISTENs on only while someone wants every task's changes (the task console's live stream).
+ * While the LISTEN connection is broken (PostgreSQL restarting) this instance hears nothing
+ * written elsewhere; it connects again by itself every second and LISTENs again on what it
+ * watches, and waiters re-read the store on their own timer as a safety net.
  */
 export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   private readonly logger = new Logger('PostgresTaskNotifier');
@@ -53,14 +40,18 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   private readonly owned: boolean;
   private readonly timeoutMs: number;
   private readonly schema: string;
-  /** The channel every instance of this schema LISTENs on. */
+  /** The channel of every task's changes. */
   readonly channel: string;
-  private readonly origin = randomBytes(12).toString('base64url');
+  /** What each task's channel name starts with (the schema's, hashed to keep names short). */
+  private readonly taskChannelHead: string;
+  private readonly changes: RemoteChanges;
   private listener: Client | undefined;
+  /** Resolves once the listener is connected (or could not be: it then keeps trying). */
+  private connected: Promise<Client | undefined> | undefined;
   private reconnect: NodeJS.Timeout | undefined;
   private closed = false;
   private listening = false;
-  /** Resolves once the first LISTEN is in place (or failed: it then keeps trying). */
+  /** Resolves once the first LISTEN connection is up (or failed: it then keeps trying). */
   readonly ready: Promise<void>;
   /** What other instances write reaches this process's waiters (when it was given the feed). */
   readonly deliversRemoteChanges: boolean;
@@ -68,7 +59,7 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   constructor(
     options: PostgresConnectionOptions,
     private readonly listenFeed: ListenFeed,
-    private readonly waiters?: WaiterFeed,
+    waiters?: WaiterFeed,
   ) {
     this.schema = schemaOf(options, 'PostgresTaskNotifier');
     this.timeoutMs = timeoutOf(options, 'PostgresTaskNotifier');
@@ -78,8 +69,23 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
       this.timeoutMs,
     ));
     this.channel = channelOf(this.schema);
+    this.taskChannelHead = `nmt${createHash('sha1').update(this.schema).digest('hex').slice(0, 8)}_`;
     this.deliversRemoteChanges = waiters !== undefined;
-    this.ready = this.listen();
+    this.ready = this.listen().then(() => undefined);
+    this.changes = new RemoteChanges(
+      {
+        apply: (watch, unwatch) =>
+          this.run([
+            ...watch.map((taskId) => `LISTEN "${this.channelOf(taskId)}"`),
+            ...unwatch.map((taskId) => `UNLISTEN "${this.channelOf(taskId)}"`),
+          ]),
+        applyAll: (on) => this.run([`${on ? 'LISTEN' : 'UNLISTEN'} "${this.channel}"`]),
+        read: (taskId) => this.read(taskId),
+      },
+      waiters === undefined ? [listenFeed] : [listenFeed, waiters],
+      this.timeoutMs,
+      this.logger,
+    );
   }
 
   /** Whether the LISTEN connection is up: while it is not, changes written elsewhere are missed. */
@@ -87,32 +93,74 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
     return this.listening;
   }
 
+  /** What this instance has heard from the others. */
+  get received(): Readonly<ReceivedChanges> {
+    return this.changes.received;
+  }
+
+  /** How many tasks this instance LISTENs for (or is about to). */
+  get watchedTasks(): number {
+    return this.changes.watchedTasks;
+  }
+
   /**
-   * Sends a change to every instance, and puts it on this process's listen streams at once. A new
-   * task (version 1) is not sent: no one can wait for an id before its creation returns it.
+   * The channel of a task's changes: a name of at most 63 bytes, as PostgreSQL's identifiers are
+   * (ids this package makes are used as they are; any other is hashed).
+   */
+  channelOf(taskId: string): string {
+    return /^[A-Za-z0-9_-]{1,50}$/.test(taskId)
+      ? `${this.taskChannelHead}${taskId}`
+      : `${this.taskChannelHead}h${createHash('sha1').update(taskId).digest('hex')}`;
+  }
+
+  /**
+   * Puts a change on this process's listen streams at once, and sends it to the other instances.
+   * A new task (version 1) is not sent: no one can wait for an id before its creation returns it.
    */
   notify(record: TaskRecord): Promise<void> | undefined {
     if (record.version === 1) return undefined;
     this.listenFeed.publish(record);
-    let payload = JSON.stringify({ o: this.origin, r: record } satisfies Change);
-    if (Buffer.byteLength(payload) > MAX_PAYLOAD_BYTES) {
-      payload = JSON.stringify({
-        o: this.origin,
-        t: record.taskId,
-        v: record.version,
-      } satisfies Change);
-    }
     const query = {
-      text: 'SELECT pg_notify($1, $2)',
-      values: [this.channel, payload],
+      text: 'SELECT pg_notify($1, $3), pg_notify($2, $3)',
+      values: [this.channelOf(record.taskId), this.channel, this.changes.encode(record)],
       query_timeout: this.timeoutMs,
     } as QueryConfig;
     return this.pool.query(query).then(() => undefined);
   }
 
+  /** Runs LISTEN/UNLISTEN statements on the listener, in one round trip. */
+  private async run(statements: readonly string[]): Promise<void> {
+    const client = await this.connected;
+    if (client === undefined || client !== this.listener) {
+      throw new Error('the LISTEN connection is down');
+    }
+    await client.query({
+      text: statements.join('; '),
+      query_timeout: this.timeoutMs,
+    } as QueryConfig);
+  }
+
+  private read(taskId: string): Promise<TaskRecord | null> {
+    const query = {
+      text: `SELECT record::text AS record FROM ${this.schema}.tasks WHERE task_id = $1::text`,
+      values: [taskId],
+      query_timeout: this.timeoutMs,
+    } as QueryConfig;
+    return this.pool
+      .query<{ record: string }>(query)
+      .then(({ rows }) =>
+        rows[0] === undefined ? null : (JSON.parse(rows[0].record) as TaskRecord),
+      );
+  }
+
   /** Connects the LISTEN connection; on failure or when it breaks later, tries again. */
-  private async listen(): Promise<void> {
-    if (this.closed) return;
+  private listen(): Promise<Client | undefined> {
+    this.connected = this.connect();
+    return this.connected;
+  }
+
+  private async connect(): Promise<Client | undefined> {
+    if (this.closed) return undefined;
     const client = newClient(this.pool, this.timeoutMs);
     this.listener = client;
     const broke = (): void => {
@@ -125,19 +173,19 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
     client.on('error', broke);
     client.on('end', broke);
     client.on('notification', (message: Notification) => {
-      if (message.channel === this.channel && message.payload !== undefined) {
-        this.hear(message.payload);
-      }
+      if (message.payload !== undefined) this.changes.hear(message.payload);
     });
     try {
       await client.connect();
-      await client.query(`LISTEN ${this.channel}`);
-      if (this.listener === client) this.listening = true;
+      if (this.listener !== client) return undefined;
+      this.listening = true;
+      return client;
     } catch (error) {
       this.logger.error(
-        `Could not LISTEN: ${error instanceof Error ? error.message : String(error)}`,
+        `Could not connect to LISTEN: ${error instanceof Error ? error.message : String(error)}`,
       );
       broke();
+      return undefined;
     }
   }
 
@@ -145,41 +193,12 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
     if (this.closed || this.reconnect !== undefined) return;
     this.reconnect = setTimeout(() => {
       this.reconnect = undefined;
-      void this.listen();
+      // A new connection LISTENs on nothing: every watch is made again on it.
+      void this.listen().then((client) => {
+        if (client !== undefined) this.changes.resubscribe();
+      });
     }, RECONNECT_MS);
     this.reconnect.unref();
-  }
-
-  private hear(payload: string): void {
-    let change: Change;
-    try {
-      change = JSON.parse(payload) as Change;
-    } catch {
-      return;
-    }
-    if (change.o === this.origin) return;
-    if (change.r !== undefined) return this.deliver(change.r);
-    if (typeof change.t !== 'string') return;
-    const query = {
-      text: `SELECT record::text AS record FROM ${this.schema}.tasks WHERE task_id = $1::text`,
-      values: [change.t],
-      query_timeout: this.timeoutMs,
-    } as QueryConfig;
-    this.pool.query<{ record: string }>(query).then(
-      ({ rows }) => {
-        const row = rows[0];
-        if (row !== undefined) this.deliver(JSON.parse(row.record) as TaskRecord);
-      },
-      (error: unknown) =>
-        this.logger.error(
-          `Could not read a changed task: ${error instanceof Error ? error.message : String(error)}`,
-        ),
-    );
-  }
-
-  private deliver(record: TaskRecord): void {
-    this.listenFeed.publish(record);
-    this.waiters?.publish(record);
   }
 
   private closing: Promise<void> | undefined;
@@ -188,6 +207,7 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   onApplicationShutdown(): Promise<void> {
     this.closing ??= (async () => {
       this.closed = true;
+      this.changes.close();
       clearTimeout(this.reconnect);
       const client = this.listener;
       this.listener = undefined;

@@ -1,13 +1,22 @@
 import { createHash } from 'node:crypto';
 import type { OnApplicationShutdown } from '@nestjs/common';
 import type { Pool, QueryConfig, QueryResultRow } from 'pg';
-import { TaskInternalError, TaskQuotaError, TaskStoreFullError } from '../errors.js';
 import {
-  cursorAfter,
-  keyOfCursor,
+  checkCreated,
+  createLimits,
+  decodeRecord,
+  encodeRecord,
+  indexedFields,
+  removeInBatches,
+} from '../store/store-rules.js';
+import {
+  cursorKey,
+  endPage,
   listingKey,
+  newestFirst,
   ownerKey,
   placeOfKey,
+  statusFilter,
 } from '../store/task-listing.js';
 import type {
   TaskListPage,
@@ -18,14 +27,7 @@ import type {
   TaskStoreListAllOptions,
   TaskStoreListOptions,
 } from '../store/task-store.js';
-import {
-  expiresAt,
-  isTerminal,
-  type TaskOwner,
-  type TaskRecord,
-  type TaskState,
-  terminalSince,
-} from '../task.js';
+import type { TaskOwner, TaskRecord } from '../task.js';
 import {
   connectPool,
   type PostgresConnectionOptions,
@@ -33,7 +35,7 @@ import {
   timeoutOf,
   within,
 } from './postgres-connection.js';
-import { checkSchema, setUpSchema } from './postgres-schema.js';
+import { checkSchema, postgresSchemaSql, setUpSchema } from './postgres-schema.js';
 
 export interface PostgresTaskStoreOptions extends PostgresConnectionOptions {
   /**
@@ -58,11 +60,6 @@ const FILTERED_LOOKS = 1_000;
 
 /** Expired or finished rows one cleanup call removes at most of each (it calls again while full). */
 const CLEANUP_BATCH = 1_000;
-
-/** What `create_task` answers (see the schema file). */
-const CREATED = 1;
-const STORE_FULL = 0;
-const QUOTA_REACHED = -2;
 
 /** One statement: its text and the name it is prepared under on each connection. */
 interface Statement {
@@ -125,6 +122,9 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     this.schema = schemaOf(options, 'PostgresTaskStore');
     this.timeoutMs = timeoutOf(options, 'PostgresTaskStore');
     this.setup = options.setup ?? true;
+    // The shipped SQL is read now, so a package missing its schema files fails at startup with
+    // a TasksConfigError rather than at the first request.
+    if (this.setup) postgresSchemaSql(this.schema);
     this.prepared = options.preparedStatements ?? true;
     ({ pool: this.pool, owned: this.owned } = connectPool(
       options,
@@ -172,28 +172,26 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     return result.rows;
   }
 
+  /** `create_task` answers what store-rules' create outcomes name (see the schema file). */
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
-    const quota = options.maxTasksPerOwner ?? null;
+    const fields = indexedFields(record);
+    const { maxRows, quota } = createLimits(options);
     const [row] = await this.run<{ status: number }>(this.sql.create, [
       record.taskId,
-      ownerKey(record.owner),
+      fields.ownerKey,
       record.status,
       record.createdAt,
-      expiresAt(record),
-      terminalSince(record),
-      record.heldBy ?? null,
-      record.toolName ?? null,
+      fields.expiresAt,
+      fields.terminalAt,
+      fields.heldBy,
+      fields.toolName,
       record.version,
-      JSON.stringify(record),
+      encodeRecord(record),
       Date.now(),
-      options.maxRows ?? null,
+      maxRows,
       quota,
     ]);
-    const status = row?.status;
-    if (status === CREATED) return;
-    if (status === STORE_FULL) throw new TaskStoreFullError(options.maxRows ?? 0);
-    if (status === QUOTA_REACHED) throw new TaskQuotaError(quota ?? 0);
-    throw new TaskInternalError('Task id already exists');
+    checkCreated(row?.status, options);
   }
 
   /**
@@ -210,21 +208,22 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
             Date.now(),
           ]);
     const row = rows[0];
-    return row === undefined ? null : (JSON.parse(row.record) as TaskRecord);
+    return row === undefined ? null : decodeRecord(row.record);
   }
 
   async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    const fields = indexedFields(record);
     const rows = await this.run(this.sql.compareAndSet, [
       record.taskId,
-      JSON.stringify(record),
+      encodeRecord(record),
       record.version,
       record.status,
-      ownerKey(record.owner),
+      fields.ownerKey,
       record.createdAt,
-      expiresAt(record),
-      terminalSince(record),
-      record.toolName ?? null,
-      isTerminal(record.status),
+      fields.expiresAt,
+      fields.terminalAt,
+      fields.toolName,
+      fields.terminal,
       expectedVersion,
       Date.now(),
     ]);
@@ -238,17 +237,14 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
 
   /** A call per batch of CLEANUP_BATCH rows of each kind, until a batch comes back short. */
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
-    let removed = 0;
-    for (;;) {
+    return removeInBatches(CLEANUP_BATCH, async () => {
       const [row] = await this.run<{ removed: string }>(this.sql.cleanup, [
         now,
         now - options.terminalTtlMs,
         CLEANUP_BATCH,
       ]);
-      const count = Number(row?.removed ?? 0);
-      removed += count;
-      if (count < CLEANUP_BATCH) return removed;
-    }
+      return Number(row?.removed ?? 0);
+    });
   }
 
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
@@ -271,9 +267,9 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     options: TaskStoreListOptions,
     toolName: string | undefined,
   ): Promise<TaskListPage> {
-    const after =
-      options.cursor === undefined ? undefined : placeOfKey(keyOfCursor(options.cursor));
-    const states = statesOf(options.status);
+    const cursor = cursorKey(options);
+    const after = cursor === undefined ? undefined : placeOfKey(cursor);
+    const states = statusFilter(options.status);
     const { limit } = options;
     const filtered = states !== undefined || toolName !== undefined;
     const window = filtered ? Math.max(limit + 1, FILTERED_LOOKS) : limit + 1;
@@ -286,7 +282,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     const values: unknown[] = [Date.now(), window, limit + 1];
     if (owner !== undefined) values.push(owner);
     if (after !== undefined) values.push(after.createdAt, after.taskId);
-    if (states !== undefined) values.push(states);
+    if (states !== undefined) values.push([...states]);
     if (toolName !== undefined) values.push(toolName);
     const rows = await this.run<{
       task_id: string;
@@ -302,18 +298,16 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
         edge = { createdAt: Number(row.created_at), taskId: row.task_id };
         looked = Number(row.looked);
       } else if (row.record !== null) {
-        kept.push(JSON.parse(row.record) as TaskRecord);
+        kept.push(decodeRecord(row.record));
       }
     }
+    // The rows come in join order; task ids sort alike in JS and in the C collation (ASCII).
     kept.sort(newestFirst);
-    if (kept.length > limit) {
-      const tasks = kept.slice(0, limit);
-      return { tasks, nextCursor: cursorAfter(listingKey(tasks[limit - 1]!)) };
-    }
-    if (edge !== undefined && looked >= window) {
-      return { tasks: kept, nextCursor: cursorAfter(listingKey(edge)) };
-    }
-    return { tasks: kept };
+    return endPage(
+      kept,
+      limit,
+      edge !== undefined && looked >= window ? listingKey(edge) : undefined,
+    );
   }
 
   /** The statement of one listing shape, made on first use. */
@@ -363,18 +357,6 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     this.closing ??= this.owned ? this.pool.end() : Promise.resolve();
     return this.closing;
   }
-}
-
-/** The states a listing keeps as an array for `= ANY($n)`, or `undefined` for every state. */
-function statesOf(status: TaskState | readonly TaskState[] | undefined): string[] | undefined {
-  if (status === undefined) return undefined;
-  return typeof status === 'string' ? [status] : [...status];
-}
-
-/** Newest first: by `createdAt`, then id, bytewise (as the C collation orders them). */
-function newestFirst(a: TaskRecord, b: TaskRecord): number {
-  if (a.createdAt !== b.createdAt) return b.createdAt - a.createdAt;
-  return a.taskId < b.taskId ? 1 : a.taskId > b.taskId ? -1 : 0;
 }
 
 /** The fixed statements of a schema. */

@@ -1,9 +1,11 @@
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
 import { ListenFeed } from '../notify/listen-feed.js';
+import { type ReceivedChanges, RemoteChanges } from '../notify/remote-changes.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
+import { TaskStore } from '../store/task-store.js';
 import type { TaskRecord } from '../task.js';
 import {
   connect,
@@ -12,99 +14,209 @@ import {
   type RedisClient,
   type RedisConnectionOptions,
   release,
+  withTimeout,
 } from './redis-connection.js';
+import { RedisTaskStore } from './redis.task-store.js';
 
 /**
- * The notifier for several instances: every change is published on `{prefix}changes`, and every
- * instance (this one included) subscribes and puts what it hears on its own feeds: the
- * ListenFeed, where its ListenHandler delivers to the streams watching the task (checking
- * ownership there), and the WaiterFeed of the code waiting on the task in that process. So a task completed on
- * instance A reaches a listen stream held by instance B.
+ * The notifier for several instances: each change is published on its task's channel,
+ * `{prefix}changes:<taskId>`, and each instance subscribes to the channels of the tasks someone on
+ * it waits on or listens to (RemoteChanges keeps the list): an instance that watches nothing
+ * receives nothing. A change is put on this instance's own listen streams at once; what it hears
+ * from the others goes on its feeds: the ListenFeed, where its ListenHandler delivers to the
+ * streams watching the task (checking ownership there), and the WaiterFeed of the code waiting
+ * on the task in this process. A record larger than a message carries (INLINE_CHANGE_BYTES) is
+ * sent as its id and version, and read from the store by who hears it. While someone wants every
+ * task's changes (the task console's live stream), the instance also subscribes to the pattern
+ * `{prefix}changes:*`.
+ *
+ * On a Redis Cluster the task channels are sharded (SPUBLISH, SSUBSCRIBE): a change goes to the
+ * node holding the task, and from there to the instances subscribed on that node only, in the
+ * order it was written (a plain PUBLISH is relayed to every node, by paths that may reorder
+ * messages). Sharded channels have no patterns: each change is also announced, as a reference,
+ * on `{prefix}changes`, which every node relays and only instances that want every task's
+ * changes subscribe to.
  */
 export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
   private readonly logger = new Logger('RedisTaskNotifier');
   private readonly publisher: RedisClient;
   private readonly subscriber: RedisClient;
   private readonly owned: boolean;
-  private readonly channel: string;
+  private readonly prefix: string;
+  /** Whether this is a Redis Cluster, where task channels are sharded. */
+  private readonly sharded: boolean;
+  private readonly everyChannel: string;
+  private readonly pattern: string;
   private readonly timeoutMs: number;
-  /** Resolves once the subscription is in place. */
+  private readonly changes: RemoteChanges;
+  /** Resolves once both connections are up. */
   readonly ready: Promise<void>;
   /** What other instances write reaches this process's waiters (when it was given the feed). */
   readonly deliversRemoteChanges: boolean;
 
+  /**
+   * `store` reads the records sent by reference (the module's store, given by `redisNotifier`);
+   * without it, a RedisTaskStore on this notifier's own connection reads them.
+   */
   constructor(
     options: RedisConnectionOptions,
     private readonly listenFeed: ListenFeed,
-    private readonly waiters?: WaiterFeed,
+    waiters?: WaiterFeed,
+    store?: Pick<TaskStore, 'get'>,
   ) {
     ({ client: this.publisher, owned: this.owned } = connect(options, 'RedisTaskNotifier'));
     this.deliversRemoteChanges = waiters !== undefined;
-    // On a Redis Cluster, a PUBLISH on any node reaches the subscribers of every node (the
-    // cluster bus carries it), so one subscription, on whichever node ioredis picks, hears all.
-    this.subscriber = this.publisher.isCluster
-      ? (this.publisher as Cluster).duplicate()
+    this.sharded = this.publisher.isCluster;
+    // On a Redis Cluster, the subscriber holds one connection per master for sharded pub/sub.
+    this.subscriber = this.sharded
+      ? (this.publisher as Cluster).duplicate(undefined, { shardedSubscribers: true })
       : (this.publisher as Redis).duplicate();
     this.subscriber.on('error', () => undefined);
-    this.channel = `${options.prefix ?? DEFAULT_PREFIX}changes`;
+    this.prefix = options.prefix ?? DEFAULT_PREFIX;
+    this.everyChannel = `${this.prefix}changes`;
+    this.pattern = `${this.prefix.replace(/[*?[\]\\]/g, '\\$&')}changes:*`;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
-    this.subscriber.on('message', (channel: string, message: string) => {
-      if (channel === this.channel) this.hear(message);
+    let reader = store;
+    this.subscriber.on('message', (_channel: string, message: string) => {
+      this.changes.hear(message);
     });
-    this.ready = this.subscriber.subscribe(this.channel).then(
-      () => undefined,
-      (error: unknown) => this.logger.error(`Could not subscribe: ${String(error)}`),
+    this.subscriber.on('smessage', (_channel: string, message: string) => {
+      this.changes.hear(message);
+    });
+    this.subscriber.on('pmessage', (_pattern: string, _channel: string, message: string) => {
+      this.changes.hear(message);
+    });
+    this.changes = new RemoteChanges(
+      {
+        apply: (watch, unwatch) => withTimeout(this.apply(watch, unwatch), this.timeoutMs),
+        applyAll: (on) => withTimeout(this.applyAll(on), this.timeoutMs),
+        read: (taskId) =>
+          (reader ??= new RedisTaskStore({ client: this.publisher, prefix: this.prefix })).get(
+            taskId,
+          ),
+      },
+      waiters === undefined ? [listenFeed] : [listenFeed, waiters],
+      this.timeoutMs,
+      this.logger,
     );
+    this.ready = Promise.all([readyOf(this.publisher), readyOf(this.subscriber)]).then(
+      () => undefined,
+    );
+    // After a reconnect, ioredis subscribes again by itself; the notifier does too, so it knows
+    // when the subscriptions are back, and then reads what changed while they were not.
+    let connections = 0;
+    this.subscriber.on('ready', () => {
+      if (connections++ > 0) this.changes.resubscribe();
+    });
   }
 
   /**
-   * Whether the subscriber is connected (and so subscribed: ioredis subscribes again after a
-   * reconnect). While it is not, this instance hears no change written elsewhere.
+   * Whether the subscriber is connected (ioredis subscribes again after a reconnect). While it is
+   * not, this instance hears no change written elsewhere.
    */
   get subscribed(): boolean {
     return this.subscriber.status === 'ready';
   }
 
+  /** What this instance has heard from the others. */
+  get received(): Readonly<ReceivedChanges> {
+    return this.changes.received;
+  }
+
+  /** How many tasks this instance is subscribed to (or about to be). */
+  get watchedTasks(): number {
+    return this.changes.watchedTasks;
+  }
+
   /**
-   * Publishes a change to every instance. A new task (version 1) is not published: no one can
-   * wait for an id before its creation returns it, and whoever learns the id reads the task.
+   * The channel of a task's changes. Its hash tag is the task id, as in the task's keys: on a
+   * Redis Cluster the channel is sharded to the node that holds the task.
+   */
+  readonly channelOf = (taskId: string): string => `${this.prefix}changes:{${taskId}}`;
+
+  /**
+   * Subscribes to the channels of `watch` and unsubscribes from those of `unwatch`. On a Redis
+   * Cluster, sharded: each channel on the node of its slot (one command per channel, as a sharded
+   * subscription names channels of one slot only; ioredis sends them at once).
+   */
+  private async apply(watch: readonly string[], unwatch: readonly string[]): Promise<void> {
+    const subscriber = this.subscriber;
+    const calls: Promise<unknown>[] = [];
+    if (this.sharded) {
+      for (const taskId of watch) calls.push(subscriber.ssubscribe(this.channelOf(taskId)));
+      for (const taskId of unwatch) calls.push(subscriber.sunsubscribe(this.channelOf(taskId)));
+    } else {
+      if (watch.length > 0) calls.push(subscriber.subscribe(...watch.map(this.channelOf)));
+      if (unwatch.length > 0) calls.push(subscriber.unsubscribe(...unwatch.map(this.channelOf)));
+    }
+    await Promise.all(calls);
+  }
+
+  /**
+   * Every task's changes: the pattern of the task channels on one Redis; on a Redis Cluster,
+   * whose sharded channels have no patterns, the channel every change is also announced on.
+   */
+  private async applyAll(on: boolean): Promise<void> {
+    const subscriber = this.subscriber;
+    if (this.sharded) {
+      await (on
+        ? subscriber.subscribe(this.everyChannel)
+        : subscriber.unsubscribe(this.everyChannel));
+    } else {
+      await (on ? subscriber.psubscribe(this.pattern) : subscriber.punsubscribe(this.pattern));
+    }
+  }
+
+  /**
+   * Puts a change on this instance's listen streams and publishes it to the others. A new task
+   * (version 1) is not published: no one can wait for an id before its creation returns it, and
+   * whoever learns the id reads the task.
    */
   notify(record: TaskRecord): Promise<void> | undefined {
     if (record.version === 1) return undefined;
-    return this.publisher.publish(this.channel, JSON.stringify(record)).then(() => undefined);
+    this.listenFeed.publish(record);
+    const channel = this.channelOf(record.taskId);
+    const message = this.changes.encode(record);
+    if (!this.sharded) return this.publisher.publish(channel, message).then(() => undefined);
+    // On a Cluster: to the task's node, and announced, as a reference, on the channel every
+    // node relays (heard only by instances that want every task's changes).
+    return Promise.all([
+      this.publisher.spublish(channel, message),
+      this.publisher.publish(this.everyChannel, this.changes.reference(record)),
+    ]).then(() => undefined);
   }
 
   private closing: Promise<void> | undefined;
 
   /** Closes the subscriber, and the publisher if the notifier made it. Idempotent. */
   onApplicationShutdown(): Promise<void> {
+    this.changes.close();
     this.closing ??= Promise.all([
       release(this.subscriber, true, this.timeoutMs),
       release(this.publisher, this.owned, this.timeoutMs),
     ]).then(() => undefined);
     return this.closing;
   }
+}
 
-  private hear(message: string): void {
-    let record: TaskRecord;
-    try {
-      record = JSON.parse(message) as TaskRecord;
-    } catch {
-      return;
-    }
-    this.listenFeed.publish(record);
-    this.waiters?.publish(record);
-  }
+/** Resolves once `client` is connected (at once when it is); never rejects. */
+function readyOf(client: RedisClient): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    client.once('ready', () => resolve());
+    client.once('end', () => resolve());
+  });
 }
 
 /**
  * The Redis notifier as a `notifier` for TasksModule:
  * `TasksModule.forRoot({ store: new RedisTaskStore(redis), notifier: redisNotifier(redis) })`.
+ * Records sent by reference are read through the module's store.
  */
 export function redisNotifier(options: RedisConnectionOptions): PartProvider<TaskNotifier> {
   return {
-    useFactory: (listenFeed: ListenFeed, waiters: WaiterFeed) =>
-      new RedisTaskNotifier(options, listenFeed, waiters),
-    inject: [ListenFeed, WaiterFeed],
+    useFactory: (listenFeed: ListenFeed, waiters: WaiterFeed, store: TaskStore) =>
+      new RedisTaskNotifier(options, listenFeed, waiters, store),
+    inject: [ListenFeed, WaiterFeed, TaskStore],
   } as PartProvider<TaskNotifier>;
 }

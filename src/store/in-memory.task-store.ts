@@ -1,8 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { TaskInternalError, TaskQuotaError, TaskStoreFullError } from '../errors.js';
 import {
   expiresAt,
-  keptBytes,
   isExpired,
   isOwnedBy,
   isTerminal,
@@ -14,12 +12,23 @@ import { CreationIndex } from './creation-index.js';
 import { ExpiryHeap } from './expiry-heap.js';
 import { ExpiryIndex } from './expiry-index.js';
 import {
-  cursorAfter,
-  keyOfCursor,
+  bytesFull,
+  createLimits,
+  createRefusal,
+  ID_TAKEN,
+  QUOTA_REACHED,
+  recordBytes,
+  roomOrder,
+  STORE_FULL,
+  visibleTo,
+} from './store-rules.js';
+import {
+  cursorKey,
+  endPage,
+  listingFilter,
   listingKey,
   ownerKey,
   placeOfKey,
-  statusFilter,
 } from './task-listing.js';
 import type {
   TaskListPage,
@@ -102,7 +111,7 @@ export class InMemoryTaskStore implements TaskStore {
   private stale = 0;
   /** Each owner's count and finished tasks, for `maxTasksPerOwner`; an owner without tasks goes. */
   private readonly tallies = new Map<string, OwnerTally>();
-  /** The bytes of every stored record (see `sizeOf`), and the most it may reach. */
+  /** The bytes of every stored record (see `recordBytes`), and the most it may reach. */
   private heldBytes = 0;
   private readonly maxBytes: number | null;
 
@@ -127,10 +136,9 @@ export class InMemoryTaskStore implements TaskStore {
   }
 
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
-    if (this.tasks.has(record.taskId)) throw new TaskInternalError('Task id already exists');
-    const size = sizeOf(record);
-    const { maxRows } = options;
-    const quota = options.maxTasksPerOwner ?? null;
+    if (this.tasks.has(record.taskId)) throw createRefusal(ID_TAKEN, options);
+    const size = recordBytes(record);
+    const { maxRows, quota } = createLimits(options);
     const key = this.keyOfOwner(record.owner);
     let tally = this.tallies.get(key);
     if (
@@ -139,14 +147,14 @@ export class InMemoryTaskStore implements TaskStore {
       this.overBytes(size)
     ) {
       // Expired tasks never count: remove them first, then judge again.
-      this.removeExpired(Date.now());
+      this.removeDue(this.byExpiry, Date.now(), expiresAt);
       tally = this.tallies.get(key);
       if (quota !== null && tally !== undefined && tally.count >= quota) {
         this.makeRoom(tally, quota);
-        if (tally.count >= quota) throw new TaskQuotaError(quota);
+        if (tally.count >= quota) throw createRefusal(QUOTA_REACHED, options);
       }
-      if (maxRows !== null && this.tasks.size >= maxRows) throw new TaskStoreFullError(maxRows);
-      if (this.overBytes(size)) throw new TaskStoreFullError(this.maxBytes!, 'maxBytes');
+      if (maxRows !== null && this.tasks.size >= maxRows) throw createRefusal(STORE_FULL, options);
+      if (this.overBytes(size)) throw bytesFull(this.maxBytes!);
     }
     this.tasks.set(record.taskId, Object.freeze(record));
     this.heldBytes += size;
@@ -190,7 +198,7 @@ export class InMemoryTaskStore implements TaskStore {
     while (heap !== undefined && tally.count >= quota && heap.size > 0) {
       const deadline = heap.peekDeadline();
       const record = this.tasks.get(heap.pop());
-      if (record !== undefined && isTerminal(record.status) && finishedKey(record) === deadline) {
+      if (record !== undefined && isTerminal(record.status) && roomOrder(record) === deadline) {
         this.remove(record);
         this.noteStale();
       }
@@ -207,8 +215,7 @@ export class InMemoryTaskStore implements TaskStore {
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
     const found = this.tasks.get(taskId);
     const record = found ?? NOBODY;
-    if (isExpired(record, Date.now())) return null;
-    if (owner !== undefined && !isOwnedBy(record, owner)) return null;
+    if (isExpired(record, Date.now()) || !visibleTo(record, owner)) return null;
     return found ?? null;
   }
 
@@ -216,10 +223,8 @@ export class InMemoryTaskStore implements TaskStore {
     const current = this.tasks.get(record.taskId);
     if (current === undefined || current.version !== expectedVersion) return false;
     if (isExpired(current, Date.now())) return false;
-    const grows = sizeOf(record) - sizeOf(current);
-    if (grows > 0 && this.overBytes(grows)) {
-      throw new TaskStoreFullError(this.maxBytes!, 'maxBytes');
-    }
+    const grows = recordBytes(record) - recordBytes(current);
+    if (grows > 0 && this.overBytes(grows)) throw bytesFull(this.maxBytes!);
     this.tasks.set(record.taskId, Object.freeze(record));
     this.heldBytes += grows;
     this.index(record, current);
@@ -235,17 +240,11 @@ export class InMemoryTaskStore implements TaskStore {
   }
 
   async cleanup(now: number, options: TaskStoreCleanupOptions): Promise<number> {
-    let removed = this.removeExpired(now);
-    this.byTerminal.popDue(now - options.terminalTtlMs, (terminalAt, taskId) => {
-      const record = this.tasks.get(taskId);
-      if (record !== undefined && terminalSince(record) === terminalAt) {
-        this.remove(record);
-        removed++;
-      } else if (this.stale > 0) {
-        this.stale--;
-      }
-    });
-    return removed;
+    const cutoff = now - options.terminalTtlMs;
+    return (
+      this.removeDue(this.byExpiry, now, expiresAt) +
+      this.removeDue(this.byTerminal, cutoff, terminalSince)
+    );
   }
 
   /** Forgets every task (for tests and shutdown). */
@@ -263,43 +262,49 @@ export class InMemoryTaskStore implements TaskStore {
 
   /** Walks the owner's creation index down from the cursor, as `listAll` walks every task's. */
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
-    const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
+    const after = cursorKey(options);
     const owned = this.byOwner.get(ownerKey(owner));
     if (owned === undefined) return { tasks: [] };
-    return this.page(owned, after, options, (record) => isOwnedBy(record, owner));
+    const keep = listingFilter(options.status);
+    return this.page(
+      owned,
+      after,
+      options.limit,
+      (record) => isOwnedBy(record, owner) && (keep === undefined || keep(record)),
+    );
   }
 
   /** Walks the creation index of every task down from the cursor. */
   async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
-    const after = options.cursor === undefined ? undefined : keyOfCursor(options.cursor);
-    const { toolName } = options;
-    return this.page(this.byCreation, after, options, (record) =>
-      toolName === undefined ? true : record.toolName === toolName,
+    const after = cursorKey(options);
+    return this.page(
+      this.byCreation,
+      after,
+      options.limit,
+      listingFilter(options.status, options.toolName),
     );
   }
 
   /**
    * One page from `index`, after the listing key `after`: O(log n) to find the place, then
    * O(entries looked at), at most LIST_LOOKS. An entry is skipped when its task is gone, was
-   * re-created since, has expired, is not in `options.status`, or `keep` refuses it.
+   * re-created since, has expired, or `keep` refuses it. The walk stops at a match beyond the page
+   * (more follow) or after LIST_LOOKS entries (the next page goes on after the last of them).
    */
   private page(
     index: CreationIndex,
     after: string | undefined,
-    options: TaskStoreListOptions,
-    keep: (record: TaskRecord) => boolean,
+    limit: number,
+    keep: ((record: TaskRecord) => boolean) | undefined,
   ): TaskListPage {
     let from = index.size;
     if (after !== undefined) {
       const place = placeOfKey(after);
       from = index.below(place.createdAt, place.taskId);
     }
-    const states = statusFilter(options.status);
-    const { limit } = options;
     const now = Date.now();
-    const tasks: TaskRecord[] = [];
+    const matches: TaskRecord[] = [];
     let looks = 0;
-    let full = false;
     let last = '';
     const stopped = index.walkDown(from, (createdAt, taskId) => {
       if (looks++ === LIST_LOOKS) return false;
@@ -308,17 +313,11 @@ export class InMemoryTaskStore implements TaskStore {
       if (record === undefined || record.createdAt !== createdAt || isExpired(record, now)) {
         return true;
       }
-      if (states !== undefined && !states.has(record.status)) return true;
-      if (!keep(record)) return true;
-      // A match beyond the page: more follow, and the page ends at its last task.
-      if (tasks.length === limit) return !(full = true);
-      tasks.push(record);
-      return true;
+      if (keep !== undefined && !keep(record)) return true;
+      matches.push(record);
+      return matches.length <= limit;
     });
-    if (stopped < 0) return { tasks };
-    if (full) return { tasks, nextCursor: cursorAfter(listingKey(tasks[tasks.length - 1]!)) };
-    // Looked at LIST_LOOKS entries: the next page goes on after the last of them.
-    return { tasks, nextCursor: cursorAfter(last) };
+    return endPage(matches, limit, stopped < 0 ? undefined : last);
   }
 
   /** Whether an entry of `byCreation` is a stored task's (not one removed, or since re-created). */
@@ -339,7 +338,7 @@ export class InMemoryTaskStore implements TaskStore {
    */
   private remove(record: TaskRecord): void {
     this.tasks.delete(record.taskId);
-    this.heldBytes -= sizeOf(record);
+    this.heldBytes -= recordBytes(record);
     const key = this.keyOfOwner(record.owner);
     const tally = this.tallies.get(key);
     if (tally !== undefined && --tally.count === 0) this.tallies.delete(key);
@@ -360,11 +359,19 @@ export class InMemoryTaskStore implements TaskStore {
     }
   }
 
-  private removeExpired(now: number): number {
+  /**
+   * Removes the tasks of `index` due at `until`: an entry counts when its record is stored and
+   * still due at that instant (`instantOf`); any other entry is stale, and is dropped.
+   */
+  private removeDue(
+    index: ExpiryIndex,
+    until: number,
+    instantOf: (record: TaskRecord) => number | null,
+  ): number {
     let removed = 0;
-    this.byExpiry.popDue(now, (deadline, taskId) => {
+    index.popDue(until, (deadline, taskId) => {
       const record = this.tasks.get(taskId);
-      if (record !== undefined && expiresAt(record) === deadline) {
+      if (record !== undefined && instantOf(record) === deadline) {
         this.remove(record);
         removed++;
       } else if (this.stale > 0) {
@@ -386,14 +393,14 @@ export class InMemoryTaskStore implements TaskStore {
     if (since !== null) this.byTerminal.push(0, since, record.taskId);
     const tally = this.tallies.get(this.keyOfOwner(record.owner));
     if (tally !== undefined)
-      (tally.finished ??= new ExpiryHeap()).push(finishedKey(record), record.taskId);
+      (tally.finished ??= new ExpiryHeap()).push(roomOrder(record), record.taskId);
   }
 
   /** Keeps only the entries of an owner's finished tasks that are stored and finished. */
   private compactFinished(tally: OwnerTally): void {
     tally.finished?.compact((deadline, taskId) => {
       const task = this.tasks.get(taskId);
-      return task !== undefined && isTerminal(task.status) && finishedKey(task) === deadline;
+      return task !== undefined && isTerminal(task.status) && roomOrder(task) === deadline;
     });
   }
 
@@ -409,20 +416,4 @@ export class InMemoryTaskStore implements TaskStore {
     this.byTerminal.compact(live);
     this.stale = 0;
   }
-}
-
-/**
- * What a record's fields every record has (ids, owner, times, version) take in this store, about:
- * what `maxBytes` counts for a record beside what it keeps from clients and tools.
- */
-const RECORD_BYTES = 256;
-
-/** A record's size in `maxBytes`: RECORD_BYTES and what it keeps (`bytes`, else keptBytes). */
-function sizeOf(record: TaskRecord): number {
-  return RECORD_BYTES + (record.bytes ?? keptBytes(record));
-}
-
-/** Where a finished task stands among its owner's when room is made: its expiry, else last. */
-function finishedKey(record: TaskRecord): number {
-  return expiresAt(record) ?? Infinity;
 }

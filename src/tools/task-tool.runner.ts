@@ -6,6 +6,7 @@ import {
   type OnApplicationBootstrap,
   Optional,
 } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import {
   INTERNAL_ERROR_MESSAGE,
@@ -30,7 +31,7 @@ import {
 } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
-import { TasksService } from '../tasks.service.js';
+import { isStoreUnavailable, TasksService } from '../tasks.service.js';
 import { JobTaskContext, RunningTaskContext } from './task-context.js';
 import { type QueuedCall, TaskQueue, toolQueue } from './task-queue.js';
 import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.js';
@@ -50,6 +51,19 @@ class TaskCancelled extends Error {
   }
 }
 
+/**
+ * Whether a failed write leaves the task settled all the same: finished by someone else meanwhile
+ * (cancelled, failed at shutdown), or failed already because its result or error was too large
+ * to keep, for the task or for a store that caps its bytes (TasksService logged why).
+ */
+const settles = (error: unknown): boolean =>
+  error instanceof TaskTerminalError ||
+  error instanceof TaskTooLargeError ||
+  error instanceof TaskStoreFullError;
+
+/** The first wait before a task's outcome is written again while the store is down, and the most. */
+const SETTLE_RETRY_FIRST_MS = 250;
+const SETTLE_RETRY_MAX_MS = 5_000;
 /**
  * One running call: its signal, the promise of its end, and the watch that aborts the signal when
  * the task is cancelled (here or in another process) or gone. The abort controller behind the
@@ -151,6 +165,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
   private readonly jobs = new Set<string>();
   /** Set at shutdown: ending calls then leave their tasks as shutdown decided. */
   private shuttingDown = false;
+  /** Aborted at shutdown: ends the waits between tries to settle a task. */
+  private readonly shutdown = new AbortController();
 
   constructor(
     private readonly tasks: TasksService,
@@ -308,6 +324,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
   async beforeApplicationShutdown(): Promise<void> {
     const running = [...this.running.entries()];
     this.shuttingDown = true;
+    this.shutdown.abort();
     const leave = this.config.runningTasksOnShutdown === 'leave';
     await Promise.all(
       running.map(async ([taskId, call]) => {
@@ -473,8 +490,9 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
           if (this.shuttingDown) return;
           return await this.acknowledgeCancel(taskId);
         }
-        await this.settle(
-          this.tasks.complete(taskId, toCallToolResult(value), { known: call.latest }),
+        const result = toCallToolResult(value);
+        await this.settleOutcome(tool, () =>
+          this.tasks.complete(taskId, result, { known: call.latest }),
         );
       } catch (error) {
         if (call.aborted) {
@@ -492,7 +510,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
             `Task tool ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
           );
         }
-        await this.settle(
+        await this.settleOutcome(tool, () =>
           this.tasks.fail(
             taskId,
             failure ?? [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE],
@@ -510,25 +528,52 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
   }
 
   /**
-   * A task finished by someone else meanwhile (cancelled, failed at shutdown) stays as it is; a
-   * result or error too large to keep (for the task, or for a store that caps its bytes) has
-   * failed the task already (TasksService logged why).
+   * Awaits a write that settles a task; a failure that leaves it settled all the same (see
+   * `settles`) is no failure.
    */
   private async settle(write: Promise<TaskRecord>): Promise<void> {
     try {
       await write;
     } catch (error) {
-      const settled =
-        error instanceof TaskTerminalError ||
-        error instanceof TaskTooLargeError ||
-        error instanceof TaskStoreFullError;
-      if (!settled) throw error;
+      if (!settles(error)) throw error;
+    }
+  }
+
+  /**
+   * Writes the outcome of a call that ran here (its result, its error, its cancellation) as
+   * `settle` does, and while the store is down writes it again, until the store is back, the task
+   * is gone or finished, or the app shuts down (the task then fails as every running one does).
+   * The call stays running meanwhile, so its lease still holds it.
+   */
+  private async settleOutcome(
+    tool: TaskToolDefinition | undefined,
+    write: () => Promise<TaskRecord>,
+  ): Promise<void> {
+    const who = tool === undefined ? 'A cancelled call' : `Task tool ${tool.name}`;
+    for (let delay = SETTLE_RETRY_FIRST_MS, tries = 1; ; tries++) {
+      try {
+        await write();
+        if (tries > 1) this.logger.log(`${who} settled its task at try ${tries}`);
+        return;
+      } catch (error) {
+        if (settles(error)) return;
+        if (!isStoreUnavailable(error) || this.shuttingDown) throw error;
+        if (tries === 1) {
+          this.logger.warn(`${who} could not settle its task yet (the store is down): retrying`);
+        }
+        try {
+          await sleep(delay, undefined, { signal: this.shutdown.signal });
+        } catch {
+          throw error;
+        }
+        delay = Math.min(delay * 2, SETTLE_RETRY_MAX_MS);
+      }
     }
   }
 
   private async acknowledgeCancel(taskId: string): Promise<void> {
     if (this.config.cancellation === 'cooperative') {
-      await this.settle(this.tasks.markCancelled(taskId));
+      await this.settleOutcome(undefined, () => this.tasks.markCancelled(taskId));
     }
   }
 }

@@ -49,14 +49,19 @@ export abstract class TaskWatch {
   /** Each read of the task ends here, with the record or the error (after `check`). */
   protected read(_outcome: TaskRecord | unknown): void {}
 
-  /** Starts watching: listens to the feed, re-reads as `pollMs` says, and reads the task once. */
+  /**
+   * Starts watching: listens to the feed, re-reads as `pollMs` says, and reads the task once:
+   * when a notifier brings other processes' changes to the feed, once it does (so no change falls
+   * between the read and the first one heard).
+   */
   protected watch(): void {
-    this.waiters.listen(this.taskId, this.heard);
+    const hearing = this.waiters.listen(this.taskId, this.heard);
     if (this.pollMs !== null) {
       this.timer = setInterval(() => this.poll(), this.pollMs);
       this.timer.unref();
     }
-    this.poll();
+    if (hearing === undefined) this.poll();
+    else void hearing.then(() => this.stopped || this.poll());
   }
 
   /** Stops the watch; idempotent. */

@@ -528,6 +528,34 @@ describe('two instances sharing one Redis', () => {
   const ownRedis = process.env.REDIS_URL ? it.skip : it;
 
   ownRedis(
+    'a result that comes while Redis is down is written once Redis is back, by the live call',
+    async () => {
+      const fast = await bootFast();
+      const { gate, control } = newGate();
+      const taskId = await callTool(fast.url, 'carol', 'wait_for_signal', { gate });
+      await waitFor(fast.url, 'carol', taskId, (task) => task.status === 'working', 'working');
+      await outage(async () => {
+        control.release();
+        // The first write of the result fails (500 ms), and the call keeps it to write again.
+        await new Promise((resolve) => setTimeout(resolve, 1_200));
+      });
+      const done = await waitFor(
+        fast.url,
+        'carol',
+        taskId,
+        (task) => task.status !== 'working',
+        'the result written after the outage',
+      );
+      expect(done).toMatchObject({ status: 'completed' });
+      expect(done.result).toEqual({
+        content: [{ type: 'text', text: `released ${gate}` }],
+        resultType: 'complete',
+      });
+    },
+    30_000,
+  );
+
+  ownRedis(
     'with Redis down, tasks/* fail cleanly in bounded time and the app stays up; when Redis is back they succeed',
     async () => {
       const fast = await bootFast();

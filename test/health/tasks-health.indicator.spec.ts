@@ -151,13 +151,14 @@ describe('TasksHealthIndicator', () => {
     const subscriber = {
       status: 'reconnecting',
       on: () => subscriber,
+      once: () => subscriber,
       subscribe: () => Promise.resolve(1),
       // What the notifier's shutdown calls on a subscriber that is not ready.
       disconnect: () => {
         subscriber.status = 'end';
       },
     };
-    const client = { duplicate: () => subscriber } as unknown as Redis;
+    const client = { status: 'ready', duplicate: () => subscriber } as unknown as Redis;
     const indicator = await indicatorFor({
       notifier: {
         useFactory: (feed: ListenFeed) => new RedisTaskNotifier({ client }, feed),

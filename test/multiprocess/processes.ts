@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { mcpRequest, post } from '../e2e/raw.js';
 import type { JsonRpcMessage } from '../e2e/wire.js';
@@ -20,6 +20,10 @@ export function buildFixture(): void {
     [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'test/multiprocess/tsconfig.json'],
     { cwd: ROOT, stdio: 'inherit' },
   );
+  // The PostgreSQL store reads its schema's SQL beside its module, as in the package's build.
+  cpSync(join(ROOT, 'src/postgres/schema'), join(ROOT, '.build/multiprocess/src/postgres/schema'), {
+    recursive: true,
+  });
   if (!existsSync(ENTRY)) throw new Error(`the fixture did not build: no ${ENTRY}`);
 }
 

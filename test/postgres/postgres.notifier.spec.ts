@@ -26,7 +26,12 @@ function instance(schema: string) {
     listenFeed,
     waiters,
   );
-  return { notifier, heard };
+  /** Listens to the task on both feeds, so this instance LISTENs for it; resolves once it does. */
+  const watch = async (taskId: string): Promise<void> => {
+    const ignore = (): void => undefined;
+    await Promise.all([listenFeed.listen(taskId, ignore), waiters.listen(taskId, ignore)]);
+  };
+  return { notifier, heard, watch, listenFeed };
 }
 
 /** Resolves once `check` holds, polling; fails after 5 s. */
@@ -46,6 +51,7 @@ describe('PostgresTaskNotifier', () => {
       expect(a.notifier.subscribed && b.notifier.subscribed).toBe(true);
       expect(a.notifier.deliversRemoteChanges).toBe(true);
       const task = newTask(newTaskId(), { principal: 'alice' }, { ttlMs: 60_000 }, Date.now());
+      await Promise.all([a.watch(task.taskId), b.watch(task.taskId)]);
       const changed = { ...task, statusMessage: 'half way', version: 2 };
       const sent = a.notifier.notify(changed);
       // Its own streams hear it before any round trip; its own waiters hear it from TasksService.
@@ -72,6 +78,7 @@ describe('PostgresTaskNotifier', () => {
       await Promise.all([a.notifier.ready, b.notifier.ready]);
       const task = newTask(newTaskId(), { principal: 'alice' }, { ttlMs: 60_000 }, Date.now());
       await store.create(task, { maxRows: null });
+      await b.watch(task.taskId);
       const large = { ...task, statusMessage: 'x'.repeat(20_000), version: 2 };
       expect(await store.compareAndSet(large, 1)).toBe(true);
       // Sent with another message than the stored one: what B delivers is what it read.
@@ -93,11 +100,12 @@ describe('PostgresTaskNotifier', () => {
     try {
       await Promise.all([a.notifier.ready, b.notifier.ready]);
       const task = newTask(newTaskId(), { principal: 'alice' }, { ttlMs: 60_000 }, Date.now());
+      await b.watch(task.taskId);
       await a.notifier.notify({ ...task, version: 2 });
       // A third instance on A's schema hears it: by then B would have too.
       const c = instance('notify_one');
       try {
-        await c.notifier.ready;
+        await c.watch(task.taskId);
         await a.notifier.notify({ ...task, version: 3 });
         await until(() => c.heard.listen.length === 1, 'C');
         expect(b.heard.listen).toEqual([]);
@@ -113,14 +121,21 @@ describe('PostgresTaskNotifier', () => {
   (canStopServer ? it : it.skip)('LISTENs again by itself after PostgreSQL restarts', async () => {
     const [a, b] = [instance('notify_restart'), instance('notify_restart')];
     try {
-      await Promise.all([a.notifier.ready, b.notifier.ready]);
+      const task = newTask(newTaskId(), { principal: 'alice' }, { ttlMs: 60_000 }, Date.now());
+      await Promise.all([a.notifier.ready, b.watch(task.taskId)]);
       await postgres.kill();
       await until(() => !b.notifier.subscribed, 'B to see the connection break');
       await postgres.start();
-      await until(() => a.notifier.subscribed && b.notifier.subscribed, 'both to LISTEN again');
-      const task = newTask(newTaskId(), { principal: 'alice' }, { ttlMs: 60_000 }, Date.now());
-      await a.notifier.notify({ ...task, version: 2 });
-      await until(() => b.heard.listen.length === 1, 'B, after the restart');
+      await until(() => a.notifier.subscribed && b.notifier.subscribed, 'both to connect again');
+      // B LISTENs again on the task it watches: a change sent once it does reaches it. (Sent until
+      // heard: the LISTEN follows the connection by a round trip.)
+      let version = 2;
+      await until(() => {
+        if (b.heard.listen.length > 0) return true;
+        void a.notifier.notify({ ...task, version: version++ })?.catch(() => undefined);
+        return false;
+      }, 'B, after the restart');
+      expect(b.heard.listen[0]).toMatchObject({ taskId: task.taskId });
     } finally {
       await Promise.all([a.notifier.onApplicationShutdown(), b.notifier.onApplicationShutdown()]);
     }

@@ -227,14 +227,23 @@ describe('RedisTaskNotifier on a Redis Cluster', () => {
     };
   }
 
-  /** The next record `feed` hears for the task. */
-  const heard = (feed: ListenFeed | WaiterFeed, taskId: string): Promise<TaskRecord> =>
-    new Promise((resolve) => {
-      const stop = feed.subscribe(taskId, (record) => {
-        stop();
-        resolve(record);
-      });
-    });
+  /**
+   * The next record `feed` hears for the task, once the instance is subscribed to the task's
+   * changes (the feed's `listen` resolves then).
+   */
+  async function heard(
+    feed: ListenFeed | WaiterFeed,
+    taskId: string,
+  ): Promise<{ next: Promise<TaskRecord> }> {
+    let resolve!: (record: TaskRecord) => void;
+    const next = new Promise<TaskRecord>((done) => (resolve = done));
+    const listener = (record: TaskRecord): void => {
+      feed.unlisten(taskId, listener);
+      resolve(record);
+    };
+    await feed.listen(taskId, listener);
+    return { next };
+  }
 
   it('a change made on one instance reaches the listeners and waiters of every other', async () => {
     const prefix = nextPrefix('notify');
@@ -248,10 +257,12 @@ describe('RedisTaskNotifier on a Redis Cluster', () => {
       for (const [i, writer] of instances.entries()) {
         const task = await writer.tasks.create(owner);
         const others = instances.filter((each) => each !== writer);
-        const listens = others.map((each) => heard(each.listenFeed, task.taskId));
-        const waits = others.map((each) => heard(each.waiters, task.taskId));
+        const hearing = await Promise.all([
+          ...others.map((each) => heard(each.listenFeed, task.taskId)),
+          ...others.map((each) => heard(each.waiters, task.taskId)),
+        ]);
         await writer.tasks.progress(task.taskId, `step ${i}`);
-        for (const record of await Promise.all([...listens, ...waits])) {
+        for (const record of await Promise.all(hearing.map(({ next }) => next))) {
           expect(record).toMatchObject({
             taskId: task.taskId,
             version: 2,
@@ -279,9 +290,11 @@ describe('RedisTaskNotifier on a Redis Cluster', () => {
       await Promise.all(notifiers.map((notifier) => notifier.ready));
       for (const [i, publisher] of notifiers.entries()) {
         const task = newTask(`bus-${i}`, { principal: 'p' }, { ttlMs: null }, Date.now());
-        const hearing = feeds.filter((_feed, j) => j !== i).map((feed) => heard(feed, task.taskId));
+        const hearing = await Promise.all(
+          feeds.filter((_feed, j) => j !== i).map((feed) => heard(feed, task.taskId)),
+        );
         await publisher.notify({ ...task, version: 2 });
-        for (const record of await Promise.all(hearing)) {
+        for (const record of await Promise.all(hearing.map(({ next }) => next))) {
           expect(record).toMatchObject({ taskId: task.taskId, version: 2 });
         }
       }

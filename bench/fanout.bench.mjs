@@ -1,0 +1,639 @@
+// Fan-out benchmark for nestjs-mcp-tasks: what each instance of an app receives from the notifier
+// for several instances, when one instance watches tasks and another writes them; next to the
+// design it replaced (every change, whole, on one channel every instance hears), measured in the
+// same run.
+//
+//   npm run bench          (builds dist/, then runs every benchmark)
+//   npm run bench:fanout   (builds dist/, then runs this file)
+//
+// It starts its own servers, all on loopback and stopped at the end: a redis-server, a Redis
+// Cluster of three masters (redis-server --cluster-enabled yes ×3, redis-cli --cluster create, no
+// replicas) and a PostgreSQL (initdb into a temporary directory, fsync off). With REDIS_URL,
+// REDIS_CLUSTER_NODES or POSTGRES_URL set it uses that server instead (under a prefix or schema of
+// its own).
+//
+// For each engine and for 2, 4 and 8 instances: N TasksModule application contexts in this
+// process (`TasksModule.forRoot({ store, notifier })` from dist/, each with its own store and
+// notifier connections, all on one server). The last instance creates 1,000 working tasks;
+// instance 0 watches all of them on its ListenFeed (`listen(taskId, listener)`, what ListenHandler
+// does for a listen stream, found by class name through Nest's DiscoveryService; the bench awaits
+// the promise `listen` returns, as ListenHandler does before it acknowledges a stream); no other
+// instance watches anything. Then the last instance writes each task's progress twice, one
+// `await TasksService.progress(taskId, message)` after the other.
+//
+//   (a) Per instance per change: the notifier messages and bytes it received (the notifiers'
+//       `received` counters), for the watching instance and for the others.
+//   (b) The watching instance's latency from the progress call to the listen-feed delivery,
+//       p50 and p99 (process.hrtime, one process).
+//   (c) Before: the same changes as the replaced notifiers sent them, measured in the same run on
+//       N raw clients (ioredis, pg) that each SUBSCRIBE / LISTEN on one shared channel: Redis
+//       published the record's JSON whole; PostgreSQL sent `{"o":origin,"r":record}`, or
+//       `{"o","t","v"}` when that exceeded 7,900 bytes, and every instance then read the record.
+//       The records are the ones the watching instance was delivered (same sizes). Each raw
+//       client parses what it receives, as the replaced notifiers did; client 0's latency is from
+//       the publish call (a floor: no store write in it).
+//   (d) Large records: at the largest N, 20 changes of records of ~100 KB (a 100,000-character
+//       progress message): message bytes per change (by reference) and the reads that follow,
+//       against the whole record on every instance before.
+//
+// Around (a) and (c) it reads the server's CPU time (Redis INFO cpu, summed over the Cluster's
+// nodes; PostgreSQL: the postmaster and its children in /proc) and this process's CPU.
+//
+// Targets (SUMMARY): instances that watch nothing receive 0 messages; the watching instance's p50
+// latency < 5 ms. It is a report, not a test: it exits 0 whether a target is met or missed, and
+// non-zero only when it cannot run (dist/ missing, no server, a broken invariant, the deadline).
+//
+// Environment knobs (all optional): BENCH_FANOUT_ENGINES ("redis,cluster,postgres"),
+// BENCH_FANOUT_INSTANCES ("2,4,8"), BENCH_FANOUT_TASKS (1000), BENCH_FANOUT_ROUNDS (2),
+// REDIS_URL, REDIS_CLUSTER_NODES, POSTGRES_URL.
+
+import 'reflect-metadata';
+import { Buffer } from 'node:buffer';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { Cluster, Redis } from 'ioredis';
+import pg from 'pg';
+import {
+  armHardDeadline,
+  assert,
+  fmt,
+  fmtInt,
+  loadBuiltPackage,
+  machineLine,
+  msSince,
+  nowNs,
+  pool,
+  positiveEnv,
+  printTargetTable,
+  providerNamed,
+  sleep,
+  startBenchPostgres,
+  startBenchRedis,
+  tasksContext,
+  until,
+  verdict,
+} from './common.mjs';
+import { startBenchRedisCluster } from './redis-cluster.mjs';
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------------------------
+
+const ENGINE_NAMES = (process.env.BENCH_FANOUT_ENGINES ?? 'redis,cluster,postgres')
+  .split(',')
+  .map((name) => name.trim())
+  .filter(Boolean);
+const INSTANCE_COUNTS = (process.env.BENCH_FANOUT_INSTANCES ?? '2,4,8')
+  .split(',')
+  .map((count) => Number(count.trim()));
+const TASKS = positiveEnv('BENCH_FANOUT_TASKS', 1_000);
+const ROUNDS = positiveEnv('BENCH_FANOUT_ROUNDS', 2);
+/** (d) Changes of large records, and the size of their progress message. */
+const LARGE_CHANGES = 20;
+const LARGE_MESSAGE_CHARS = 100_000;
+/** Creates in flight while the tasks are made (not measured). */
+const CREATE_CONCURRENCY = 20;
+/** After the last delivery: time for a stray message to reach an instance that should get none. */
+const SETTLE_MS = 200;
+const DELIVERY_TIMEOUT_MS = 30_000;
+/** Whatever happens, the whole run ends by then. */
+const HARD_DEADLINE_MS = 400_000;
+
+const P50_TARGET_MS = 5;
+
+const HOUR = 3_600_000;
+const OWNER = Object.freeze({ principal: 'bench' });
+const PREFIX = `bench-fanout-${process.pid}:`;
+const SCHEMA = 'bench_fanout';
+/** The one channel of the replaced design (per engine, as it named it). */
+const OLD_REDIS_CHANNEL = `${PREFIX}changes`;
+const OLD_PG_CHANNEL = `${SCHEMA}_old_changes`;
+/** The replaced notifiers' largest payload carried whole (PostgreSQL's NOTIFY limit, less a margin). */
+const OLD_PG_MAX_PAYLOAD = 7_900;
+
+for (const name of ENGINE_NAMES) {
+  if (!['redis', 'cluster', 'postgres'].includes(name)) {
+    console.error(`BENCH_FANOUT_ENGINES: unknown engine ${JSON.stringify(name)}`);
+    process.exit(1);
+  }
+}
+for (const count of INSTANCE_COUNTS) {
+  if (!Number.isSafeInteger(count) || count < 2) {
+    console.error('BENCH_FANOUT_INSTANCES: a list of integers ≥ 2, e.g. "2,4,8"');
+    process.exit(1);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The built package
+// ---------------------------------------------------------------------------------------------
+
+const lib = await loadBuiltPackage();
+const { RedisTaskStore, redisNotifier, PostgresTaskStore, postgresNotifier } = lib;
+if (postgresNotifier === undefined) {
+  console.error('dist/postgres/index.js lacks postgresNotifier; run `npm run build`.');
+  process.exit(1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/** Nearest-rank percentile of an ascending array. */
+const percentile = (sorted, p) => sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
+const fmt2 = (n) => fmt(n, 2);
+const bytesOf = (text) => Buffer.byteLength(text, 'utf8');
+const range = (n) => Array.from({ length: n }, (_, i) => i);
+
+/** Clock ticks per second of /proc's CPU times (Linux's USER_HZ is 100 on every common build). */
+const CLOCK_TICKS = 100;
+
+/** CPU time (µs) of process `pid` and of its children, alive or reaped, from /proc. */
+function processTreeCpuUs(pid) {
+  let ticks = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // The command name (field 2) may hold spaces: the fields after it start past its ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime + stime of each; the postmaster's cutime + cstime too, where the CPU of the
+    // backends it reaped (closed connections) goes, so the sum never drops.
+    if (Number(entry) === pid) ticks += Number(fields[13]) + Number(fields[14]);
+    if (Number(entry) === pid || Number(fields[1]) === pid) {
+      ticks += Number(fields[11]) + Number(fields[12]);
+    }
+  }
+  return (ticks / CLOCK_TICKS) * 1e6;
+}
+
+/** A Redis node's CPU time so far, in µs (INFO cpu: user + system). */
+async function redisCpuUs(client) {
+  const info = await client.info('cpu');
+  const field = (name) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The servers, and the servers' processes the hard deadline kills
+// ---------------------------------------------------------------------------------------------
+
+const onDeadline = [];
+armHardDeadline(
+  HARD_DEADLINE_MS,
+  `The benchmark did not finish within ${HARD_DEADLINE_MS / 1000} s; stopping.`,
+  () => {
+    for (const stop of onDeadline) stop();
+  },
+);
+
+/**
+ * An engine: how to make one instance's store and notifier, the replaced design's raw clients,
+ * the server's CPU time, and how to stop.
+ */
+async function startEngine(name) {
+  if (name === 'redis') {
+    const redis = await startBenchRedis('fanout', (server, dir) =>
+      onDeadline.push(() => {
+        server.kill('SIGKILL');
+        rmSync(dir, { recursive: true, force: true });
+      }),
+    );
+    const admin = new Redis(redis.url);
+    const connection = { connection: redis.url, prefix: PREFIX };
+    return {
+      label: 'Redis',
+      store: () => new RedisTaskStore(connection),
+      notifier: () => redisNotifier(connection),
+      serverCpuUs: () => redisCpuUs(admin),
+      oldSubscriber: async (onMessage) => {
+        const client = new Redis(redis.url);
+        client.on('message', (_channel, message) => onMessage(message));
+        await client.subscribe(OLD_REDIS_CHANNEL);
+        return { close: () => client.disconnect() };
+      },
+      oldPublisher: () => redisPublisher(new Redis(redis.url)),
+      oldMessage: (record) => JSON.stringify(record),
+      stop: async () => {
+        admin.disconnect();
+        await redis.stop();
+      },
+    };
+  }
+  if (name === 'cluster') {
+    const cluster = await startBenchRedisCluster('fanout', (servers, dir) =>
+      onDeadline.push(() => {
+        for (const server of servers) server.kill('SIGKILL');
+        rmSync(dir, { recursive: true, force: true });
+      }),
+    );
+    const admins = cluster.nodes.map(({ host, port }) => new Redis({ host, port }));
+    const connection = { connection: { cluster: cluster.nodes }, prefix: PREFIX };
+    return {
+      label: 'Redis Cluster (3 masters)',
+      store: () => new RedisTaskStore(connection),
+      notifier: () => redisNotifier(connection),
+      serverCpuUs: async () =>
+        (await Promise.all(admins.map(redisCpuUs))).reduce((sum, us) => sum + us, 0),
+      // The replaced notifier: a plain PUBLISH on one channel (relayed to every node), and a plain
+      // SUBSCRIBE on each instance's Cluster client.
+      oldSubscriber: async (onMessage) => {
+        const client = new Cluster(cluster.nodes);
+        client.on('message', (_channel, message) => onMessage(message));
+        await client.subscribe(OLD_REDIS_CHANNEL);
+        return { close: () => client.disconnect() };
+      },
+      oldPublisher: () => redisPublisher(new Cluster(cluster.nodes)),
+      oldMessage: (record) => JSON.stringify(record),
+      stop: async () => {
+        for (const admin of admins) admin.disconnect();
+        await cluster.stop();
+      },
+    };
+  }
+  const postgres = await startBenchPostgres(
+    'fanout',
+    { fsync: 'off', max_connections: 300, shared_buffers: '64MB' },
+    (halt) => onDeadline.push(halt),
+  );
+  const connection = { connection: postgres.url, schema: SCHEMA };
+  /** Reads the replaced notifier's references (each instance read the record itself). */
+  const reader = new pg.Pool({ connectionString: postgres.url, max: 8 });
+  // pool.end() does not wait for its sockets to close: the server's stop may still reach one.
+  reader.on('error', () => undefined);
+  return {
+    label: 'PostgreSQL 15',
+    store: () => new PostgresTaskStore(connection),
+    notifier: () => postgresNotifier(connection),
+    serverCpuUs: async () => (postgres.pid() === null ? NaN : processTreeCpuUs(postgres.pid())),
+    oldSubscriber: async (onMessage) => {
+      const client = new pg.Client({ connectionString: postgres.url });
+      client.on('error', () => undefined);
+      await client.connect();
+      client.on('notification', ({ payload }) => onMessage(payload));
+      await client.query(`LISTEN ${OLD_PG_CHANNEL}`);
+      return { close: () => client.end() };
+    },
+    oldPublisher: () => {
+      const publisher = new pg.Pool({ connectionString: postgres.url, max: 1 });
+      publisher.on('error', () => undefined);
+      return {
+        publish: (message) =>
+          publisher.query('SELECT pg_notify($1, $2)', [OLD_PG_CHANNEL, message]),
+        close: () => publisher.end(),
+      };
+    },
+    oldMessage: (record) => {
+      const whole = JSON.stringify({ o: 'bench-old', r: record });
+      if (bytesOf(whole) <= OLD_PG_MAX_PAYLOAD) return whole;
+      return JSON.stringify({ o: 'bench-old', t: record.taskId, v: record.version });
+    },
+    oldRead: async (taskId) => {
+      const { rows } = await reader.query(
+        `SELECT record::text AS record FROM ${SCHEMA}.tasks WHERE task_id = $1::text`,
+        [taskId],
+      );
+      return rows[0]?.record ?? null;
+    },
+    stop: async () => {
+      await reader.end();
+      await postgres.stop();
+    },
+  };
+}
+
+function redisPublisher(client) {
+  return {
+    publish: (message) => client.publish(OLD_REDIS_CHANNEL, message),
+    close: () => client.disconnect(),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instances: TasksModule application contexts
+// ---------------------------------------------------------------------------------------------
+
+/** One instance: TasksService over its own store and notifier, and its ListenFeed. */
+async function startInstance(engine) {
+  const store = engine.store();
+  let ctx;
+  try {
+    ctx = await tasksContext(lib, {
+      maxRows: null,
+      maxTasksPerOwner: 1_000_000,
+      defaultTtlMs: HOUR,
+      store,
+      notifier: engine.notifier(),
+    });
+  } catch (error) {
+    await store.onApplicationShutdown(); // the context never started, so it will not close it
+    throw error;
+  }
+  assert(ctx.store === store, 'the service does not use the store given to the module');
+  assert(
+    ctx.notifier !== null && typeof ctx.notifier.received === 'object',
+    'the notifier has no `received` counters',
+  );
+  await ctx.notifier.ready;
+  const feed = await providerNamed(ctx.app, 'ListenFeed');
+  return { ...ctx, feed };
+}
+
+const snapshotReceived = (instances) => instances.map((each) => ({ ...each.notifier.received }));
+
+/** What each instance received between two snapshots, per change. */
+function perChange(before, after, changes) {
+  return after.map((now, i) => ({
+    messages: (now.messages - before[i].messages) / changes,
+    bytes: (now.bytes - before[i].bytes) / changes,
+    reads: (now.reads - before[i].reads) / changes,
+  }));
+}
+
+/**
+ * Writes `changes` (each `{ taskId, message }`) from `writer`, one after the other, and waits until
+ * the watcher's listener has had each. `sentAt` maps a task to the instant its write was called.
+ */
+async function writeChanges(writer, changes, watch) {
+  for (const { taskId, message } of changes) {
+    watch.sentAt.set(taskId, nowNs());
+    await writer.service.progress(taskId, message);
+  }
+  await until(
+    `the watching instance to hear ${watch.expected} changes (heard ${watch.heard})`,
+    () => watch.heard >= watch.expected,
+    DELIVERY_TIMEOUT_MS,
+  );
+}
+
+/**
+ * The replaced design on `n` raw clients: every record of `records` published as the replaced
+ * notifier published it, on one channel all of them hear. Returns what each client received per
+ * change, the reads the references cost, and client 0's latency from the publish call.
+ */
+async function oldDesign(engine, n, records) {
+  const received = range(n).map(() => ({ messages: 0, bytes: 0, reads: 0, readBytes: 0 }));
+  const sentAt = new Map();
+  const latencies = [];
+  let done = 0;
+  const heard = (i, message) => {
+    const counts = received[i];
+    counts.messages++;
+    counts.bytes += bytesOf(message);
+    // What the replaced notifiers did with a message: parse it, and read a reference's record.
+    const change = JSON.parse(message);
+    const record = change.o === undefined ? change : change.r;
+    const finish = () => {
+      if (i === 0) {
+        const key = record === undefined ? `${change.t}@${change.v}` : keyOf(record);
+        const t0 = sentAt.get(key);
+        if (t0 !== undefined) latencies.push(msSince(t0));
+      }
+      done++;
+    };
+    if (record !== undefined) return finish();
+    counts.reads++;
+    void engine.oldRead(change.t).then((text) => {
+      counts.readBytes += text === null ? 0 : bytesOf(text);
+      finish();
+    });
+  };
+  const subscribers = await Promise.all(
+    range(n).map((i) => engine.oldSubscriber((message) => heard(i, message))),
+  );
+  const publisher = engine.oldPublisher();
+  const cpu = process.cpuUsage();
+  const serverBefore = await engine.serverCpuUs();
+  try {
+    for (const record of records) {
+      const message = engine.oldMessage(record);
+      sentAt.set(keyOf(record), nowNs());
+      await publisher.publish(message);
+    }
+    await until(
+      `the raw clients to hear ${records.length} changes each`,
+      () => done >= n * records.length,
+      DELIVERY_TIMEOUT_MS,
+    );
+    const serverUs = (await engine.serverCpuUs()) - serverBefore;
+    const used = process.cpuUsage(cpu);
+    return {
+      perInstance: received.map((counts) => ({
+        messages: counts.messages / records.length,
+        bytes: counts.bytes / records.length,
+        reads: counts.reads / records.length,
+        readBytes: counts.readBytes / records.length,
+      })),
+      latencies: latencies.sort((a, b) => a - b),
+      serverUsPerChange: serverUs / records.length,
+      processUsPerChange: (used.user + used.system) / records.length,
+    };
+  } finally {
+    await Promise.all([publisher.close(), ...subscribers.map((each) => each.close())]);
+  }
+}
+
+const keyOf = (record) => `${record.taskId}@${record.version}`;
+
+/**
+ * One engine, `n` instances: the subject's figures and the replaced design's, and with `large`
+ * the large-record row too.
+ */
+async function measure(engine, n, large) {
+  const instances = [];
+  try {
+    for (let i = 0; i < n; i++) instances.push(await startInstance(engine));
+    const watcher = instances[0];
+    const writer = instances[n - 1];
+    const taskIds = [];
+    await pool(range(TASKS), CREATE_CONCURRENCY, async () => {
+      taskIds.push((await writer.service.create(OWNER)).taskId);
+    });
+
+    // The watching instance listens to every task, as ListenHandler does for a stream each.
+    const watch = { sentAt: new Map(), latencies: [], records: [], heard: 0, expected: 0 };
+    const listener = (record) => {
+      const t0 = watch.sentAt.get(record.taskId);
+      if (t0 !== undefined) {
+        watch.latencies.push(msSince(t0));
+        watch.sentAt.delete(record.taskId);
+      }
+      watch.records.push(record);
+      watch.heard++;
+    };
+    const subscribeStart = nowNs();
+    await Promise.all(taskIds.map((taskId) => watcher.feed.listen(taskId, listener)));
+    const subscribeMs = msSince(subscribeStart);
+    assert(
+      watcher.notifier.watchedTasks === TASKS,
+      `watcher watches ${watcher.notifier.watchedTasks}`,
+    );
+    for (const other of instances.slice(1)) {
+      assert(other.notifier.watchedTasks === 0, 'an instance other than 0 watches a task');
+    }
+
+    // (a), (b): the writes.
+    const changes = [];
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const taskId of taskIds) changes.push({ taskId, message: `round ${round}` });
+    }
+    watch.expected = changes.length;
+    const before = snapshotReceived(instances);
+    const cpu = process.cpuUsage();
+    const serverBefore = await engine.serverCpuUs();
+    const writeStart = nowNs();
+    await writeChanges(writer, changes, watch);
+    const writeMs = msSince(writeStart);
+    const serverUs = (await engine.serverCpuUs()) - serverBefore;
+    const used = process.cpuUsage(cpu);
+    await sleep(SETTLE_MS);
+    const received = perChange(before, snapshotReceived(instances), changes.length);
+    assert(
+      watch.heard === changes.length,
+      `the watcher heard ${watch.heard} changes, not ${changes.length}`,
+    );
+    const result = {
+      n,
+      subscribeMs,
+      watcher: received[0],
+      others: received.slice(1),
+      latencies: [...watch.latencies].sort((a, b) => a - b),
+      changesPerSecond: (changes.length / writeMs) * 1000,
+      serverUsPerChange: serverUs / changes.length,
+      processUsPerChange: (used.user + used.system) / changes.length,
+      old: await oldDesign(engine, n, watch.records.slice(0, changes.length)),
+    };
+
+    if (large) {
+      // (d) Records of ~100 KB: sent by reference, read once by the watching instance.
+      const pad = 'x'.repeat(LARGE_MESSAGE_CHARS);
+      const largeChanges = taskIds
+        .slice(0, LARGE_CHANGES)
+        .map((taskId, i) => ({ taskId, message: `large ${i} ${pad}` }));
+      watch.latencies = [];
+      watch.records = [];
+      watch.expected = watch.heard + largeChanges.length;
+      const largeBefore = snapshotReceived(instances);
+      await writeChanges(writer, largeChanges, watch);
+      await sleep(SETTLE_MS);
+      const largeReceived = perChange(
+        largeBefore,
+        snapshotReceived(instances),
+        largeChanges.length,
+      );
+      const recordBytes =
+        watch.records.reduce((sum, record) => sum + bytesOf(JSON.stringify(record)), 0) /
+        watch.records.length;
+      result.large = {
+        recordBytes,
+        watcher: largeReceived[0],
+        others: largeReceived.slice(1),
+        latencies: [...watch.latencies].sort((a, b) => a - b),
+        old: await oldDesign(engine, n, watch.records),
+      };
+    }
+    return result;
+  } finally {
+    await Promise.all(instances.map((each) => each.close()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------------
+
+const totalStart = nowNs();
+console.log('Fan-out benchmark: the notifier for several instances, per engine');
+console.log(machineLine());
+console.log(
+  `${TASKS} working tasks watched on instance 0 (ListenFeed.listen, awaited), written from the last ` +
+    `instance (TasksService.progress, ${ROUNDS} rounds, one write after the other); ` +
+    `instances: ${INSTANCE_COUNTS.join(', ')}`,
+);
+
+const summary = [];
+for (const name of ENGINE_NAMES) {
+  const engine = await startEngine(name);
+  const results = [];
+  try {
+    console.log(`\n== ${engine.label} ==`);
+    for (const n of INSTANCE_COUNTS) {
+      const result = await measure(engine, n, n === Math.max(...INSTANCE_COUNTS));
+      results.push(result);
+      printResult(result);
+    }
+  } finally {
+    await engine.stop();
+  }
+  const idle = results.map((r) => Math.max(...r.others.map((other) => other.messages)));
+  summary.push([
+    `${engine.label}: messages per change, instances watching nothing (N=${INSTANCE_COUNTS.join(',')})`,
+    idle.map((m) => fmt2(m)).join(', '),
+    '= 0',
+    verdict(idle.every((m) => m === 0)),
+  ]);
+  const p50s = results.map((r) => percentile(r.latencies, 50));
+  summary.push([
+    `${engine.label}: watcher p50 latency, write → listen feed (N=${INSTANCE_COUNTS.join(',')})`,
+    p50s.map((ms) => `${fmt2(ms)} ms`).join(', '),
+    `< ${P50_TARGET_MS} ms`,
+    verdict(p50s.every((ms) => ms < P50_TARGET_MS)),
+  ]);
+}
+
+function printResult(r) {
+  const p = (sorted, q) => `${fmt2(percentile(sorted, q))}`;
+  const otherMessages = Math.max(...r.others.map((o) => o.messages));
+  const otherBytes = Math.max(...r.others.map((o) => o.bytes));
+  const oldMessages = Math.min(...r.old.perInstance.map((o) => o.messages));
+  const oldBytes = Math.min(...r.old.perInstance.map((o) => o.bytes));
+  console.log(
+    `  N=${r.n}: subscribe ${TASKS} tasks ${fmtInt(r.subscribeMs)} ms; ` +
+      `${fmtInt(r.changesPerSecond)} changes/s (one write after the other)`,
+  );
+  console.log(
+    `    after   per change: watcher ${fmt2(r.watcher.messages)} msg, ${fmtInt(r.watcher.bytes)} B, ` +
+      `${fmt2(r.watcher.reads)} reads; each other instance ≤ ${fmt2(otherMessages)} msg, ${fmtInt(otherBytes)} B; ` +
+      `all instances ${fmtInt(r.watcher.bytes + r.others.reduce((s, o) => s + o.bytes, 0))} B`,
+  );
+  console.log(
+    `    before  per change: each instance ${fmt2(oldMessages)} msg, ${fmtInt(oldBytes)} B; ` +
+      `all instances ${fmtInt(r.old.perInstance.reduce((s, o) => s + o.bytes, 0))} B`,
+  );
+  console.log(
+    `    latency: watcher write → listen feed p50 ${p(r.latencies, 50)} ms, p99 ${p(r.latencies, 99)} ms; ` +
+      `before, raw publish → client 0 p50 ${p(r.old.latencies, 50)} ms, p99 ${p(r.old.latencies, 99)} ms`,
+  );
+  console.log(
+    `    CPU per change: server ${fmtInt(r.serverUsPerChange)} µs after vs ${fmtInt(r.old.serverUsPerChange)} µs before (publish only); ` +
+      `this process ${fmtInt(r.processUsPerChange)} µs (${r.n} instances, the write included) vs ${fmtInt(r.old.processUsPerChange)} µs (${r.n} raw clients)`,
+  );
+  if (r.large) {
+    const l = r.large;
+    const oldAll = l.old.perInstance.reduce((s, o) => s + o.bytes + o.readBytes, 0);
+    const newAll =
+      l.watcher.bytes +
+      l.watcher.reads * l.recordBytes +
+      l.others.reduce((s, o) => s + o.bytes + o.reads * l.recordBytes, 0);
+    console.log(
+      `  N=${r.n}, records of ${fmtInt(l.recordBytes)} B (${LARGE_CHANGES} changes): ` +
+        `after: watcher ${fmt2(l.watcher.messages)} msg, ${fmtInt(l.watcher.bytes)} B by reference + ${fmt2(l.watcher.reads)} reads; ` +
+        `others ≤ ${fmt2(Math.max(...l.others.map((o) => o.messages)))} msg; ` +
+        `latency p50 ${p(l.latencies, 50)} ms`,
+    );
+    console.log(
+      `    before: each instance ${fmt2(l.old.perInstance[0].messages)} msg, ${fmtInt(l.old.perInstance[0].bytes)} B, ` +
+        `${fmt2(l.old.perInstance[0].reads)} reads; ` +
+        `bytes to all instances per change (messages + records read): ${fmtInt(newAll)} B after vs ${fmtInt(oldAll)} B before`,
+    );
+    r.largeAll = { newAll, oldAll };
+  }
+}
+
+printTargetTable(summary);
+console.log(`(total ${(msSince(totalStart) / 1000).toFixed(1)} s)`);
+// A report, not a test: a missed target does not fail the run.
+process.exitCode = 0;

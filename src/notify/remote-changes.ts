@@ -1,0 +1,414 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '@nestjs/common';
+import type { TaskRecord } from '../task.js';
+import type { FeedWatcher, TaskFeed } from './task-feed.js';
+
+/** What an engine (Redis pub/sub, PostgreSQL LISTEN/NOTIFY) does for RemoteChanges. */
+export interface ChangeChannels {
+  /** Starts hearing the changes of `watch` and stops hearing those of `unwatch`, in one go. */
+  apply(watch: readonly string[], unwatch: readonly string[]): Promise<void>;
+  /** Starts (`true`) or stops hearing the changes of every task. */
+  applyAll(on: boolean): Promise<void>;
+  /** The task as stored now (`null` when it is gone), for a change sent as a reference. */
+  read(taskId: string): Promise<TaskRecord | null>;
+}
+
+/**
+ * The most bytes of a change message that carries the record itself. PostgreSQL takes NOTIFY
+ * payloads of up to 8,000 bytes; the same bound serves Redis: a larger record is sent as its id
+ * and version, and each process that hears it reads the record once, however many of its
+ * listeners wait on the task.
+ */
+export const INLINE_CHANGE_BYTES = 7_900;
+
+/** How long a failed subscription change waits before it is tried again. */
+const RETRY_MS = 1_000;
+
+/** How many watched tasks are read at once after a reconnect. */
+const CATCH_UP_READS = 16;
+
+/** The length of a sender's tag at the head of each message. */
+const ORIGIN_LENGTH = 12;
+
+/** What one process has heard from the others (for benchmarks and metrics). */
+export interface ReceivedChanges {
+  /** Change messages received. */
+  messages: number;
+  /** Their bytes (UTF-8). */
+  bytes: number;
+  /** Records read because a change came as a reference. */
+  reads: number;
+}
+
+interface Waiting {
+  readonly promise: Promise<void>;
+  settle(): void;
+}
+
+/** A task (or every task) this process wants to hear of. */
+interface Watch {
+  /** How many feeds listen to it (each tells its first listener and its last). */
+  refs: number;
+  /** Whether the engine is subscribed. */
+  active: boolean;
+  /** A subscription change in flight. */
+  pending: boolean;
+  /** The promise `watch` handed out while the subscription is not in place. */
+  waiting: Waiting | undefined;
+}
+
+const newWatch = (): Watch => ({ refs: 0, active: false, pending: false, waiting: undefined });
+
+/**
+ * The part of a notifier for several processes that is the same on every engine. It is the
+ * FeedWatcher of this process's feeds, so the process subscribes to the changes of the tasks
+ * someone here listens to (a listen stream, a waiter) and no others: an instance that watches
+ * nothing receives nothing. Subscriptions change in batches (all the first listeners and last
+ * leavers of one turn of the event loop in one engine call, one batch in flight at a time), and a
+ * feed's `listen` resolves once its task's subscription is in place, so a listener that reads the
+ * task after that misses no change.
+ *
+ * A change travels as one message: the sender's tag, then the record as JSON when it fits in
+ * INLINE_CHANGE_BYTES, else `<version> <taskId>`, which the receiver reads from the store (one
+ * read per task at a time, again only if a newer version was announced meanwhile). A process
+ * skips its own messages (it delivered those at once), and delivers each version of a task once.
+ */
+export class RemoteChanges implements FeedWatcher {
+  /** This process's tag on what it sends. */
+  readonly origin = randomBytes(9).toString('base64url');
+  readonly received: ReceivedChanges = { messages: 0, bytes: 0, reads: 0 };
+  private readonly watches = new Map<string, Watch>();
+  private readonly every = newWatch();
+  private readonly dirty = new Set<string>();
+  private everyDirty = false;
+  /** Set by `resubscribe`: the watched tasks are read once the subscriptions are back. */
+  private catchUpAfterFlush = false;
+  private scheduled = false;
+  private flushing = false;
+  private closed = false;
+  /** The last version delivered of each task heard (watched tasks, and others while `every`). */
+  private readonly delivered = new Map<string, number>();
+  /** The tasks being read after a reference, with the newest version announced meanwhile. */
+  private readonly reading = new Map<string, number>();
+
+  constructor(
+    private readonly channels: ChangeChannels,
+    private readonly feeds: readonly TaskFeed[],
+    private readonly timeoutMs: number,
+    private readonly logger: Logger,
+  ) {
+    for (const feed of feeds) feed.connect(this);
+  }
+
+  // ----- what is sent ---------------------------------------------------------------------------
+
+  /** The message of a change: the record itself when it fits, else where to read it. */
+  encode(record: TaskRecord): string {
+    // What the record keeps from clients and tools bounds its size from below: past the bound,
+    // the record is not serialized at all.
+    if ((record.bytes ?? 0) < INLINE_CHANGE_BYTES) {
+      const message = `${this.origin}${JSON.stringify(record)}`;
+      if (Buffer.byteLength(message, 'utf8') <= INLINE_CHANGE_BYTES) return message;
+    }
+    return this.reference(record);
+  }
+
+  /** The message of a change as a reference: the receiver reads the record. */
+  reference(record: TaskRecord): string {
+    return `${this.origin}${record.version} ${record.taskId}`;
+  }
+
+  // ----- what is heard --------------------------------------------------------------------------
+
+  /** A message heard from the engine, on a task's channel or on every task's. */
+  hear(message: string): void {
+    this.received.messages++;
+    this.received.bytes += Buffer.byteLength(message, 'utf8');
+    if (message.startsWith(this.origin)) return;
+    const body = message.slice(ORIGIN_LENGTH);
+    if (body.startsWith('{')) {
+      let record: TaskRecord;
+      try {
+        record = JSON.parse(body) as TaskRecord;
+      } catch {
+        return;
+      }
+      if (typeof record?.taskId === 'string') this.deliver(record);
+      return;
+    }
+    const space = body.indexOf(' ');
+    const version = Number(body.slice(0, space));
+    const taskId = body.slice(space + 1);
+    if (space < 1 || !Number.isSafeInteger(version) || taskId === '') return;
+    if ((this.delivered.get(taskId) ?? 0) >= version || !this.wants(taskId)) return;
+    this.fetch(taskId, version);
+  }
+
+  /** Puts a record heard from elsewhere on every feed, unless that version was delivered. */
+  private deliver(record: TaskRecord): void {
+    if (!this.wants(record.taskId)) return;
+    if ((this.delivered.get(record.taskId) ?? 0) >= record.version) return;
+    this.delivered.set(record.taskId, record.version);
+    if (this.delivered.size > this.watches.size + 4_096) this.forgetUnwatched();
+    for (const feed of this.feeds) feed.publish(record);
+  }
+
+  private wants(taskId: string): boolean {
+    return this.every.refs > 0 || (this.watches.get(taskId)?.refs ?? 0) > 0;
+  }
+
+  /** Reads a task announced by reference: one read at a time per task. */
+  private fetch(taskId: string, version: number): void {
+    const wanted = this.reading.get(taskId);
+    if (wanted !== undefined) {
+      if (version > wanted) this.reading.set(taskId, version);
+      return;
+    }
+    this.reading.set(taskId, version);
+    this.received.reads++;
+    this.channels.read(taskId).then(
+      (record) => {
+        const newest = this.reading.get(taskId) ?? version;
+        this.reading.delete(taskId);
+        if (record === null) return;
+        this.deliver(record);
+        // A newer change was announced while the read was under way, and the read came before it.
+        if (record.version < newest) this.fetch(taskId, newest);
+      },
+      (error: unknown) => {
+        this.reading.delete(taskId);
+        this.logger.warn(`Could not read changed task ${taskId}: ${describe(error)}`);
+      },
+    );
+  }
+
+  /** Keeps the delivered versions of watched tasks only (every-task hearing adds the others). */
+  private forgetUnwatched(): void {
+    for (const taskId of this.delivered.keys()) {
+      if (!this.watches.has(taskId)) this.delivered.delete(taskId);
+    }
+  }
+
+  // ----- what is watched (FeedWatcher) ----------------------------------------------------------
+
+  watch(taskId: string): Promise<void> {
+    let watch = this.watches.get(taskId);
+    if (watch === undefined) this.watches.set(taskId, (watch = newWatch()));
+    watch.refs++;
+    if (watch.active && !watch.pending) return RESOLVED;
+    this.touch(taskId);
+    return this.waitOn(watch);
+  }
+
+  unwatch(taskId: string): void {
+    const watch = this.watches.get(taskId);
+    if (watch === undefined || watch.refs === 0) return;
+    if (--watch.refs === 0) this.touch(taskId);
+  }
+
+  ready(taskId: string): Promise<void> | undefined {
+    return this.watches.get(taskId)?.waiting?.promise;
+  }
+
+  watchAll(): Promise<void> {
+    this.every.refs++;
+    if (this.every.active && !this.every.pending) return RESOLVED;
+    this.everyDirty = true;
+    this.schedule();
+    return this.waitOn(this.every);
+  }
+
+  unwatchAll(): void {
+    if (this.every.refs === 0) return;
+    if (--this.every.refs === 0) {
+      this.everyDirty = true;
+      this.schedule();
+    }
+  }
+
+  /** How many tasks this process is subscribed to, or about to be (for leak checks). */
+  get watchedTasks(): number {
+    return this.watches.size;
+  }
+
+  /**
+   * The engine's connection was made again and holds no subscription: every watch is subscribed
+   * anew (the engines whose client does this by itself, as ioredis does, need not call it).
+   */
+  resubscribe(): void {
+    for (const [taskId, watch] of this.watches) {
+      watch.active = false;
+      this.dirty.add(taskId);
+    }
+    this.every.active = false;
+    this.everyDirty = this.every.refs > 0;
+    this.catchUpAfterFlush = true;
+    this.schedule();
+  }
+
+  /**
+   * Reads every watched task once the subscriptions are back, and delivers what changed while
+   * the connection was down (a few reads at a time): a watcher misses nothing across a reconnect.
+   * A version the feeds had from this process may be delivered again, which they allow.
+   */
+  private catchUp(): void {
+    const taskIds = [...this.watches.entries()]
+      .filter(([, watch]) => watch.refs > 0)
+      .map(([taskId]) => taskId);
+    let next = 0;
+    const reader = async (): Promise<void> => {
+      while (next < taskIds.length && !this.closed) {
+        const taskId = taskIds[next++]!;
+        try {
+          const record = await this.channels.read(taskId);
+          if (record !== null) this.deliver(record);
+        } catch (error) {
+          this.logger.warn(`Could not read watched task ${taskId}: ${describe(error)}`);
+        }
+      }
+    };
+    for (let i = 0; i < Math.min(CATCH_UP_READS, taskIds.length); i++) void reader();
+  }
+
+  /** Stops changing subscriptions, and releases whoever waits on one. */
+  close(): void {
+    this.closed = true;
+    for (const watch of this.watches.values()) settle(watch);
+    settle(this.every);
+  }
+
+  private touch(taskId: string): void {
+    this.dirty.add(taskId);
+    this.schedule();
+  }
+
+  /** The promise of a watch's subscription: settled when it is in place, or after timeoutMs. */
+  private waitOn(watch: Watch): Promise<void> {
+    if (watch.waiting !== undefined) return watch.waiting.promise;
+    let settle!: () => void;
+    const promise = new Promise<void>((resolve) => (settle = resolve));
+    const timer = setTimeout(() => {
+      if (watch.waiting?.promise === promise) watch.waiting = undefined;
+      settle();
+    }, this.timeoutMs);
+    timer.unref();
+    watch.waiting = {
+      promise,
+      settle: () => {
+        clearTimeout(timer);
+        settle();
+      },
+    };
+    return promise;
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.flushing || this.closed) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  /** Applies what changed, one batch at a time, until nothing is left to change. */
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (!this.closed && (this.dirty.size > 0 || this.everyDirty)) {
+        const watch: string[] = [];
+        const unwatch: string[] = [];
+        for (const taskId of this.dirty) {
+          const entry = this.watches.get(taskId);
+          if (entry === undefined) continue;
+          if (entry.refs > 0 && !entry.active) watch.push(taskId);
+          else if (entry.refs === 0 && entry.active) unwatch.push(taskId);
+          else if (entry.refs === 0) this.forget(taskId, entry);
+          else settle(entry);
+        }
+        this.dirty.clear();
+        let every: boolean | undefined;
+        if (this.everyDirty) {
+          this.everyDirty = false;
+          if (this.every.refs > 0 !== this.every.active) every = this.every.refs > 0;
+          else settle(this.every);
+        }
+        for (const taskId of [...watch, ...unwatch]) this.watches.get(taskId)!.pending = true;
+        this.every.pending = every !== undefined;
+        try {
+          if (watch.length > 0 || unwatch.length > 0) await this.channels.apply(watch, unwatch);
+          if (every !== undefined) await this.channels.applyAll(every);
+        } catch (error) {
+          this.logger.warn(`Could not change subscriptions: ${describe(error)}`);
+          this.settleAfterFailure(watch, unwatch, every);
+          await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref());
+          continue;
+        }
+        for (const taskId of watch) this.settled(taskId, true);
+        for (const taskId of unwatch) this.settled(taskId, false);
+        if (every !== undefined) {
+          this.every.pending = false;
+          this.every.active = every;
+          if (this.every.refs > 0 !== every) this.everyDirty = true;
+          else settle(this.every);
+        }
+        if (this.catchUpAfterFlush && this.dirty.size === 0) {
+          this.catchUpAfterFlush = false;
+          this.catchUp();
+        }
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  /** A subscription change went through: the watch is as wanted, or is changed once more. */
+  private settled(taskId: string, active: boolean): void {
+    const entry = this.watches.get(taskId)!;
+    entry.pending = false;
+    entry.active = active;
+    if (entry.refs > 0 === active) {
+      if (active) settle(entry);
+      else this.forget(taskId, entry);
+    } else {
+      this.dirty.add(taskId);
+    }
+  }
+
+  /** A change failed: whoever waits goes on (waiters re-read as a safety net), and it is retried. */
+  private settleAfterFailure(
+    watch: readonly string[],
+    unwatch: readonly string[],
+    every: boolean | undefined,
+  ): void {
+    for (const taskId of [...watch, ...unwatch]) {
+      const entry = this.watches.get(taskId)!;
+      entry.pending = false;
+      settle(entry);
+      this.dirty.add(taskId);
+    }
+    if (every !== undefined) {
+      this.every.pending = false;
+      settle(this.every);
+      this.everyDirty = true;
+    }
+  }
+
+  private forget(taskId: string, entry: Watch): void {
+    settle(entry);
+    this.watches.delete(taskId);
+    this.delivered.delete(taskId);
+  }
+}
+
+const RESOLVED = Promise.resolve();
+
+function settle(watch: Watch): void {
+  const waiting = watch.waiting;
+  watch.waiting = undefined;
+  waiting?.settle();
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
