@@ -57,6 +57,49 @@ describe('PostgresTaskStore: listing', () => {
   });
 });
 
+describe('PostgresTaskStore: the row count', () => {
+  it('cleanup takes what it removed off the row count, and recount_tasks heals a hand edit', async () => {
+    const schema = 'row_count';
+    const store = new PostgresTaskStore({ connection: postgres.url, schema });
+    const raw = new pg.Pool({ connectionString: postgres.url });
+    const rows = async (): Promise<number> =>
+      Number((await raw.query(`SELECT n FROM ${schema}.counts WHERE name = 'rows'`)).rows[0].n);
+    try {
+      const owner = { principal: 'alice', tenant: null };
+      const now = Date.now();
+      const task = (ttlMs: number | null): TaskRecord => ({
+        taskId: newTaskId(),
+        owner,
+        status: 'working',
+        createdAt: now - 10_000,
+        lastUpdatedAt: now - 10_000,
+        ttlMs,
+        version: 1,
+      });
+      for (let i = 0; i < 5; i++) await store.create(task(1_000), { maxRows: null });
+      for (let i = 0; i < 3; i++) await store.create(task(null), { maxRows: null });
+      expect(await rows()).toBe(8);
+      expect(await store.cleanup(now, { terminalTtlMs: 60_000 })).toBe(5);
+      expect(await rows()).toBe(3);
+      // Nothing due: nothing removed, the count untouched.
+      expect(await store.cleanup(now, { terminalTtlMs: 60_000 })).toBe(0);
+      expect(await rows()).toBe(3);
+      // With the count at maxRows, the next create is refused; a row deleted by hand is not
+      // counted until recount_tasks.
+      await expect(store.create(task(null), { maxRows: 3 })).rejects.toThrow(/full/i);
+      await raw.query(`DELETE FROM ${schema}.tasks WHERE task_id IN
+        (SELECT task_id FROM ${schema}.tasks LIMIT 1)`);
+      expect(await rows()).toBe(3);
+      expect(Number((await raw.query(`SELECT ${schema}.recount_tasks() AS n`)).rows[0].n)).toBe(2);
+      await store.create(task(null), { maxRows: 3 });
+      expect(await rows()).toBe(3);
+    } finally {
+      await raw.end();
+      await store.onApplicationShutdown();
+    }
+  });
+});
+
 /** A pool that counts its queries: each is one round trip (pg sends one query at a time). */
 class CountingPool extends pg.Pool {
   queries = 0;

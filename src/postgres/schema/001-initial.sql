@@ -59,7 +59,8 @@ CREATE INDEX IF NOT EXISTS tasks_held ON mcp_tasks.tasks (held_by) WHERE held_by
 
 -- The number of rows in tasks (expired ones not yet removed included), for maxRows: one row,
 -- locked by every create and removal, so that concurrent creates cannot both take the last row.
--- cleanup_tasks counts the table again, which heals rows added or removed by hand.
+-- Each function that adds or removes rows keeps it right (rows added or removed by hand are not
+-- counted: run mcp_tasks.recount_tasks() after such an edit).
 CREATE TABLE IF NOT EXISTS mcp_tasks.counts (
   name text PRIMARY KEY,
   n bigint NOT NULL
@@ -143,9 +144,10 @@ BEGIN
 END $$;
 
 -- Removes at most p_batch tasks past their expiry (p_now) and at most p_batch finished tasks
--- without a TTL that finished at p_terminal_before or earlier, both by their index; then counts
--- the table again for maxRows. Returns how many tasks it removed (the caller calls again while
--- a batch comes back full).
+-- without a TTL that finished at p_terminal_before or earlier, both by their index, and takes
+-- them off the row count (the count is locked only when there is something to remove, so an
+-- idle janitor never holds up a create). Returns how many tasks it removed (the caller calls
+-- again while a batch comes back full).
 CREATE OR REPLACE FUNCTION mcp_tasks.cleanup_tasks(
   p_now bigint, p_terminal_before bigint, p_batch integer
 ) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
@@ -153,6 +155,12 @@ DECLARE
   v_expired bigint;
   v_finished bigint;
 BEGIN
+  IF NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE expires_at <= p_now)
+    AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE terminal_at <= p_terminal_before) THEN
+    RETURN 0;
+  END IF;
+  -- Locked before the rows, as a create locks it, so the two never wait on each other in
+  -- opposite order.
   PERFORM 1 FROM mcp_tasks.counts WHERE name = 'rows' FOR UPDATE;
   WITH gone AS (
     DELETE FROM mcp_tasks.tasks WHERE task_id IN (
@@ -164,10 +172,22 @@ BEGIN
       SELECT task_id FROM mcp_tasks.tasks WHERE terminal_at <= p_terminal_before LIMIT p_batch)
     RETURNING 1)
   SELECT count(*) INTO v_finished FROM gone;
-  UPDATE mcp_tasks.counts SET n = (SELECT count(*) FROM mcp_tasks.tasks) WHERE name = 'rows';
+  UPDATE mcp_tasks.counts SET n = n - v_expired - v_finished WHERE name = 'rows';
   RETURN v_expired + v_finished;
 END $$;
 
+-- Counts the table again, for after rows were added or removed by hand.
+CREATE OR REPLACE FUNCTION mcp_tasks.recount_tasks()
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  v_rows bigint;
+BEGIN
+  PERFORM 1 FROM mcp_tasks.counts WHERE name = 'rows' FOR UPDATE;
+  SELECT count(*) INTO v_rows FROM mcp_tasks.tasks;
+  UPDATE mcp_tasks.counts SET n = v_rows WHERE name = 'rows';
+  RETURN v_rows;
+END $$;
+
 INSERT INTO mcp_tasks.schema_version (version, description)
-  VALUES (1, 'tasks, counts, instances; create_task, delete_task, cleanup_tasks')
+  VALUES (1, 'tasks, counts, instances; create_task, delete_task, cleanup_tasks, recount_tasks')
   ON CONFLICT (version) DO NOTHING;
