@@ -33,6 +33,7 @@ import {
 } from './mcp-server.factory.js';
 import { requestTarget } from './request-target.js';
 import { serveWithSdk } from './sdk-bridge.js';
+import { headerValue } from './standard-headers.js';
 import { McpTasksFront } from './tasks-front.js';
 
 /** The framework's request and response: Express's are Node's own; Fastify's wrap them. */
@@ -47,15 +48,21 @@ export interface FrameworkReply {
   getHeaders?: () => Record<string, number | string | string[] | undefined>;
 }
 
-function copyReplyHeaders(reply: FrameworkReply, res: ServerResponse): void {
+/**
+ * Takes the response over from the framework, to write the raw one: a Fastify reply is hijacked,
+ * and the headers a guard or an interceptor set on it (the ThrottlerGuard's X-RateLimit-*), which
+ * Fastify keeps until it sends, are put on the raw response (under Express they are on it).
+ */
+export function handOver(reply: FrameworkReply, res: ServerResponse): void {
+  if (reply.raw === undefined) return;
+  reply.hijack?.();
   for (const [name, value] of Object.entries(reply.getHeaders?.() ?? {})) {
     if (value !== undefined) res.setHeader(name, value);
   }
 }
 
 function header(request: FrameworkRequest, name: string): string | undefined {
-  const value = request.headers[name];
-  return Array.isArray(value) ? value[0] : value;
+  return headerValue(request.headers[name]);
 }
 
 /**
@@ -101,12 +108,8 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
   async handle(request: FrameworkRequest, reply: FrameworkReply): Promise<void> {
     const req = (request.raw ?? request) as IncomingMessage;
     const res = (reply.raw ?? reply) as ServerResponse;
-    reply.hijack?.();
     try {
-      // Fastify keeps the headers a guard or an interceptor set on its reply (the ThrottlerGuard's
-      // X-RateLimit-*) until it sends; the endpoint writes the raw response itself, so they are
-      // put on it first, as under Express, where they are on it already.
-      if (reply.raw) copyReplyHeaders(reply, res);
+      handOver(reply, res);
       await this.route(request, req, res);
     } catch (error) {
       this.logger.error(`Request failed: ${(error as Error)?.stack ?? String(error)}`);

@@ -3,12 +3,17 @@ import {
   type CallToolResult,
   McpServer,
   type McpRequestContext,
+  type ServerCapabilities,
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
 import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG, TASKS_EXTENSION_ID } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
-import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
+import {
+  TaskToolRegistry,
+  type TaskToolDefinition,
+  taskSupportOf,
+} from '../tools/task-tool.registry.js';
 import type { TraceCarrier } from '../telemetry/tasks.telemetry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { TasksService } from '../tasks.service.js';
@@ -34,6 +39,14 @@ export interface EndpointRequestInfo {
   identified?: boolean;
   /** Where the request names its trace (`params._meta`, headers), for a tool run's span. */
   trace?: TraceCarrier;
+}
+
+/**
+ * The `tasks` capability of 2025-11-25 (SEP-1686): `list` only when the store can list, `cancel`,
+ * and task-augmented `tools/call`.
+ */
+export function legacyTasksCapability(canList: boolean): ServerCapabilities['tasks'] {
+  return { ...(canList && { list: {} }), cancel: {}, requests: { tools: { call: {} } } };
 }
 
 /** Key under which EndpointRequestInfo travels in the SDK's `authInfo.extra`. */
@@ -113,15 +126,7 @@ export class McpServerFactory implements OnApplicationShutdown {
       ...this.config.serverOptions,
       capabilities:
         era === 'legacy'
-          ? // 2025-11-25 (SEP-1686): the `tasks` capability; `list` only when the store can list.
-            {
-              tools: {},
-              tasks: {
-                ...(this.tasks.canList && { list: {} }),
-                cancel: {},
-                requests: { tools: { call: {} } },
-              },
-            }
+          ? { tools: {}, tasks: legacyTasksCapability(this.tasks.canList) }
           : { tools: {}, extensions: { [TASKS_EXTENSION_ID]: {} } },
     });
     this.config.configure?.(server, this.serverNotifier);
@@ -139,9 +144,7 @@ export class McpServerFactory implements OnApplicationShutdown {
     );
     // 2025-11-25 `tools/list` shows it (the SDK strips it from 2026-07-28 answers): a task-only
     // tool must be called as a task, an inline one may be.
-    registered.execution = {
-      taskSupport: tool.options.whenClientLacksTasks === 'reject' ? 'required' : 'optional',
-    };
+    registered.execution = { taskSupport: taskSupportOf(tool) };
   }
 
   private async call(

@@ -7,6 +7,11 @@ export interface StandardHeaders {
   name?: string;
 }
 
+/** A request header's value as one string: the first of a repeated header. */
+export function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
 /** Which params field `Mcp-Name` mirrors, per method. */
 const NAME_SOURCE: Readonly<Record<string, string>> = {
   'tools/call': 'name',

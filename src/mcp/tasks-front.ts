@@ -6,7 +6,11 @@ import { ownerOf } from '../principal.js';
 import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
-import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
+import {
+  mustBeCalledAsTask,
+  TaskToolRegistry,
+  type TaskToolDefinition,
+} from '../tools/task-tool.registry.js';
 import { classifyInbound } from './inbound-classifier.js';
 import {
   declaresTasks,
@@ -22,7 +26,7 @@ import {
   parseInputRequestId,
 } from './legacy-tasks.handler.js';
 import { ListenHandler } from './listen.handler.js';
-import { checkStandardHeaders } from './standard-headers.js';
+import { checkStandardHeaders, headerValue } from './standard-headers.js';
 import { TaskToolCallHandler } from './task-tool-call.handler.js';
 import { TASK_METHODS, TasksMethodsHandler } from './tasks-methods.handler.js';
 
@@ -145,7 +149,7 @@ export class McpTasksFront {
           serve: (m) =>
             sendError(m.res, m.id, {
               code: ProtocolErrorCode.MethodNotFound,
-              message: `Tool ${m.tool!.name} must be called as a task (execution.taskSupport "required")`,
+              message: mustBeCalledAsTask(m.tool!.name),
             }),
         },
       ],
@@ -185,9 +189,9 @@ export class McpTasksFront {
   ): Promise<boolean> {
     if (!this.claims(body)) return false;
     const headers = request.headers;
-    const protocolVersion = first(headers['mcp-protocol-version']);
-    const methodHeader = first(headers['mcp-method']);
-    const nameHeader = first(headers['mcp-name']);
+    const protocolVersion = headerValue(headers['mcp-protocol-version']);
+    const methodHeader = headerValue(headers['mcp-method']);
+    const nameHeader = headerValue(headers['mcp-name']);
     const outcome = classifyInbound({
       httpMethod: 'POST',
       protocolVersionHeader: protocolVersion,
@@ -272,10 +276,6 @@ export class McpTasksFront {
       message.request.headers,
     );
   }
-}
-
-function first(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }
 
 /** The error for a 2026-07-28 request naming a revision not served here, or `undefined`. */

@@ -15,14 +15,19 @@ import {
 import { TasksConfigError } from '../errors.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { ListenHandler } from '../mcp/listen.handler.js';
-import { EMPTY_INPUT } from '../mcp/mcp-server.factory.js';
+import { EMPTY_INPUT, legacyTasksCapability } from '../mcp/mcp-server.factory.js';
 import { McpServerNotifier } from '../mcp/mcp-server.notifier.js';
 import { McpTasksFront } from '../mcp/tasks-front.js';
 import { ownerOf } from '../principal.js';
 import { TASKS_CONFIG, TASKS_EXTENSION_ID } from '../tasks.constants.js';
 import { TasksService } from '../tasks.service.js';
 import { TaskToolExplorer } from '../tools/task-tool.explorer.js';
-import { TaskToolRegistry, type TaskToolDefinition } from '../tools/task-tool.registry.js';
+import {
+  mustBeCalledAsTask,
+  TaskToolRegistry,
+  type TaskToolDefinition,
+  taskSupportOf,
+} from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import {
   connectTransport,
@@ -76,7 +81,8 @@ export class RekogTasks implements TransportTasks {
   private readonly registry: TaskToolRegistry;
   private readonly explorer: TaskToolExplorer;
   private readonly runner: TaskToolRunner;
-  private readonly service: TasksService;
+  /** What the servers of a TaskHttpTransport advertise beside rekog's own: both eras' tasks. */
+  private readonly capabilities: ServerCapabilities;
   private readonly listen: ListenHandler;
   private readonly notifier: McpServerNotifier;
   private readonly authorization = new ToolAuthorizationService();
@@ -108,7 +114,10 @@ export class RekogTasks implements TransportTasks {
     this.registry = part(TaskToolRegistry);
     this.explorer = part(TaskToolExplorer);
     this.runner = part(TaskToolRunner);
-    this.service = part(TasksService);
+    this.capabilities = {
+      extensions: { [TASKS_EXTENSION_ID]: {} },
+      tasks: legacyTasksCapability(part(TasksService).canList),
+    };
     this.listen = part(ListenHandler);
     this.notifier = part(McpServerNotifier);
   }
@@ -241,14 +250,7 @@ export class RekogTasks implements TransportTasks {
   private prepare(server: RekogServer): RekogServer {
     const low = server.server;
     // On these servers only: rekog's other transports (STDIO) carry no task traffic.
-    low.registerCapabilities({
-      extensions: { [TASKS_EXTENSION_ID]: {} },
-      tasks: {
-        ...(this.service.canList && { list: {} }),
-        cancel: {},
-        requests: { tools: { call: {} } },
-      },
-    } as Parameters<typeof low.registerCapabilities>[0]);
+    low.registerCapabilities(this.capabilities as Parameters<typeof low.registerCapabilities>[0]);
     const setRequestHandler = low.setRequestHandler.bind(low) as (...args: unknown[]) => unknown;
     (low as { setRequestHandler: unknown }).setRequestHandler = (...args: unknown[]) => {
       const handler = args[args.length - 1];
@@ -267,9 +269,7 @@ export class RekogTasks implements TransportTasks {
     for (const entry of tools as { name?: unknown; title?: unknown; execution?: unknown }[]) {
       const tool = typeof entry?.name === 'string' ? this.registry.get(entry.name) : undefined;
       if (tool === undefined) continue;
-      entry.execution = {
-        taskSupport: tool.options.whenClientLacksTasks === 'reject' ? 'required' : 'optional',
-      };
+      entry.execution = { taskSupport: taskSupportOf(tool) };
       // rekog's registration has no title; the tool's own endpoint lists it.
       if (tool.config.title !== undefined) entry.title = tool.config.title;
     }
@@ -279,8 +279,7 @@ export class RekogTasks implements TransportTasks {
 
 /** A task-only tool called where no task can be made: the tool error rekog answers. */
 function mustBeTask(name: string): CallToolResult {
-  const text = `Tool ${name} must be called as a task (execution.taskSupport "required")`;
-  return { content: [{ type: 'text', text }], isError: true };
+  return { content: [{ type: 'text', text: mustBeCalledAsTask(name) }], isError: true };
 }
 
 /** rekog's access decorators on a `@TaskTool` method (`@ToolScopes`, `@ToolRoles`, `@PublicTool`). */

@@ -15,24 +15,16 @@ import {
   type StreamableHttpTransportOptions,
 } from '@rekog/mcp-nest';
 import { SERVER_ERROR } from '../errors.js';
+import { JSON_TYPE } from '../mcp/body-parsing.js';
 import { sendError, sendFault } from '../mcp/json-rpc.js';
+import { type FrameworkReply, type FrameworkRequest, handOver } from '../mcp/mcp-endpoint.js';
+import { headerValue } from '../mcp/standard-headers.js';
 import { isPlainObject } from '../task.js';
 import { readJsonBody } from './read-body.js';
 import type { McpTasksFront } from '../mcp/tasks-front.js';
 
-/** A framework request as rekog hands it over: Express's is Node's own, Fastify's wraps it. */
-interface HandlerRequest {
-  raw?: IncomingMessage;
-  body?: unknown;
-  headers: IncomingMessage['headers'];
-  user?: unknown;
-}
-/** A framework reply: Express's is Node's own, Fastify's wraps it. */
-interface HandlerReply {
-  raw?: ServerResponse;
-  hijack?: () => void;
-  getHeaders?: () => Record<string, number | string | string[] | undefined>;
-}
+/** A framework request as rekog hands it over, with what the app's guards put on it. */
+type HandlerRequest = FrameworkRequest & { user?: unknown };
 export type Verb = (req: unknown, res: unknown) => unknown;
 
 /** What a transport needs of the app's tasks (RekogTasks, which `attachTasks` connects). */
@@ -56,8 +48,6 @@ const bridges = new WeakMap<TaskHttpTransport, TransportTasks>();
 export function connectTransport(transport: TaskHttpTransport, tasks: TransportTasks): void {
   bridges.set(transport, tasks);
 }
-
-const JSON_TYPE = /^\s*application\/json\s*(;|$)/i;
 
 /**
  * rekog's StreamableHttpTransport with task traffic served in front of it, on the same route:
@@ -139,14 +129,14 @@ export class TaskHttpTransport extends StreamableHttpTransport {
     if (tasks === undefined || (parsed !== undefined && !tasks.front.claims(parsed))) {
       return next(request, reply);
     }
-    return this.serveTasks(tasks, framework, reply as HandlerReply, next, parsed);
+    return this.serveTasks(tasks, framework, reply as FrameworkReply, next, parsed);
   }
 
   /** Task traffic, or a body still to be read (a self-mounted route, which no Nest parser reads). */
   private async serveTasks(
     tasks: TransportTasks,
     request: HandlerRequest,
-    reply: HandlerReply,
+    reply: FrameworkReply,
     next: Verb,
     parsed: unknown,
   ): Promise<void> {
@@ -186,8 +176,8 @@ export class TaskHttpTransport extends StreamableHttpTransport {
       allowed: string[],
     ) => { ok: boolean; message?: string };
     const checks: [string | undefined, string[] | undefined, Validate][] = [
-      [first(req.headers.origin), this.#allowedOrigins, validateOriginHeader],
-      [first(req.headers.host), this.#allowedHosts, validateHostHeader],
+      [headerValue(req.headers.origin), this.#allowedOrigins, validateOriginHeader],
+      [headerValue(req.headers.host), this.#allowedHosts, validateHostHeader],
     ];
     for (const [value, allowed, validate] of checks) {
       if (allowed === undefined) continue;
@@ -253,19 +243,6 @@ function allowList(
 ): string[] | undefined {
   if (option === undefined) return undefined;
   return option === 'localhost' ? localhost() : [...option];
-}
-
-function first(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}
-
-/** Gives the response to the front: a Fastify reply is hijacked, the headers set on it kept. */
-function handOver(reply: HandlerReply, res: ServerResponse): void {
-  if (reply.raw === undefined) return;
-  reply.hijack?.();
-  for (const [name, value] of Object.entries(reply.getHeaders?.() ?? {})) {
-    if (value !== undefined) res.setHeader(name, value);
-  }
 }
 
 /** A Bearer `insufficient_scope` challenge; quoted-string values escape `"` and `\`. */

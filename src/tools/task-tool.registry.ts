@@ -20,6 +20,19 @@ export interface TaskToolDefinition {
   readonly invoke: (input: unknown, context: unknown) => unknown;
 }
 
+/**
+ * What a 2025-11-25 `tools/list` says of a task tool: a task-only tool must be called as a task
+ * (`"required"`), an inline one may be (`"optional"`).
+ */
+export function taskSupportOf(tool: TaskToolDefinition): 'required' | 'optional' {
+  return tool.options.whenClientLacksTasks === 'reject' ? 'required' : 'optional';
+}
+
+/** Why a task-only tool called without a task is refused (an error, or a tool error result). */
+export function mustBeCalledAsTask(name: string): string {
+  return `Tool ${name} must be called as a task (execution.taskSupport "required")`;
+}
+
 /** The task tools of the app, by name. Filled by the explorer during module init. */
 @Injectable()
 export class TaskToolRegistry {
