@@ -6,24 +6,36 @@ import type { JsonRpcMessage } from '../e2e/wire.js';
 
 /**
  * The processes of the multi-process tests: the fixture app (test/multiprocess/fixture/main.ts)
- * compiled once into .build/multiprocess, each process started with `node`, its stdout read as
+ * compiled once per spec file into .build/multiprocess-<name>, each process started with `node`, its stdout read as
  * one JSON event per line, stopped with SIGTERM or killed with SIGKILL.
  */
 
 const ROOT = resolve(process.cwd());
-const ENTRY = join(ROOT, '.build/multiprocess/test/multiprocess/fixture/main.js');
+/** The compiled fixture this spec file starts (set by buildFixture). */
+let ENTRY = '';
 
-/** Compiles the fixture with the sources it imports (about 7 s). */
-export function buildFixture(): void {
+/**
+ * Compiles the fixture with the sources it imports (about 7 s) into `.build/multiprocess-<name>`:
+ * a directory per spec file, as Jest may run two of them at once.
+ */
+export function buildFixture(name: string): void {
+  const outDir = join(ROOT, `.build/multiprocess-${name}`);
   execFileSync(
     process.execPath,
-    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'test/multiprocess/tsconfig.json'],
+    [
+      join(ROOT, 'node_modules/typescript/bin/tsc'),
+      '-p',
+      'test/multiprocess/tsconfig.json',
+      '--outDir',
+      outDir,
+    ],
     { cwd: ROOT, stdio: 'inherit' },
   );
   // The PostgreSQL store reads its schema's SQL beside its module, as in the package's build.
-  cpSync(join(ROOT, 'src/postgres/schema'), join(ROOT, '.build/multiprocess/src/postgres/schema'), {
+  cpSync(join(ROOT, 'src/postgres/schema'), join(outDir, 'src/postgres/schema'), {
     recursive: true,
   });
+  ENTRY = join(outDir, 'test/multiprocess/fixture/main.js');
   if (!existsSync(ENTRY)) throw new Error(`the fixture did not build: no ${ENTRY}`);
 }
 

@@ -47,7 +47,7 @@ const textOf = (task: Record<string, unknown>) =>
 
 beforeAll(async () => {
   redis = await startTestRedis();
-  buildFixture();
+  buildFixture('queue');
   [apiA, apiB, worker1] = await Promise.all([
     startFixture({ ...env(), ROLE: 'api' }),
     startFixture({ ...env(), ROLE: 'api' }),

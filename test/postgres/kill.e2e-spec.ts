@@ -58,7 +58,7 @@ beforeAll(async () => {
   raw = new pg.Pool({ connectionString: postgres.url });
   // Its idle connections break when the test crashes the server: the pool drops them.
   raw.on('error', () => undefined);
-  buildFixture();
+  buildFixture('kill');
 }, 60_000);
 
 afterAll(async () => {
