@@ -480,6 +480,22 @@ async function captureStatements(service, counts) {
  * ('postgres' or 'redis'). This one: TasksService over a store, as an app calls it.
  */
 function serviceContender(name, short, service, counts, server) {
+  return contender({
+    name,
+    short,
+    counts,
+    server,
+    createOne: async (owner) => (await service.create(owner)).taskId,
+    getOne: (taskId, owner) => service.get(taskId, owner),
+    completeOne: (taskId) => service.complete(taskId, RESULT),
+  });
+}
+
+/**
+ * A contender from its three operations on one task: `createOne(owner)` (resolves with the task
+ * id), `getOne(taskId, owner)` and `completeOne(taskId, owner)`; the owners take turns.
+ */
+function contender({ name, short, counts, server, createOne, getOne, completeOne }) {
   const nextOwner = ownerTurns();
   let gets = [];
   let nextGet = 0;
@@ -490,23 +506,26 @@ function serviceContender(name, short, service, counts, server) {
     server,
     async prepareGets() {
       gets = [];
-      for (let i = 0; i < GET_TASKS; i++) gets.push(await service.create(nextOwner()));
+      for (let i = 0; i < GET_TASKS; i++) {
+        const owner = nextOwner();
+        gets.push({ taskId: await createOne(owner), owner });
+      }
     },
     async create(n) {
-      for (let i = 0; i < n; i++) await service.create(nextOwner());
+      for (let i = 0; i < n; i++) await createOne(nextOwner());
     },
     async get(n) {
       for (let i = 0; i < n; i++) {
-        const task = gets[nextGet++ % gets.length];
-        await service.get(task.taskId, task.owner);
+        const { taskId, owner } = gets[nextGet++ % gets.length];
+        await getOne(taskId, owner);
       }
     },
     async cycle(n) {
       for (let i = 0; i < n; i++) {
         const owner = nextOwner();
-        const { taskId } = await service.create(owner);
-        await service.get(taskId, owner);
-        await service.complete(taskId, RESULT);
+        const taskId = await createOne(owner);
+        await getOne(taskId, owner);
+        await completeOne(taskId, owner);
       }
     },
   };
@@ -520,7 +539,6 @@ function serviceContender(name, short, service, counts, server) {
  * store and the service do.
  */
 function sameStatementsContender(client, counts, captured) {
-  const nextOwner = ownerTurns();
   const bind = (config, taskId, principal) => ({
     ...config,
     values: config.values.map((value) =>
@@ -544,41 +562,20 @@ function sameStatementsContender(client, counts, captured) {
     const record = JSON.parse(rows[0].record);
     if (record.owner.principal !== owner.principal) throw new Error('same statements: not found');
   };
-  let gets = [];
-  let nextGet = 0;
-  return {
+  return contender({
     name: 'plain pg, the store’s statements',
     short: 'same statements',
     counts,
     server: 'postgres',
-    async prepareGets() {
-      gets = [];
-      for (let i = 0; i < GET_TASKS; i++) {
-        const owner = nextOwner();
-        gets.push({ taskId: await createOne(owner), owner });
-      }
+    createOne,
+    getOne,
+    completeOne: async (taskId, owner) => {
+      const { rows } = await client.query(bind(read, taskId, owner.principal));
+      JSON.parse(rows[0].record);
+      const written = await client.query(bind(write, taskId, owner.principal));
+      if (written.rowCount !== 1) throw new Error('same statements: complete lost');
     },
-    async create(n) {
-      for (let i = 0; i < n; i++) await createOne(nextOwner());
-    },
-    async get(n) {
-      for (let i = 0; i < n; i++) {
-        const { taskId, owner } = gets[nextGet++ % gets.length];
-        await getOne(taskId, owner);
-      }
-    },
-    async cycle(n) {
-      for (let i = 0; i < n; i++) {
-        const owner = nextOwner();
-        const taskId = await createOne(owner);
-        await getOne(taskId, owner);
-        const { rows } = await client.query(bind(read, taskId, owner.principal));
-        JSON.parse(rows[0].record);
-        const written = await client.query(bind(write, taskId, owner.principal));
-        if (written.rowCount !== 1) throw new Error('same statements: complete lost');
-      }
-    },
-  };
+  });
 }
 
 /**
@@ -614,7 +611,6 @@ function plainContender(client, counts) {
       `UPDATE ${table} SET record = $2, version = $3, status = $4 ` +
       `WHERE task_id = $1 AND version = $5`,
   };
-  const nextOwner = ownerTurns();
   const createOne = async (owner) => {
     const record = taskRecord(newTaskId(), owner, { ttlMs: HOUR }, Date.now());
     await client.query({
@@ -642,57 +638,36 @@ function plainContender(client, counts) {
     const record = JSON.parse(rows[0].record);
     if (record.owner.principal !== owner.principal) throw new Error('plain: not found');
   };
-  let gets = [];
-  let nextGet = 0;
-  return {
+  return contender({
     name: 'plain pg, INSERT/SELECT/UPDATE',
     short: 'plain',
     counts,
     server: 'postgres',
-    async prepareGets() {
-      gets = [];
-      for (let i = 0; i < GET_TASKS; i++) {
-        const owner = nextOwner();
-        gets.push({ taskId: await createOne(owner), owner });
-      }
+    createOne,
+    getOne,
+    completeOne: async (taskId) => {
+      const { rows } = await client.query({ ...select, values: [taskId, Date.now()] });
+      const current = JSON.parse(rows[0].record);
+      const completed = sized({
+        ...current,
+        status: 'completed',
+        lastUpdatedAt: Math.max(Date.now(), current.lastUpdatedAt),
+        version: current.version + 1,
+        result: { ...RESULT, resultType: 'complete' },
+      });
+      const written = await client.query({
+        ...update,
+        values: [
+          taskId,
+          JSON.stringify(completed),
+          completed.version,
+          completed.status,
+          current.version,
+        ],
+      });
+      if (written.rowCount !== 1) throw new Error('plain: complete lost');
     },
-    async create(n) {
-      for (let i = 0; i < n; i++) await createOne(nextOwner());
-    },
-    async get(n) {
-      for (let i = 0; i < n; i++) {
-        const { taskId, owner } = gets[nextGet++ % gets.length];
-        await getOne(taskId, owner);
-      }
-    },
-    async cycle(n) {
-      for (let i = 0; i < n; i++) {
-        const owner = nextOwner();
-        const taskId = await createOne(owner);
-        await getOne(taskId, owner);
-        const { rows } = await client.query({ ...select, values: [taskId, Date.now()] });
-        const current = JSON.parse(rows[0].record);
-        const completed = sized({
-          ...current,
-          status: 'completed',
-          lastUpdatedAt: Math.max(Date.now(), current.lastUpdatedAt),
-          version: current.version + 1,
-          result: { ...RESULT, resultType: 'complete' },
-        });
-        const written = await client.query({
-          ...update,
-          values: [
-            taskId,
-            JSON.stringify(completed),
-            completed.version,
-            completed.status,
-            current.version,
-          ],
-        });
-        if (written.rowCount !== 1) throw new Error('plain: complete lost');
-      }
-    },
-  };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

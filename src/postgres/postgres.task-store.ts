@@ -432,6 +432,22 @@ function listingStatement(schema: string, shape: ListingShape): Statement {
   const keep = ['(expires_at IS NULL OR expires_at > $1::bigint)'];
   if (shape.status) keep.push(`status = ANY(${param('text[]')})`);
   if (shape.tool) keep.push(`tool_name = ${param('text')}`);
+  const last =
+    `UNION ALL (SELECT task_id, created_at::text, NULL::text, count(*) OVER () ` +
+    `FROM looked ORDER BY looked.created_at, looked.task_id LIMIT 1)`;
+  if (!shape.status && !shape.tool) {
+    // Unfiltered, the window is the page (limit + 1 entries): its records are read with it,
+    // with no second look-up by id.
+    return statement(
+      `WITH looked AS MATERIALIZED (` +
+        `SELECT task_id, created_at, expires_at, record FROM ${schema}.tasks` +
+        (where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '') +
+        ` ORDER BY created_at DESC, task_id DESC LIMIT $2::integer) ` +
+        `(SELECT task_id, created_at::text AS created_at, record::text AS record, ` +
+        `NULL::bigint AS looked FROM looked WHERE ${keep.join(' AND ')} LIMIT $3::integer) ` +
+        last,
+    );
+  }
   const text =
     `WITH looked AS MATERIALIZED (` +
     `SELECT task_id, created_at, status, expires_at, tool_name FROM ${schema}.tasks` +
@@ -441,7 +457,6 @@ function listingStatement(schema: string, shape: ListingShape): Statement {
     `ORDER BY created_at DESC, task_id DESC LIMIT $3::integer) ` +
     `SELECT t.task_id, t.created_at::text AS created_at, t.record::text AS record, ` +
     `NULL::bigint AS looked FROM kept JOIN ${schema}.tasks t ON t.task_id = kept.task_id ` +
-    `UNION ALL (SELECT task_id, created_at::text, NULL::text, count(*) OVER () ` +
-    `FROM looked ORDER BY looked.created_at, looked.task_id LIMIT 1)`;
+    last;
   return statement(text);
 }

@@ -64,8 +64,14 @@ describe('races on PostgreSQL (two stores, one schema)', () => {
     const { services, notifier, conflicts, close } = await twoProcesses();
     try {
       const task = await services[0].create(alice);
+      // The first 500 are progress calls from both stores at once, so that the two contend for
+      // the same versions (a finish first could leave the other store nothing to race for).
       const outcomes = await Promise.allSettled(
-        Array.from({ length: 1000 }, (_, i) => racers(services[i % 2], task.taskId, i)),
+        Array.from({ length: 1000 }, (_, i) =>
+          i < 500
+            ? services[i % 2].progress(task.taskId, `p${i}`)
+            : racers(services[i % 2], task.taskId, i),
+        ),
       );
       expect(conflicts.count).toBeGreaterThan(0);
       const final = await services[1].status(task.taskId);
