@@ -19,6 +19,9 @@
  * `nestjs-mcp-tasks/testing`, type-checks every TypeScript snippet of the README against the
  * installed package, and runs the README's node:test examples.
  *
+ * In an installed copy, the package's own `prepare` step (`npm run prepare` inside
+ * node_modules/nestjs-mcp-tasks) is skipped and leaves dist/ as shipped.
+ *
  * Installs use npm's cache first (`--prefer-offline`): after `npm ci` of this project every
  * package is there. KEEP_CONSUMER_APPS=1 keeps the apps (their folder is printed).
  */
@@ -28,6 +31,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -319,7 +323,9 @@ describe('consumer check: the packed package in three throwaway apps', () => {
       expect(files).toContain(`dist/${entry}.js`);
       expect(files).toContain(`dist/${entry}.d.ts`);
     }
-    expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json']));
+    expect(files).toEqual(
+      expect.arrayContaining(['LICENSE', 'README.md', 'package.json', 'scripts/prepare.mjs']),
+    );
     const consoleFiles = ['console.html', 'console.js', 'console.css'].map(
       (name) => `dist/console/assets/${name}`,
     );
@@ -332,12 +338,27 @@ describe('consumer check: the packed package in three throwaway apps', () => {
         !/^dist\/.+\.(js|d\.ts)$/.test(path) &&
         !consoleFiles.includes(path) &&
         !schemaFiles.includes(path) &&
-        !['LICENSE', 'README.md', 'package.json'].includes(path),
+        !['LICENSE', 'README.md', 'package.json', 'scripts/prepare.mjs'].includes(path),
     );
     expect(unexpected).toEqual([]);
     expect(
       files.some((path) => /\.(spec|e2e-spec)\.|^dist\/(test|bench|examples)\//.test(path)),
     ).toBe(false);
+  });
+
+  it("in an installed copy, the package's prepare step is skipped and leaves dist/ in place", async () => {
+    const installed = join(esm.dir, 'node_modules/nestjs-mcp-tasks');
+    const listing = (): string[] =>
+      readdirSync(join(installed, 'dist'), { recursive: true, encoding: 'utf8' }).sort();
+    const before = listing();
+    expect(before).toContain('index.js');
+    // Before scripts/prepare.mjs, prepare ran the build: it removed dist/, then failed for want of
+    // tsconfig.build.json (npm then exits non-zero and `run` rejects).
+    const { stdout } = await timed('prepare in the installed copy', () =>
+      npm(['run', 'prepare'], installed),
+    );
+    expect(stdout).toMatch(/prepare skipped .*dist\/ kept/);
+    expect(listing()).toEqual(before);
   });
 
   it('every package the installed code imports is a dependency or a declared peer', () => {
