@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DemoModule } from '../../examples/demo.module.js';
 import { SseReader } from '../e2e/sse.js';
-import { parseMessage } from '../e2e/wire.js';
+import { type JsonRpcMessage, parseMessage } from '../e2e/wire.js';
 
 /**
  * docs/clients.md, run against the demo: every ```sh block (one curl command) is sent as written,
@@ -28,6 +28,8 @@ const SETTLE_MS = 5_000;
 const HTTP_400_CODES = [-32020, -32021, -32022];
 
 interface Step {
+  /** The `## ` section it belongs to: placeholders bind anew in each. */
+  section: string;
   /** The heading the step stands under, for messages. */
   heading: string;
   command: string;
@@ -37,18 +39,20 @@ interface Step {
 /** The page's ```sh blocks, each with the ```json block that follows it. */
 export function stepsOf(markdown: string): Step[] {
   const steps: Step[] = [];
+  let section = '';
   let heading = '';
-  let pending: { heading: string; command: string } | undefined;
+  let pending: { section: string; heading: string; command: string } | undefined;
   const fence = /^(#{1,6} .*)$|^```(\w*)\n([\s\S]*?)^```$/gm;
   for (const match of markdown.matchAll(fence)) {
     if (match[1] !== undefined) {
       heading = match[1];
+      if (heading.startsWith('## ')) section = heading;
       continue;
     }
     const [, , lang, body] = match;
     if (lang === 'sh') {
       if (pending) throw new Error(`${pending.heading}: a sh block without its json answer`);
-      pending = { heading, command: body! };
+      pending = { section, heading, command: body! };
     } else if (lang === 'json') {
       if (!pending) throw new Error(`${heading}: a json block with no command before it`);
       steps.push({ ...pending, answer: body! });
@@ -210,6 +214,23 @@ function substitute(text: string, origin: string, bound: Map<string, unknown>): 
     });
 }
 
+/** The message of an SSE body that holds exactly one event (an answer sent as a stream). */
+function onlyEvent(text: string, step: Step): unknown {
+  const data = text
+    .split(/\r?\n\r?\n/)
+    .map((block) =>
+      block
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).trimStart())
+        .join('\n'),
+    )
+    .filter((payload) => payload !== '');
+  if (data.length !== 1)
+    throw new Error(`${step.heading}: ${data.length} events, expected one:\n${text}`);
+  return parseMessage(data[0]!);
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
 describe('docs/clients.md against the demo', () => {
@@ -231,8 +252,9 @@ describe('docs/clients.md against the demo', () => {
     await app?.close();
   });
 
-  it('has the steps of the 2026-07-28 walk-through', () => {
-    expect(steps.length).toBeGreaterThanOrEqual(10);
+  it('has the steps of both revisions, each a curl command the test reads', () => {
+    expect(steps.length).toBeGreaterThanOrEqual(18);
+    expect(new Set(steps.map((step) => step.section)).size).toBe(2);
     for (const step of steps) parseCurl(step.command);
   });
 
@@ -253,7 +275,25 @@ describe('docs/clients.md against the demo', () => {
   });
 
   it('answers every step as the page shows it', async () => {
+    // The streams of a section are checked at its end, with its placeholders.
+    const checkStreams = async (): Promise<void> => {
+      for (const { step, reader, expected } of streams.splice(0)) {
+        const deadline = Date.now() + SETTLE_MS;
+        while (reader.messages.length < expected.length && Date.now() < deadline) await sleep(50);
+        await sleep(200); // room for an event the page does not show
+        const why = mismatch(expected, reader.messages, bound);
+        await reader.close();
+        if (why)
+          throw new Error(`${step.heading}: ${why}\nevents: ${JSON.stringify(reader.messages)}`);
+      }
+    };
+    let section: string | undefined;
     for (const step of steps) {
+      if (step.section !== section) {
+        await checkStreams();
+        bound.clear();
+      }
+      section = step.section;
       const expected: unknown = JSON.parse(step.answer);
       const deadline = Date.now() + SETTLE_MS;
       for (;;) {
@@ -266,14 +306,16 @@ describe('docs/clients.md against the demo', () => {
           body: request.body,
           signal: controller.signal,
         });
-        if (/^text\/event-stream/.test(response.headers.get('content-type') ?? '')) {
-          if (!Array.isArray(expected))
-            throw new Error(`${step.heading}: a stream answers; its block must list its events`);
+        const sse = /^text\/event-stream/.test(response.headers.get('content-type') ?? '');
+        // A block that lists events stands for a stream that stays open (a listen).
+        if (sse && Array.isArray(expected)) {
           streams.push({ step, reader: new SseReader(response.body!, controller), expected });
           break;
         }
-        const answer = parseMessage(await response.text());
-        const code = (answer?.error as { code?: unknown } | undefined)?.code;
+        const answer = (
+          sse ? onlyEvent(await response.text(), step) : parseMessage(await response.text())
+        ) as JsonRpcMessage | undefined;
+        const code = answer?.error?.code;
         const status = typeof code === 'number' && HTTP_400_CODES.includes(code) ? 400 : 200;
         if (response.status !== status)
           throw new Error(`${step.heading}: HTTP ${response.status}, expected ${status}`);
@@ -285,14 +327,7 @@ describe('docs/clients.md against the demo', () => {
         await sleep(100);
       }
     }
-    for (const { step, reader, expected } of streams) {
-      const deadline = Date.now() + SETTLE_MS;
-      while (reader.messages.length < expected.length && Date.now() < deadline) await sleep(50);
-      await sleep(200); // room for an event the page does not show
-      const why = mismatch(expected, reader.messages, bound);
-      if (why)
-        throw new Error(`${step.heading}: ${why}\nevents: ${JSON.stringify(reader.messages)}`);
-    }
+    await checkStreams();
   }, 30_000);
 
   it('fails when the page says something the server does not answer', async () => {
