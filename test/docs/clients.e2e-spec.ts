@@ -253,7 +253,7 @@ describe('docs/clients.md against the demo', () => {
   });
 
   it('has the steps of both revisions, each a curl command the test reads', () => {
-    expect(steps.length).toBeGreaterThanOrEqual(18);
+    expect(steps.length).toBeGreaterThanOrEqual(21);
     expect(new Set(steps.map((step) => step.section)).size).toBe(2);
     for (const step of steps) parseCurl(step.command);
   });
