@@ -1,7 +1,13 @@
 import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
 import type { TaskNotifier } from '../src/notify/task-notifier.js';
 import type { TaskStore } from '../src/store/task-store.js';
-import type { CallToolResult, InputRequest, InputResponse, TaskRecord } from '../src/task.js';
+import type {
+  CallToolResult,
+  InputRequest,
+  InputResponse,
+  TaskOwner,
+  TaskRecord,
+} from '../src/task.js';
 import type { TasksModuleOptions } from '../src/interfaces/tasks-module-options.interface.js';
 import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
@@ -71,4 +77,26 @@ export async function rejection(promise: Promise<unknown>): Promise<unknown> {
     return error;
   }
   throw new Error('Expected a rejection');
+}
+
+/**
+ * The i-th of a mix of racing calls on one task, by `owner`: complete, fail, cancel and progress
+ * in turn (the races specs run hundreds of them at once, over one store or two).
+ */
+export function racer(
+  service: TasksService,
+  owner: TaskOwner,
+  taskId: string,
+  i: number,
+): Promise<unknown> {
+  switch (i % 4) {
+    case 0:
+      return service.complete(taskId, textResult(`c${i}`));
+    case 1:
+      return service.fail(taskId, [-32000, `f${i}`]);
+    case 2:
+      return service.cancel(taskId, owner);
+    default:
+      return service.progress(taskId, `p${i}`);
+  }
 }

@@ -4,10 +4,9 @@ import { isTerminal, type TaskOwner } from '../src/task.js';
 import type { TasksModuleOptions } from '../src/interfaces/tasks-module-options.interface.js';
 import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
-import { accept, elicit, RecordingNotifier, textResult } from './helpers.js';
+import { accept, elicit, racer, RecordingNotifier } from './helpers.js';
 
 const alice: TaskOwner = { principal: 'alice' };
-const text = textResult;
 
 /**
  * Two services over one store stand for two processes sharing a store: within a service, changes
@@ -34,18 +33,8 @@ function twoProcesses(options: TasksModuleOptions = {}) {
   };
 }
 
-function racers(service: TasksService, taskId: string, i: number): Promise<unknown> {
-  switch (i % 4) {
-    case 0:
-      return service.complete(taskId, text(`c${i}`));
-    case 1:
-      return service.fail(taskId, [-32000, `f${i}`]);
-    case 2:
-      return service.cancel(taskId, alice);
-    default:
-      return service.progress(taskId, `p${i}`);
-  }
-}
+const racers = (service: TasksService, taskId: string, i: number): Promise<unknown> =>
+  racer(service, alice, taskId, i);
 
 describe.each(['immediate', 'cooperative'] as const)('races (%s cancellation)', (cancellation) => {
   it('1,000 concurrent complete/fail/cancel/progress calls on one task: one terminal state, one terminal notification', async () => {

@@ -3,7 +3,7 @@ import { PostgresTaskStore } from '../../src/postgres/index.js';
 import { isTerminal, type TaskOwner } from '../../src/task.js';
 import { resolveTasksConfig } from '../../src/tasks.config.js';
 import { TasksService } from '../../src/tasks.service.js';
-import { RecordingNotifier, textResult } from '../helpers.js';
+import { racer, RecordingNotifier } from '../helpers.js';
 import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
 
 /**
@@ -46,18 +46,8 @@ async function twoProcesses() {
   };
 }
 
-function racers(service: TasksService, taskId: string, i: number): Promise<unknown> {
-  switch (i % 4) {
-    case 0:
-      return service.complete(taskId, textResult(`c${i}`));
-    case 1:
-      return service.fail(taskId, [-32000, `f${i}`]);
-    case 2:
-      return service.cancel(taskId, alice);
-    default:
-      return service.progress(taskId, `p${i}`);
-  }
-}
+const racers = (service: TasksService, taskId: string, i: number): Promise<unknown> =>
+  racer(service, alice, taskId, i);
 
 describe('races on PostgreSQL (two stores, one schema)', () => {
   it('1,000 concurrent complete/fail/cancel/progress calls on one task: one terminal state, one terminal notification', async () => {
