@@ -4,13 +4,25 @@
 
 import { Buffer } from 'node:buffer';
 import { fork, spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { randomFillSync } from 'node:crypto';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, URL } from 'node:url';
+
+/** The repository this bench runs from. */
+const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 // ---------------------------------------------------------------------------------------------
 // Knobs, checks, time
@@ -110,6 +122,7 @@ export function platformLine() {
 
 /** The SUMMARY block: one line per `[what, figure, target, verdict]` row, in aligned columns. */
 export function printTargetTable(rows) {
+  recordResults(rows);
   const widths = [0, 1, 2].map((col) => Math.max(...rows.map((row) => row[col].length)));
   console.log(
     '\n==================================== SUMMARY ====================================',
@@ -119,6 +132,36 @@ export function printTargetTable(rows) {
       `${row[0].padEnd(widths[0])}  ${row[1].padEnd(widths[1])}  target ${row[2].padEnd(widths[2])}  ${row[3]}`,
     );
   }
+}
+
+/**
+ * With `BENCH_RECORD=1`, writes a bench's summary rows (`[measure, result, target, verdict]`) to
+ * `bench/results/<bench>.json`, with the date, the commit and the machine; `npm run docs:figures`
+ * (scripts/bench-docs.mjs) renders them into the docs pages that quote them. Without it, nothing
+ * is written: a run for a look leaves the recorded figures alone.
+ */
+export function recordResults(
+  rows,
+  bench = basename(process.argv[1] ?? '').replace(/\.bench\.mjs$/, ''),
+) {
+  if (process.env.BENCH_RECORD !== '1' || rows.length === 0) return;
+  const git = (...args) =>
+    spawnSync('git', args, { cwd: REPO_ROOT, encoding: 'utf8' }).stdout?.trim() ?? '';
+  const dirty = git('status', '--porcelain', '--', 'src', 'bench', 'examples') !== '';
+  const record = {
+    bench,
+    command: `npm run bench:${bench}`,
+    measuredAt: new Date().toISOString(),
+    commit: `${git('rev-parse', '--short', 'HEAD') || 'unknown'}${dirty ? ' (with local changes)' : ''}`,
+    machine: machineLine(),
+    rows: rows.map(([measure, result, target, verdict]) => ({ measure, result, target, verdict })),
+  };
+  const dir = join(REPO_ROOT, 'bench/results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, `${bench}.json`), `${JSON.stringify(record, null, 2)}\n`);
+  console.log(
+    `\nRecorded in bench/results/${bench}.json (npm run docs:figures puts it in the docs).`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

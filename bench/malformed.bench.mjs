@@ -52,6 +52,8 @@ import {
   startChild,
   stopChild,
   verdict,
+  fmt,
+  recordResults,
 } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -589,6 +591,26 @@ async function main() {
   console.log(
     `settled − idle (median): ${fmtSigned(settledRise)} — target ≤ 30 MiB: ${verdict(settledRise <= SETTLED_TARGET)}`,
   );
+  recordResults([
+    [
+      `5xx answers to ${fmt(REQUESTS)} malformed requests × ${ROUNDS} rounds`,
+      String(serverErrors),
+      '0',
+      verdict(serverErrors === 0),
+    ],
+    [
+      'server RSS, peak − idle (median of rounds)',
+      `malformed ${fmtSigned(peakRise)}; ordinary load ${fmtSigned(controlRise)}`,
+      '≤ 150 MiB',
+      verdict(peakRise <= PEAK_TARGET),
+    ],
+    [
+      'server RSS, settled after a full GC − idle (median)',
+      fmtSigned(settledRise),
+      '≤ 30 MiB',
+      verdict(settledRise <= SETTLED_TARGET),
+    ],
+  ]);
 }
 
 if (process.argv[2] === '--serve') {

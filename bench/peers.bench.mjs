@@ -1092,9 +1092,9 @@ function idleRows(lines) {
   if (start === -1) return [];
   const rows = [];
   for (const line of lines.slice(start + 1)) {
-    // The idle bench numbers its rows by the issue's targets: `(1) …` is target 1.
+    // The idle bench numbers its own rows (1), (2): here they are part of measure (4).
     const match = /^\((\d+)\) (.+?)\s{2,}(.+?)\s{2,}target (.+?)\s{2,}(\S.*)$/.exec(line);
-    if (match) rows.push([`(4) ${match[2]} (target ${match[1]})`, match[3], match[4], match[5]]);
+    if (match) rows.push([`(4) ${match[2]}`, match[3], match[4], match[5]]);
   }
   return rows;
 }
@@ -1191,7 +1191,7 @@ async function main() {
       );
       const toBare = summary.pairs[0].ratio;
       rows.push([
-        '(1) task creation, ours ÷ bare route (issue 24)',
+        '(1) task creation, ours ÷ bare route',
         `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toBare, 3)}`,
         `≥ ${CREATE_TARGET_RATIO}`,
         verdict(toBare >= CREATE_TARGET_RATIO),
@@ -1265,7 +1265,7 @@ async function main() {
       );
       const toBare = summary.pairs[0].ratio;
       rows.push([
-        '(2) tasks/get, ours ÷ bare route (target 4, issue 24)',
+        '(2) tasks/get, ours ÷ bare route',
         `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toBare, 3)}`,
         `≥ ${GET_TARGET_RATIO}`,
         verdict(toBare >= GET_TARGET_RATIO),
@@ -1318,7 +1318,7 @@ async function main() {
       );
       const toSdk = summary.pairs[0].ratio;
       rows.push([
-        '(3) echo, ours ÷ sdk-v2 (target 3)',
+        '(3) echo, ours ÷ sdk-v2',
         `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(toSdk, 3)}`,
         `≥ ${fmt(ECHO_TARGET_RATIO, 1)}`,
         verdict(toSdk >= ECHO_TARGET_RATIO),
@@ -1381,7 +1381,7 @@ async function main() {
       );
       const ratio = summary.pairs[0].ratio;
       rows.push([
-        '(7) rekog echo, with tasks ÷ without (issue 24)',
+        '(7) rekog echo, with tasks ÷ without',
         `${fmt(summary.rps[0])} vs ${fmt(summary.rps[1])} req/s = ${fmt(ratio, 3)}`,
         `≥ ${REKOG_TARGET_RATIO}`,
         verdict(ratio >= REKOG_TARGET_RATIO),
@@ -1410,7 +1410,7 @@ async function main() {
       const { ours: o, 'bare-nest': b, 'sdk-v2': v2 } = startup;
       const ratio = o.served / b.served;
       rows.push([
-        '(6) startup to first served request, ours ÷ bare Nest (issue 24)',
+        '(6) startup to first served request, ours ÷ bare Nest',
         `${fmt(o.served)} vs ${fmt(b.served)} ms = ${fmt(ratio, 3)}`,
         `≤ ${STARTUP_TARGET_RATIO}`,
         verdict(ratio <= STARTUP_TARGET_RATIO),

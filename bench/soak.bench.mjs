@@ -59,6 +59,7 @@ import {
   until,
   verdict,
   yieldToLoop,
+  recordResults,
 } from './common.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -489,6 +490,21 @@ async function main() {
         `${verdict(heapOk[1] && countsOk[1])}`,
     );
     console.log(`(total ${fmt(msSince(totalStart) / 1000, 1)} s)`);
+    const heapTarget = `counts back, heap ±${fmtMiB(HEAP_TOLERANCE_BYTES)}`;
+    recordResults([
+      [
+        `(a) ${fmt(CYCLES)} listen open/close cycles`,
+        `heap ${fmtSignedKiB(afterA.heap - start.heap)}, counts ${countsOk[0] ? 'all back' : 'NOT all back'}`,
+        heapTarget,
+        verdict(heapOk[0] && countsOk[0]),
+      ],
+      [
+        `(b) ${fmt(TASKS)} tasks created and expired`,
+        `heap ${fmtSignedKiB(afterB.heap - start.heap)}, counts ${countsOk[1] ? 'all back' : 'NOT all back'}`,
+        heapTarget,
+        verdict(heapOk[1] && countsOk[1]),
+      ],
+    ]);
   } catch (error) {
     console.error('\nThe benchmark could not run:', error);
     exitCode = 1;

@@ -28,6 +28,7 @@ import { type AdapterName, type RunningApp, startApp } from './app.js';
 import { mcpRequest, post, type RawResponse } from './raw.js';
 import { eventually, openListen, type SseReader } from './sse.js';
 import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from './wire.js';
+import { docFigure } from '../docs/figures.js';
 
 /**
  * The principal isolation matrix: every principal (alice, bob, carol, anonymous) × every operation
@@ -229,6 +230,10 @@ const CONFIGS: Array<[StoreKind, AdapterName]> = [
   ['redis-queue', 'fastify'],
   ['postgres', 'express'],
 ];
+
+it('docs/reliability.md states the matrix this file runs', () => {
+  expect(docFigure('docs/reliability.md', 'isolation.principals')).toBe(PRINCIPALS.length);
+});
 
 describe.each(CONFIGS)('principal isolation (%s store, %s)', (storeKind, adapter) => {
   let redis: TestRedis | undefined;

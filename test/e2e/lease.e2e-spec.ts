@@ -14,6 +14,7 @@ import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type RunningApp, startApp } from './app.js';
 import { eventually, rpc } from './sse.js';
+import { docFigure } from '../docs/figures.js';
 
 /**
  * The lease: Nest apps sharing one Redis, each an instance with a short lease (600 ms, renewed
@@ -115,6 +116,10 @@ async function callTool(
   if (body.result?.resultType !== 'task') throw new Error(`tools/call: ${JSON.stringify(body)}`);
   return body.result.taskId as string;
 }
+
+it('docs/reliability.md states the lease this file runs', () => {
+  expect(docFigure('docs/reliability.md', 'lease.ms')).toBe(LEASE_MS);
+});
 
 describe('the lease: instances sharing one Redis', () => {
   let redis: TestRedis;

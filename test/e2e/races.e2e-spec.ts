@@ -21,6 +21,7 @@ import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { type RunningApp, startApp } from './app.js';
 import { eventually, openListen, rpc, type SseReader } from './sse.js';
 import type { JsonRpcMessage } from './wire.js';
+import { docFigure } from '../docs/figures.js';
 
 /**
  * Races over real HTTP, on both stores: 10,000 concurrent mixed operations over 100 tasks —
@@ -831,6 +832,11 @@ async function race(
 }
 
 // ----- the suites -----------------------------------------------------------------------------------
+
+it('docs/reliability.md states the race this file runs', () => {
+  expect(docFigure('docs/reliability.md', 'races.operations')).toBe(TASKS * OPS_PER_TASK);
+  expect(docFigure('docs/reliability.md', 'races.tasks')).toBe(TASKS);
+});
 
 describe('races over HTTP: the in-memory store (one app)', () => {
   let instance: Instance | undefined;
