@@ -564,6 +564,8 @@ for (const name of ENGINE_NAMES) {
       const result = await measure(engine, n, n === Math.max(...INSTANCE_COUNTS));
       results.push(result);
       printResult(result);
+      summary.push(resultRow(engine, result));
+      if (result.largeAll) summary.push(largeRow(engine, result));
     }
   } finally {
     await engine.stop();
@@ -631,6 +633,37 @@ function printResult(r) {
     );
     r.largeAll = { newAll, oldAll };
   }
+}
+
+/** One run's figures as a summary row (docs/scaling.md quotes them). */
+function resultRow(engine, r) {
+  const otherMessages = Math.max(...r.others.map((o) => o.messages));
+  const otherBytes = Math.max(...r.others.map((o) => o.bytes));
+  const oldMessages = Math.min(...r.old.perInstance.map((o) => o.messages));
+  const oldBytes = Math.min(...r.old.perInstance.map((o) => o.bytes));
+  const allAfter = r.watcher.bytes + r.others.reduce((sum, o) => sum + o.bytes, 0);
+  const allBefore = r.old.perInstance.reduce((sum, o) => sum + o.bytes, 0);
+  return [
+    `${engine.label}, N=${r.n}: per change`,
+    `watcher ${fmt2(r.watcher.messages)} msg, ${fmtInt(r.watcher.bytes)} B; each other instance ` +
+      `${fmt2(otherMessages)} msg, ${fmtInt(otherBytes)} B (before: each ${fmt2(oldMessages)} msg, ` +
+      `${fmtInt(oldBytes)} B); all instances ${fmtInt(allAfter)} B (before ${fmtInt(allBefore)} B); ` +
+      `watcher p50 / p99 ${fmt2(percentile(r.latencies, 50))} / ${fmt2(percentile(r.latencies, 99))} ms`,
+    'none',
+    '—',
+  ];
+}
+
+/** The large-record run's figures as a summary row. */
+function largeRow(engine, r) {
+  const l = r.large;
+  return [
+    `${engine.label}, N=${r.n}, records of ${fmtInt(l.recordBytes)} B: per change`,
+    `all instances ${fmtInt(r.largeAll.newAll)} B (before ${fmtInt(r.largeAll.oldAll)} B), messages ` +
+      `and records read; watcher p50 ${fmt2(percentile(l.latencies, 50))} ms`,
+    'none',
+    '—',
+  ];
 }
 
 printTargetTable(summary);
