@@ -566,6 +566,24 @@ describe('docs/clients.md against the demo', () => {
     for (const step of steps) parseCurl(LOOP.exec(step.command)?.[2] ?? step.command);
   });
 
+  it('links only to headings the page has (GitHub-style anchors)', () => {
+    const markdown = readFileSync(DOC, 'utf8').replace(/^```[\s\S]*?^```$/gm, '');
+    const seen = new Map<string, number>();
+    const anchors = new Set<string>();
+    for (const [, text] of markdown.matchAll(/^#{1,6} (.*)$/gm)) {
+      const slug = text!
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N} _-]/gu, '')
+        .replace(/ /g, '-');
+      const times = seen.get(slug) ?? 0;
+      seen.set(slug, times + 1);
+      anchors.add(times === 0 ? slug : `${slug}-${times}`);
+    }
+    const links = [...markdown.matchAll(/\]\(#([^)]+)\)/g)].map((match) => match[1]!);
+    expect(links.length).toBeGreaterThanOrEqual(5);
+    expect(links.filter((link) => !anchors.has(link))).toEqual([]);
+  });
+
   it('the self-checks: a placeholder binds once, a wrong value or an extra key fails', () => {
     const seen = new Map<string, unknown>();
     expect(
