@@ -188,7 +188,7 @@ describe.each(ADAPTERS)('2025-11-25 tasks with the v1 SDK client (%s)', (adapter
     expect((error as McpError).code).toBe(-32601);
   });
 
-  it('one task, two eras: each sees it with the same status (isError aside, see README)', async () => {
+  it('one task, two eras: each sees it with the same status (isError aside, see docs/legacy-2025.md)', async () => {
     const client = await connect('alice');
     const modernGet = async (taskId: string) =>
       parseMessage(
