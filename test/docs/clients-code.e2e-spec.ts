@@ -18,7 +18,8 @@ import { DemoModule } from '../../examples/demo.module.js';
  */
 
 const ROOT = process.cwd();
-const DOC = join(ROOT, 'docs/clients.md');
+/** The pages whose snippets run: the clients page, then the 2025-11-25 page's opening one. */
+const DOCS = ['docs/clients.md', 'docs/legacy-2025.md'].map((page) => join(ROOT, page));
 /** The origin the page's snippets name (`npm start`'s). */
 const DOC_ORIGIN = 'http://127.0.0.1:3000';
 const CLIENT_ENTRY = join(ROOT, 'src/client/index.ts');
@@ -125,8 +126,8 @@ async function startDemo(): Promise<{ origin: string; app: INestApplication }> {
   return { app, origin: `http://127.0.0.1:${port}` };
 }
 
-describe('the TypeScript snippets of docs/clients.md', () => {
-  const snippets = snippetsOf(readFileSync(DOC, 'utf8'));
+describe('the TypeScript snippets of docs/clients.md and docs/legacy-2025.md', () => {
+  const snippets = DOCS.flatMap((doc) => snippetsOf(readFileSync(doc, 'utf8')));
   let dir: string;
   let written = 0;
   /** Writes a snippet's code to a fresh `.mts` file under the repository (its node_modules). */
@@ -155,6 +156,7 @@ describe('the TypeScript snippets of docs/clients.md', () => {
     expect(snippets.map((snippet) => snippet.section)).toEqual([
       '## From TypeScript',
       '## The v1 SDK (`@modelcontextprotocol/sdk` 1.x, 2025-11-25 tasks)',
+      '',
     ]);
     expect(snippets[0]!.code).toContain("from 'nestjs-mcp-tasks/client'");
     expect(snippets[1]!.code).toContain("from '@modelcontextprotocol/sdk/client/index.js'");
@@ -188,12 +190,12 @@ describe('the TypeScript snippets of docs/clients.md', () => {
   it('and a wrong copy does not type-check', () => {
     const { wrong, errors } = typeCheck();
     expect(errorsOf(wrong, errors)).toEqual([
-      expect.stringMatching(/^.*snippet-3\.mts:\d+: .*callTools/),
-      expect.stringMatching(/^.*snippet-4\.mts:\d+: .*'nam' does not exist/),
+      expect.stringMatching(/^.*snippet-4\.mts:\d+: .*callTools/),
+      expect.stringMatching(/^.*snippet-5\.mts:\d+: .*'nam' does not exist/),
     ]);
   }, 60_000);
 
-  it.each([0, 1])(
+  it.each([0, 1, 2])(
     'snippet %i prints what the page shows, run against the demo',
     async (at) => {
       const snippet = snippets[at]!;
