@@ -41,6 +41,8 @@ describe('task console in a browser, bearer token only', () => {
   const seen: { url: string; type: string; method: string; headers: Record<string, string> }[] = [];
   /** While true, the page's listing requests fail: only the stream can bring changes. */
   let blockListing = false;
+  /** While true, the server is cutting connections: the browser logs the stream it lost. */
+  let dropping = false;
 
   const watch = (tab: Page): void => {
     tab.on('pageerror', (error) => problems.push(`pageerror: ${String(error)}`));
@@ -54,6 +56,7 @@ describe('task console in a browser, bearer token only', () => {
       const expected =
         /status of 40[13]/.test(text) ||
         (blockListing && /ERR_FAILED|Failed to fetch/.test(text)) ||
+        (dropping && /ERR_INCOMPLETE_CHUNKED_ENCODING/.test(text)) ||
         /favicon/.test(message.location().url ?? '');
       if (message.type() === 'error' && !expected) problems.push(`console: ${text}`);
     });
@@ -222,6 +225,30 @@ describe('task console in a browser, bearer token only', () => {
     const cancel = seen.find((request) => request.url.endsWith(`/${doomedId}/cancel`));
     expect(cancel?.method).toBe('POST');
     expect(cancel?.headers.authorization).toBe(`Bearer ${ADMIN_TOKEN}`);
+  });
+
+  it('reconnects when the stream drops, with the token again, and goes on live', async () => {
+    const before = seen.filter((request) => request.url.endsWith('/api/stream')).length;
+    // Every open connection ends, the page's stream among them.
+    dropping = true;
+    try {
+      (running.app.getHttpServer() as { closeAllConnections(): void }).closeAllConnections();
+      await page.waitForSelector('#connection[data-state="reconnecting"]', { timeout: 5_000 });
+      await page.waitForSelector('#connection[data-state="live"]', { timeout: 10_000 });
+    } finally {
+      dropping = false;
+    }
+    const again = seen.filter((request) => request.url.endsWith('/api/stream')).slice(before);
+    expect(again.map((request) => request.headers.authorization)).toEqual([
+      `Bearer ${ADMIN_TOKEN}`,
+    ]);
+    blockListing = true;
+    try {
+      const after = await mcp.callTool('wait_for_cancel');
+      await page.waitForSelector(`tr[data-task-id="${after.taskId!}"]`, { timeout: 5_000 });
+    } finally {
+      blockListing = false;
+    }
   });
 
   it('a reload keeps the session (the tab’s token); Sign out forgets it', async () => {

@@ -1,3 +1,9 @@
+import {
+  type CanActivate,
+  type ExecutionContext,
+  Injectable,
+  UnauthorizedException,
+} from '@nestjs/common';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
@@ -228,4 +234,91 @@ describe('task console in a browser', () => {
       await other.close();
     }
   });
+});
+
+/**
+ * The console's admin rule for the browser's own credentials: HTTP Basic `admin` (any password),
+ * with the challenge that brings up a browser's prompt, or the cookie `session=<SESSION>`.
+ */
+const SESSION = 'cookie-session-for-admin';
+@Injectable()
+class BrowserCredentialsGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const http = context.switchToHttp();
+    const headers = http.getRequest<{ headers: Record<string, string | undefined> }>().headers;
+    const basic = /^Basic (\S+)$/.exec(headers.authorization ?? '')?.[1];
+    if (basic && Buffer.from(basic, 'base64').toString().startsWith('admin:')) return true;
+    if ((headers.cookie ?? '').split(/;\s*/).includes(`session=${SESSION}`)) return true;
+    http
+      .getResponse<{ setHeader(name: string, value: string): void }>()
+      .setHeader('WWW-Authenticate', 'Basic realm="console"');
+    throw new UnauthorizedException('Sign in as admin');
+  }
+}
+
+describe('task console in a browser, with HTTP Basic or a cookie session', () => {
+  let running: RunningApp;
+  let base: string;
+  let tasks: TasksService;
+  let browser: Browser | undefined;
+
+  beforeAll(async () => {
+    running = await startApp(
+      consoleApp({}, { console: { guards: [BrowserCredentialsGuard] } }),
+      'express',
+    );
+    base = new URL('/', running.url).href;
+    tasks = running.app.get(TasksService);
+    browser = await puppeteer.launch({
+      executablePath: findChromium(),
+      headless: true,
+      args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await running?.close();
+  });
+
+  it.each(['basic', 'cookie'] as const)(
+    '%s: the page opens as before, never asks for a token, and follows changes live',
+    async (how) => {
+      const context = await browser!.createBrowserContext();
+      try {
+        const tab = await context.newPage();
+        const problems: string[] = [];
+        tab.on('pageerror', (error) => problems.push(String(error)));
+        if (how === 'basic') await tab.authenticate({ username: 'admin', password: 'any' });
+        else
+          await context.setCookie({
+            name: 'session',
+            value: SESSION,
+            domain: '127.0.0.1',
+            path: '/',
+          });
+        const response = await tab.goto(`${base}mcp-tasks`, { waitUntil: 'domcontentloaded' });
+        expect(response?.status()).toBe(200);
+        // Live: the stream, read with fetch, was let in with the browser's own credentials.
+        await tab.waitForSelector('#connection[data-state="live"]', { timeout: 5_000 });
+        const record = await tasks.create({ principal: 'zed' }, {}, { toolName: `${how}_job` });
+        await tab.waitForSelector(`tr[data-task-id="${record.taskId}"]`, { timeout: 5_000 });
+        await tasks.complete(record.taskId, { content: [] });
+        await tab.waitForFunction(
+          (id) =>
+            document.querySelector(`tr[data-task-id="${id}"] td.state`)?.textContent ===
+            'completed',
+          { timeout: 5_000 },
+          record.taskId,
+        );
+        const hidden = (selector: string): Promise<boolean | undefined> =>
+          tab.$eval(selector, (node) => (node as unknown as PageElement).hidden);
+        expect(await hidden('#sign-in')).toBe(true);
+        expect(await hidden('#sign-out')).toBe(true);
+        expect(problems).toEqual([]);
+      } finally {
+        await context.close();
+      }
+    },
+  );
 });
