@@ -96,19 +96,21 @@ const isRefusal = (error) => error instanceof ApiError && [401, 403].includes(er
 function refused(error, token) {
   if (auth.signingIn || token !== auth.token) return;
   keepToken(undefined);
-  const why =
-    token === undefined
-      ? error.status === 401
-        ? 'This console needs a bearer token.'
-        : `You are not allowed to use this console (${error.status}: ${error.message}). Sign in with a token that is.`
-      : undefined;
-  const problem =
-    token === undefined
-      ? undefined
-      : error.status === 401
+  const needed = 'This console needs a bearer token.';
+  if (token !== undefined) {
+    showSignIn(
+      needed,
+      error.status === 401
         ? `The token was refused (401: ${error.message}).`
-        : `This token may not use this console (403: ${error.message}).`;
-  showSignIn(why ?? 'This console needs a bearer token.', problem);
+        : `This token may not use this console (403: ${error.message}).`,
+    );
+  } else if (error.status === 401) {
+    showSignIn(needed);
+  } else {
+    showSignIn(
+      `You are not allowed to use this console (403: ${error.message}). Sign in with a token that is.`,
+    );
+  }
 }
 
 function showSignIn(why, problem) {
