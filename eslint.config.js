@@ -10,7 +10,10 @@ export default tseslint.config(
       globals: { process: 'readonly', console: 'readonly' },
     },
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
     },
   },
   {
@@ -20,8 +23,20 @@ export default tseslint.config(
       sourceType: 'module',
       globals: Object.fromEntries(
         [
-          'window', 'document', 'Node', 'fetch', 'URL', 'URLSearchParams', 'EventSource', 'Intl',
-          'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval',
+          'window',
+          'document',
+          'Node',
+          'fetch',
+          'URL',
+          'URLSearchParams',
+          'Intl',
+          'sessionStorage',
+          'AbortController',
+          'TextDecoderStream',
+          'setTimeout',
+          'clearTimeout',
+          'setInterval',
+          'clearInterval',
         ].map((name) => [name, 'readonly']),
       ),
     },

@@ -11,10 +11,16 @@ import {
   Res,
   SetMetadata,
   type Type,
+  UseFilters,
   UseGuards,
 } from '@nestjs/common';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SWAGGER_EXCLUDE_CONTROLLER } from '../mcp/mcp.controller.js';
+import {
+  CONSOLE_FILE_HEADERS,
+  consolePageBase,
+  createConsoleShellFilter,
+} from './console-shell.filter.js';
 import { ConsoleAppGuard, ConsoleHostGuard } from './console.guards.js';
 import {
   type ConsolePage,
@@ -23,36 +29,23 @@ import {
   TaskConsole,
 } from './task-console.js';
 
-/**
- * The console's Content-Security-Policy: its own script, styles and API only; no inline code, no
- * plugins, no framing, no forms.
- */
-export const CONSOLE_CSP =
-  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
-  "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
-const FILE_HEADERS = [
-  Header('Content-Security-Policy', CONSOLE_CSP),
-  Header('X-Content-Type-Options', 'nosniff'),
-  Header('X-Frame-Options', 'DENY'),
-  Header('Referrer-Policy', 'no-referrer'),
-  Header('Cache-Control', 'no-store'),
-];
+const FILE_HEADERS = CONSOLE_FILE_HEADERS.map(([name, value]) => Header(name, value));
 const ConsoleFile = (contentType: string) =>
   applyDecorators(Header('Content-Type', contentType), ...FILE_HEADERS);
 const ConsoleApi = () =>
   applyDecorators(Header('Cache-Control', 'no-store'), Header('X-Content-Type-Options', 'nosniff'));
 
-/** `[A-Za-z0-9…]` path characters only: anything else falls back to the configured path. */
-const SAFE_PATH = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/;
-
 /**
  * Makes the console's controller for `path` (as the MCP endpoint's is made): the page, its script
  * and styles, the JSON API and the change stream, each behind the app's global guards, then
- * ConsoleHostGuard (host, origin, how a POST is sent) and ConsoleAppGuard (`console.guards`). It
- * is left out of Swagger documents.
+ * ConsoleHostGuard (host, origin, how a POST is sent) and ConsoleAppGuard (`console.guards`). A
+ * caller those guards refuse with 401 or 403 still gets the page (with that status), its script
+ * and its styles (see createConsoleShellFilter): files without task data, from which a browser
+ * signs in with a bearer token. It is left out of Swagger documents.
  */
 export function createConsoleController(path: string): Type<unknown> {
+  const ShellFilter = createConsoleShellFilter(path);
+
   @Controller()
   @SetMetadata(SWAGGER_EXCLUDE_CONTROLLER, [true])
   @UseGuards(ConsoleHostGuard, ConsoleAppGuard)
@@ -60,20 +53,21 @@ export function createConsoleController(path: string): Type<unknown> {
     constructor(readonly console: TaskConsole) {}
 
     @Get(path)
+    @UseFilters(ShellFilter)
     @ConsoleFile('text/html; charset=utf-8')
     page(@Req() request: { raw?: IncomingMessage; url?: string }): string {
-      const url = (request.raw ?? request).url ?? '';
-      const requested = url.split('?')[0]!.replace(/\/+$/, '');
-      return this.console.page(SAFE_PATH.test(requested) ? requested : `/${path}`);
+      return this.console.page(consolePageBase((request.raw ?? request).url ?? '', path));
     }
 
     @Get(`${path}/console.js`)
+    @UseFilters(ShellFilter)
     @ConsoleFile('text/javascript; charset=utf-8')
     script(): string {
       return this.console.script;
     }
 
     @Get(`${path}/console.css`)
+    @UseFilters(ShellFilter)
     @ConsoleFile('text/css; charset=utf-8')
     styles(): string {
       return this.console.styles;

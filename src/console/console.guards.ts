@@ -50,17 +50,8 @@ export class ConsoleHostGuard implements CanActivate {
       .switchToHttp()
       .getRequest<{ raw?: IncomingMessage } & IncomingMessage>();
     const raw = request.raw ?? request;
-    const host = requestTarget(raw.url ?? '')?.authority ?? raw.headers.host;
-    const refused = hostRefusal(raw, host, this.config, true);
-    if (refused !== undefined) throw refusal(refused.status, refused.message);
-    const origin = raw.headers.origin;
-    if (
-      origin !== undefined &&
-      this.config.allowedOrigins === undefined &&
-      originHost(origin) !== host
-    ) {
-      throw refusal(403, 'Forbidden: the console answers its own pages only (origin not allowed)');
-    }
+    const foreign = foreignRefusal(raw, this.config);
+    if (foreign !== undefined) throw foreign;
     if (raw.method === 'POST') {
       if (raw.headers['sec-fetch-site'] === 'cross-site') {
         throw refusal(403, 'Forbidden: a cross-site request');
@@ -78,6 +69,21 @@ export class ConsoleHostGuard implements CanActivate {
     }
     return true;
   }
+}
+
+/** The refusal of a request whose Host or Origin the console does not answer, if it is one. */
+export function foreignRefusal(
+  raw: IncomingMessage,
+  config: TasksConfig,
+): HttpException | undefined {
+  const host = requestTarget(raw.url ?? '')?.authority ?? raw.headers.host;
+  const refused = hostRefusal(raw, host, config, true);
+  if (refused !== undefined) return refusal(refused.status, refused.message);
+  const origin = raw.headers.origin;
+  if (origin !== undefined && config.allowedOrigins === undefined && originHost(origin) !== host) {
+    return refusal(403, 'Forbidden: the console answers its own pages only (origin not allowed)');
+  }
+  return undefined;
 }
 
 function refusal(status: number, message: string): HttpException {

@@ -6,8 +6,12 @@ import {
   Module,
   type Provider,
   type Type,
+  UnauthorizedException,
 } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { TasksModule } from '../../src/index.js';
 import type {
@@ -64,6 +68,62 @@ export function consoleApp(
   })
   class ConsoleTestModule {}
   return ConsoleTestModule;
+}
+
+/** The bearer-only app's tokens: random, so a test can look for them where they must not be. */
+export const TOKENS = {
+  admin: `adm_${randomBytes(18).toString('base64url')}`,
+  alice: `ali_${randomBytes(18).toString('base64url')}`,
+};
+
+/**
+ * An app-wide guard that reads only `Authorization: Bearer <token>` and refuses everything else
+ * with 401 (no token, an unknown token), as a JWT guard would: no Basic, no cookie, no challenge.
+ */
+@Injectable()
+export class BearerOnlyGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<{
+      headers: Record<string, string | string[] | undefined>;
+      user?: { sub: string };
+    }>();
+    const header = request.headers.authorization;
+    const match = typeof header === 'string' ? /^Bearer ([\x21-\x7e]+)$/.exec(header) : null;
+    if (!match) throw new UnauthorizedException('Send Authorization: Bearer <token>');
+    const sub = Object.entries(TOKENS).find(([, token]) => token === match[1])?.[0];
+    if (sub === undefined) throw new UnauthorizedException('Unknown bearer token');
+    request.user = { sub };
+    return true;
+  }
+}
+
+/** The console at `mcp-tasks` for `admin`, in an app whose every route needs a bearer token. */
+export function bearerOnlyConsoleApp(providers: Provider[] = []): Type<unknown> {
+  @Module({
+    imports: [TasksModule.forRoot({ console: { guards: [AdminGuard] } })],
+    providers: [{ provide: APP_GUARD, useClass: BearerOnlyGuard }, ...providers],
+  })
+  class BearerOnlyConsoleModule {}
+  return BearerOnlyConsoleModule;
+}
+
+/** The browser: CHROMIUM_PATH, else /usr/bin/chromium, else `chromium` on PATH. */
+export function findChromium(): string {
+  const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'];
+  for (const path of candidates) if (path && existsSync(path)) return path;
+  for (const name of ['chromium', 'chromium-browser']) {
+    try {
+      const found = execFileSync('which', [name], { encoding: 'utf8' }).trim();
+      if (found) return found;
+    } catch {
+      // not on PATH
+    }
+  }
+  throw new Error(
+    'No Chromium for the console browser test. Install it (Debian/Ubuntu: ' +
+      '`apt-get install -y --no-install-recommends chromium`) or set CHROMIUM_PATH to a ' +
+      'Chromium or Chrome binary.',
+  );
 }
 
 export interface Answer {

@@ -1,19 +1,27 @@
-import { Injectable } from '@nestjs/common';
-import { existsSync, mkdirSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import {
+  type CanActivate,
+  type ExecutionContext,
+  Injectable,
+  UnauthorizedException,
+} from '@nestjs/common';
+import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { connectTasksClient, type TasksClient } from '../../src/client/index.js';
-import { TaskTool, TasksService, type TaskContext } from '../../src/index.js';
+import { TasksService } from '../../src/index.js';
 import { startApp, type RunningApp } from '../e2e/app.js';
 import { testContextFetch } from '../e2e/official-client.js';
-import { consoleApp } from './console-app.js';
+import { consoleApp, findChromium } from './console-app.js';
+import { ConsoleTools, Gate, HTML_MESSAGE } from './console-tools.js';
 
 /**
  * The task console in a real browser (the system's Chromium through puppeteer-core): an admin
  * opens the page, sees the tasks there, sees new ones appear and change without a reload, opens
- * one, cancels it, and reads a status message full of HTML as text. A non-admin gets 403. The
- * page with its detail open is saved to .artifacts/console.png.
+ * one, cancels it, and reads a status message full of HTML as text. The browser sends the
+ * credentials itself here (every request carries the same header, as with HTTP Basic or a
+ * cookie): the page never asks for a token. A non-admin gets 403 and the sign-in form. The page
+ * with its detail open is saved to .artifacts/console.png. The bearer-token sign-in is
+ * console-bearer.browser.e2e-spec.ts.
  */
 
 /** What the functions run in the page use of it (this project compiles without the DOM types). */
@@ -28,69 +36,6 @@ declare const document: {
 };
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const HTML_MESSAGE = '<img src=x onerror=alert(1)> <b>bold?</b>';
-
-/** The browser: CHROMIUM_PATH, else /usr/bin/chromium, else `chromium` on PATH. */
-function findChromium(): string {
-  const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'];
-  for (const path of candidates) if (path && existsSync(path)) return path;
-  for (const name of ['chromium', 'chromium-browser']) {
-    try {
-      const found = execFileSync('which', [name], { encoding: 'utf8' }).trim();
-      if (found) return found;
-    } catch {
-      // not on PATH
-    }
-  }
-  throw new Error(
-    'No Chromium for the console browser test. Install it (Debian/Ubuntu: ' +
-      '`apt-get install -y --no-install-recommends chromium`) or set CHROMIUM_PATH to a ' +
-      'Chromium or Chrome binary.',
-  );
-}
-
-/** Lets the `hold` tool's calls finish when the test says so. */
-@Injectable()
-class Gate {
-  private waiting: (() => void)[] = [];
-  wait(signal: AbortSignal): Promise<void> {
-    return new Promise((done, fail) => {
-      this.waiting.push(done);
-      signal.addEventListener('abort', () => fail(signal.reason), { once: true });
-    });
-  }
-  open(): void {
-    for (const done of this.waiting.splice(0)) done();
-  }
-}
-
-@Injectable()
-class ConsoleTools {
-  constructor(private readonly gate: Gate) {}
-
-  @TaskTool({ name: 'hold', pollIntervalMs: 100 })
-  async hold(_input: unknown, task: TaskContext) {
-    await task.progress('Holding until told');
-    await this.gate.wait(task.signal);
-    return { content: [{ type: 'text' as const, text: 'released' }] };
-  }
-
-  @TaskTool({ name: 'wait_for_cancel', pollIntervalMs: 100 })
-  async waitForCancel(_input: unknown, task: TaskContext) {
-    await task.progress('Working until cancelled');
-    await new Promise<never>((_, reject) =>
-      task.signal.addEventListener('abort', () => reject(task.signal.reason), { once: true }),
-    );
-  }
-
-  @TaskTool({ name: 'html_status', pollIntervalMs: 100 })
-  async htmlStatus(_input: unknown, task: TaskContext) {
-    await task.progress(HTML_MESSAGE);
-    await new Promise<never>((_, reject) =>
-      task.signal.addEventListener('abort', () => reject(task.signal.reason), { once: true }),
-    );
-  }
-}
 
 describe('task console in a browser', () => {
   let running: RunningApp;
@@ -271,15 +216,109 @@ describe('task console in a browser', () => {
     expect(problems).toEqual([]);
   });
 
-  it('a non-admin gets 403 for the page', async () => {
+  it('a non-admin gets 403 for the page, a sign-in form that says so, and no task', async () => {
     const other = await browser!.newPage();
     try {
       await other.setExtraHTTPHeaders({ Authorization: 'Bearer alice' });
       const response = await other.goto(`${base}mcp-tasks`, { waitUntil: 'domcontentloaded' });
       expect(response?.status()).toBe(403);
-      expect(await other.content()).not.toContain('task-rows');
+      await other.waitForSelector('#sign-in:not([hidden])', { timeout: 5_000 });
+      expect(await other.$eval('#sign-in-why', (why) => why.textContent)).toBe(
+        'You are not allowed to use this console (403: Admins only). Sign in with a token that is.',
+      );
+      expect(await other.$$eval('#task-rows tr', (rows) => rows.length)).toBe(0);
+      expect(await other.$eval('#main', (main) => (main as unknown as PageElement).hidden)).toBe(
+        true,
+      );
     } finally {
       await other.close();
     }
   });
+});
+
+/**
+ * The console's admin rule for the browser's own credentials: HTTP Basic `admin` (any password),
+ * with the challenge that brings up a browser's prompt, or the cookie `session=<SESSION>`.
+ */
+const SESSION = 'cookie-session-for-admin';
+@Injectable()
+class BrowserCredentialsGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const http = context.switchToHttp();
+    const headers = http.getRequest<{ headers: Record<string, string | undefined> }>().headers;
+    const basic = /^Basic (\S+)$/.exec(headers.authorization ?? '')?.[1];
+    if (basic && Buffer.from(basic, 'base64').toString().startsWith('admin:')) return true;
+    if ((headers.cookie ?? '').split(/;\s*/).includes(`session=${SESSION}`)) return true;
+    http
+      .getResponse<{ setHeader(name: string, value: string): void }>()
+      .setHeader('WWW-Authenticate', 'Basic realm="console"');
+    throw new UnauthorizedException('Sign in as admin');
+  }
+}
+
+describe('task console in a browser, with HTTP Basic or a cookie session', () => {
+  let running: RunningApp;
+  let base: string;
+  let tasks: TasksService;
+  let browser: Browser | undefined;
+
+  beforeAll(async () => {
+    running = await startApp(
+      consoleApp({}, { console: { guards: [BrowserCredentialsGuard] } }),
+      'express',
+    );
+    base = new URL('/', running.url).href;
+    tasks = running.app.get(TasksService);
+    browser = await puppeteer.launch({
+      executablePath: findChromium(),
+      headless: true,
+      args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await running?.close();
+  });
+
+  it.each(['basic', 'cookie'] as const)(
+    '%s: the page opens as before, never asks for a token, and follows changes live',
+    async (how) => {
+      const context = await browser!.createBrowserContext();
+      try {
+        const tab = await context.newPage();
+        const problems: string[] = [];
+        tab.on('pageerror', (error) => problems.push(String(error)));
+        if (how === 'basic') await tab.authenticate({ username: 'admin', password: 'any' });
+        else
+          await context.setCookie({
+            name: 'session',
+            value: SESSION,
+            domain: '127.0.0.1',
+            path: '/',
+          });
+        const response = await tab.goto(`${base}mcp-tasks`, { waitUntil: 'domcontentloaded' });
+        expect(response?.status()).toBe(200);
+        // Live: the stream, read with fetch, was let in with the browser's own credentials.
+        await tab.waitForSelector('#connection[data-state="live"]', { timeout: 5_000 });
+        const record = await tasks.create({ principal: 'zed' }, {}, { toolName: `${how}_job` });
+        await tab.waitForSelector(`tr[data-task-id="${record.taskId}"]`, { timeout: 5_000 });
+        await tasks.complete(record.taskId, { content: [] });
+        await tab.waitForFunction(
+          (id) =>
+            document.querySelector(`tr[data-task-id="${id}"] td.state`)?.textContent ===
+            'completed',
+          { timeout: 5_000 },
+          record.taskId,
+        );
+        const hidden = (selector: string): Promise<boolean | undefined> =>
+          tab.$eval(selector, (node) => (node as unknown as PageElement).hidden);
+        expect(await hidden('#sign-in')).toBe(true);
+        expect(await hidden('#sign-out')).toBe(true);
+        expect(problems).toEqual([]);
+      } finally {
+        await context.close();
+      }
+    },
+  );
 });

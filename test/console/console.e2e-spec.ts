@@ -1,10 +1,25 @@
+import {
+  type CanActivate,
+  type ExecutionContext,
+  Injectable,
+  UnauthorizedException,
+} from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { TasksModule, TasksService, InMemoryTaskStore, TasksConfigError } from '../../src/index.js';
 import { TaskConsole } from '../../src/console/task-console.js';
 import { ADAPTERS, startApp, type RunningApp } from '../e2e/app.js';
-import { ADMIN, ALICE, AdminGuard, call, consoleApp, openStream } from './console-app.js';
+import {
+  ADMIN,
+  ALICE,
+  AdminGuard,
+  bearerOnlyConsoleApp,
+  call,
+  consoleApp,
+  openStream,
+  TOKENS,
+} from './console-app.js';
 
 /**
  * The task console over HTTP on loopback, with the real app (Express and Fastify): who may use it,
@@ -41,9 +56,11 @@ describe.each(ADAPTERS)('task console (%s)', (adapter) => {
   });
   afterAll(() => running.close());
 
-  it('refuses a caller its guards do not let in, on every route (403), and anonymous too', async () => {
+  it('refuses a caller its guards do not let in (403), and anonymous too: the API, the stream, the page', async () => {
     const task = await tasks.create({ principal: 'alice' }, {}, { toolName: 'build' });
     for (const [method, path] of ROUTES(task.taskId)) {
+      // The script and styles are served to anyone (see the bearer-only tests below).
+      if (/\.(js|css)$/.test(path)) continue;
       for (const headers of [ALICE, {}]) {
         const answer = await call(
           base,
@@ -82,7 +99,9 @@ describe.each(ADAPTERS)('task console (%s)', (adapter) => {
     expect(script.status).toBe(200);
     expect(script.headers['content-type']).toMatch(/^text\/javascript/);
     expect(script.headers['x-content-type-options']).toBe('nosniff');
-    expect(script.text).toContain('EventSource');
+    expect(script.text).not.toContain('new EventSource');
+    expect(script.text).toContain('sessionStorage');
+    expect(script.text).not.toMatch(/localStorage\.|document\.cookie/);
     expect(script.text).not.toContain('innerHTML');
     const styles = await call(base, 'GET', '/mcp-tasks/console.css', ADMIN);
     expect(styles.status).toBe(200);
@@ -354,6 +373,151 @@ describe.each(ADAPTERS)('task console (%s)', (adapter) => {
     }
     expect(running.app.get(TaskConsole).openStreams).toBe(0);
   });
+});
+
+describe.each(ADAPTERS)('task console, bearer-only app (%s)', (adapter) => {
+  let running: RunningApp;
+  let base: string;
+  let tasks: TasksService;
+  const admin = { authorization: `Bearer ${TOKENS.admin}` };
+  const alice = { authorization: `Bearer ${TOKENS.alice}` };
+
+  beforeAll(async () => {
+    running = await startApp(bearerOnlyConsoleApp(), adapter);
+    base = new URL('/', running.url).href;
+    tasks = running.app.get(TasksService);
+  });
+  afterAll(() => running.close());
+
+  it('serves the page (with the refusal’s status), its script and styles without credentials', async () => {
+    const task = await tasks.create({ principal: 'alice' }, {}, { toolName: 'build' });
+    for (const [headers, status] of [
+      [{}, 401],
+      [{ authorization: 'Bearer wrong' }, 401],
+      [{ authorization: 'Basic YWRtaW46eA==' }, 401],
+      [alice, 403],
+      [admin, 200],
+    ] as const) {
+      const page = await call(base, 'GET', '/mcp-tasks', headers);
+      expect(`${headers.authorization} ${page.status}`).toBe(`${headers.authorization} ${status}`);
+      expect(page.headers['content-type']).toMatch(/^text\/html; charset=utf-8/);
+      expect(String(page.headers['content-security-policy'])).toContain("frame-ancestors 'none'");
+      expect(page.headers['x-frame-options']).toBe('DENY');
+      expect(page.headers['referrer-policy']).toBe('no-referrer');
+      expect(page.headers['cache-control']).toBe('no-store');
+      expect(page.headers['x-content-type-options']).toBe('nosniff');
+      expect(page.text).toContain('<script type="module" src="/mcp-tasks/console.js"></script>');
+      expect(page.text).toContain('id="sign-in-form"');
+      expect(page.text).not.toContain(task.taskId);
+    }
+    for (const [path, type] of [
+      ['/mcp-tasks/console.js', /^text\/javascript/],
+      ['/mcp-tasks/console.css', /^text\/css/],
+    ] as const) {
+      const file = await call(base, 'GET', path, {});
+      expect(`${path} ${file.status}`).toBe(`${path} 200`);
+      expect(file.headers['content-type']).toMatch(type);
+      expect(String(file.headers['content-security-policy'])).toContain("default-src 'self'");
+      expect(file.headers['x-content-type-options']).toBe('nosniff');
+      expect(file.text).toBe((await call(base, 'GET', path, admin)).text);
+    }
+  });
+
+  it('refuses the API and the stream without a token (401), with a wrong one (401), to a non-admin (403)', async () => {
+    const task = await tasks.create({ principal: 'alice' }, {}, { toolName: 'build' });
+    const api = ROUTES(task.taskId).filter(([, path]) => path.includes('/api/'));
+    for (const [method, path] of api) {
+      for (const [headers, status] of [
+        [{}, 401],
+        [{ authorization: 'Bearer wrong' }, 401],
+        [alice, 403],
+      ] as const) {
+        const answer = await call(
+          base,
+          method,
+          path,
+          { ...headers, ...(method === 'POST' && { 'content-type': 'application/json' }) },
+          method === 'POST' ? '{}' : undefined,
+        );
+        expect(`${method} ${path} ${answer.status}`).toBe(`${method} ${path} ${status}`);
+        expect(answer.headers['content-type']).toMatch(/^application\/json/);
+        expect(answer.text).not.toContain(task.taskId);
+        expect(answer.json()).toMatchObject({ statusCode: status });
+        noStack(answer.text);
+      }
+    }
+    expect((await tasks.status(task.taskId)).status).toBe('working');
+    const listed = await call(base, 'GET', '/mcp-tasks/api/tasks', admin);
+    expect(listed.status).toBe(200);
+    expect((listed.json().tasks as { taskId: string }[]).map((t) => t.taskId)).toContain(
+      task.taskId,
+    );
+    const stream = await openStream(base, '/mcp-tasks/api/stream', admin);
+    try {
+      expect(stream.status).toBe(200);
+      await stream.waitFor(/: connected/);
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('answers a foreign Host or Origin with its JSON 403, never the page, with a token or without', async () => {
+    for (const [path, headers] of [
+      ['/mcp-tasks', { host: 'evil.example' }],
+      ['/mcp-tasks', { host: 'evil.example', ...admin }],
+      ['/mcp-tasks/console.js', { host: 'evil.example' }],
+      ['/mcp-tasks/console.css', { origin: 'http://evil.example' }],
+      ['/mcp-tasks', { origin: 'http://evil.example', ...alice }],
+    ] as const) {
+      const answer = await call(base, 'GET', path, headers);
+      expect(`${path} ${answer.status}`).toBe(`${path} 403`);
+      expect(answer.headers['content-type']).toMatch(/^application\/json/);
+      expect(String(answer.json().message)).toMatch(/^Invalid (Host|Origin): evil\.example/);
+      expect(answer.text).not.toContain('sign-in');
+    }
+  });
+});
+
+describe('task console: a guard that challenges for HTTP Basic', () => {
+  @Injectable()
+  class BasicAdminGuard implements CanActivate {
+    canActivate(context: ExecutionContext): boolean {
+      const http = context.switchToHttp();
+      const header = http.getRequest<{ headers: Record<string, string> }>().headers.authorization;
+      if (header === `Basic ${Buffer.from('admin:x').toString('base64')}`) return true;
+      const response = http.getResponse<{
+        header?: (name: string, value: string) => void;
+        setHeader?: (name: string, value: string) => void;
+      }>();
+      if (response.header) response.header('WWW-Authenticate', 'Basic realm="console"');
+      else response.setHeader!('WWW-Authenticate', 'Basic realm="console"');
+      throw new UnauthorizedException('Sign in');
+    }
+  }
+
+  it.each(ADAPTERS)(
+    'answers the page with the 401 and its challenge, as before (%s); with the credentials, 200',
+    async (adapter) => {
+      const running = await startApp(
+        consoleApp({}, { console: { guards: [BasicAdminGuard] } }),
+        adapter,
+      );
+      try {
+        const base = new URL('/', running.url).href;
+        const refused = await call(base, 'GET', '/mcp-tasks');
+        expect(refused.status).toBe(401);
+        expect(refused.headers['www-authenticate']).toBe('Basic realm="console"');
+        const api = await call(base, 'GET', '/mcp-tasks/api/tasks');
+        expect(api.status).toBe(401);
+        expect(api.headers['www-authenticate']).toBe('Basic realm="console"');
+        const basic = { authorization: `Basic ${Buffer.from('admin:x').toString('base64')}` };
+        expect((await call(base, 'GET', '/mcp-tasks', basic)).status).toBe(200);
+        expect((await call(base, 'GET', '/mcp-tasks/api/tasks', basic)).status).toBe(200);
+      } finally {
+        await running.close();
+      }
+    },
+  );
 });
 
 describe('task console: registration and stores', () => {

@@ -561,7 +561,7 @@ describe('consumer check: the packed package in three throwaway apps', () => {
       headers: bearer('alice-token'),
     });
     expect(script.status).toBe(200);
-    expect(await script.text()).toContain('EventSource');
+    expect(await script.text()).toContain('sessionStorage');
     const listing = await fetch(`${esm.base}/mcp-tasks/api/tasks`, {
       headers: bearer('alice-token'),
     });

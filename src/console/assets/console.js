@@ -1,13 +1,21 @@
 /*
  * The task console's page script: plain ES module, no framework, no build step. It lists tasks
- * from the console's JSON API, follows its change stream (Server-Sent Events), and re-lists every
- * few seconds for what the stream cannot carry (a creation on another instance, an app without a
- * notifier). Task data is only ever put in the page as text (textContent), never as HTML.
+ * from the console's JSON API, follows its change stream (Server-Sent Events, read with fetch so
+ * that it carries the same credentials as every other request), and re-lists every few seconds
+ * for what the stream cannot carry (a creation on another instance, an app without a notifier).
+ * Task data is only ever put in the page as text (textContent), never as HTML.
+ *
+ * Credentials: the browser's own (HTTP Basic, cookies) go with every request as they would with
+ * any page. When the API refuses (401, 403), the page asks for a bearer token, keeps it in this
+ * tab's sessionStorage (never localStorage, a cookie or a URL), and sends it as
+ * `Authorization: Bearer …` on every API and stream request until Sign out or a refusal.
  */
 
 const API = new URL('./api/', import.meta.url);
 const REFRESH_MS = 5000;
-const RECONNECT_MS = 5000;
+/** The stream's first reconnection delay until the server's `retry:` says otherwise. */
+const RETRY_MS = 3000;
+const MAX_RETRY_MS = 30000;
 const PAGE_SIZE = 50;
 const STATES = ['working', 'input_required', 'completed', 'failed', 'cancelled'];
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
@@ -42,8 +50,126 @@ class ApiError extends Error {
   }
 }
 
+// ----- Signing in ---------------------------------------------------------------------------------
+
+/** Where this tab keeps its bearer token: sessionStorage, one key per console path. */
+const TOKEN_KEY = `nestjs-mcp-tasks console token ${API.pathname}`;
+
+const auth = {
+  /** This tab's bearer token; undefined: the browser sends its own credentials (Basic, cookies). */
+  token: readToken(),
+  /** The sign-in form is up: nothing is listed or streamed until it is answered. */
+  signingIn: false,
+};
+
+function readToken() {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY) ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function keepToken(token) {
+  auth.token = token;
+  try {
+    if (token === undefined) sessionStorage.removeItem(TOKEN_KEY);
+    else sessionStorage.setItem(TOKEN_KEY, token);
+  } catch {
+    // No storage (a sandboxed frame): the token lives as long as the page.
+  }
+}
+
+/** The request's headers, with `Authorization: Bearer` when this tab has a token. */
+function headersFor(headers) {
+  if (auth.token !== undefined) headers.authorization = `Bearer ${auth.token}`;
+  return headers;
+}
+
+const isRefusal = (error) => error instanceof ApiError && [401, 403].includes(error.status);
+
+/**
+ * The API refused a request sent with `token` (this tab's token then, or none): the stored token
+ * is dropped and the sign-in form shown, saying why. A refusal of a request sent before the last
+ * sign-in, or while the form is already up, is ignored.
+ */
+function refused(error, token) {
+  if (auth.signingIn || token !== auth.token) return;
+  keepToken(undefined);
+  const needed = 'This console needs a bearer token.';
+  if (token !== undefined) {
+    showSignIn(
+      needed,
+      error.status === 401
+        ? `The token was refused (401: ${error.message}).`
+        : `This token may not use this console (403: ${error.message}).`,
+    );
+  } else if (error.status === 401) {
+    showSignIn(needed);
+  } else {
+    showSignIn(
+      `You are not allowed to use this console (403: ${error.message}). Sign in with a token that is.`,
+    );
+  }
+}
+
+function showSignIn(why, problem) {
+  auth.signingIn = true;
+  stopStream();
+  state.generation++;
+  clearTable();
+  closeDetail();
+  hideNotice();
+  $('main').hidden = true;
+  $('sign-out').hidden = true;
+  $('sign-in').hidden = false;
+  $('sign-in-why').textContent = why;
+  $('sign-in-error').textContent = problem ?? '';
+  $('sign-in-error').hidden = problem === undefined;
+  $('listed').textContent = '';
+  setConnection('offline', 'Signed out');
+  $('token').focus();
+}
+
+/** A pasted `Bearer ` prefix is dropped; a token is one word of printable ASCII (RFC 6750). */
+function signIn(event) {
+  event.preventDefault();
+  const input = $('token');
+  const token = input.value.trim().replace(/^Bearer\s+/i, '');
+  input.value = '';
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    $('sign-in-error').textContent =
+      'A bearer token is one word of printable ASCII characters, without spaces.';
+    $('sign-in-error').hidden = false;
+    input.focus();
+    return;
+  }
+  keepToken(token);
+  enter();
+}
+
+function signOut() {
+  keepToken(undefined);
+  showSignIn('Signed out. The token is forgotten in this tab.');
+}
+
+/** Shows the console and starts listing and following (at start, and after a sign-in). */
+function enter() {
+  auth.signingIn = false;
+  $('sign-in').hidden = true;
+  $('sign-in-error').hidden = true;
+  $('main').hidden = false;
+  $('sign-out').hidden = auth.token === undefined;
+  live.attempt = 0;
+  void list(true);
+  connect();
+}
+
+// ----- HTTP ---------------------------------------------------------------------------------------
+
 async function request(path, { method = 'GET', json } = {}) {
-  const headers = { accept: 'application/json' };
+  const token = auth.token;
+  const headers = headersFor({ accept: 'application/json' });
   if (json !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(new URL(path, API), {
     method,
@@ -58,7 +184,11 @@ async function request(path, { method = 'GET', json } = {}) {
   } catch {
     body = undefined;
   }
-  if (!response.ok) throw new ApiError(response.status, body);
+  if (!response.ok) {
+    const error = new ApiError(response.status, body);
+    if (isRefusal(error)) refused(error, token);
+    throw error;
+  }
   return body;
 }
 
@@ -255,13 +385,12 @@ function updateFooter() {
 }
 
 function listingFailed(error) {
+  if (isRefusal(error)) return; // the sign-in form says why
   if (error instanceof ApiError && error.body && error.body.ownerRequired) {
     showNotice(
       `${error.message}. The task store cannot list every owner's tasks: enter an owner above.`,
     );
     $('filter-owner').focus();
-  } else if (error instanceof ApiError && error.status === 403) {
-    showNotice('You are not allowed to use this console.');
   } else {
     showNotice(`Could not list tasks: ${error.message}`);
   }
@@ -435,7 +564,7 @@ async function refreshDetail() {
     if (state.selected !== taskId) return;
     renderDetail(task);
   } catch (error) {
-    if (state.selected !== taskId) return;
+    if (state.selected !== taskId || isRefusal(error)) return;
     const message =
       error instanceof ApiError && error.status === 404
         ? 'This task no longer exists (it expired or was removed).'
@@ -462,6 +591,7 @@ async function cancelTask(taskId, button) {
     upsert(task);
     if (state.selected === taskId) renderDetail(task);
   } catch (error) {
+    if (isRefusal(error)) return;
     button.disabled = false;
     button.textContent = 'Cancel task';
     const problem = el('p', `Could not cancel: ${error.message}`, 'notice', { role: 'alert' });
@@ -486,30 +616,138 @@ function heard(task) {
   }
 }
 
+/** The change stream: the request open now, the reconnection planned, the resume point. */
+const live = {
+  controller: undefined,
+  timer: undefined,
+  /** Failed connections in a row (the backoff grows with them). */
+  attempt: 0,
+  retryMs: RETRY_MS,
+  /** The last `id:` heard, sent back as Last-Event-ID on reconnecting (as EventSource does). */
+  lastEventId: '',
+};
+
+function stopStream() {
+  clearTimeout(live.timer);
+  live.timer = undefined;
+  live.controller?.abort();
+  live.controller = undefined;
+}
+
+/** Opens the change stream with fetch (an EventSource could not send Authorization). */
 function connect() {
-  setConnection('connecting', 'Connecting…');
-  const source = new EventSource(new URL('stream', API));
-  source.addEventListener('open', () => {
-    setConnection('live', 'Live');
-    void list(false);
-  });
-  source.addEventListener('task', (event) => {
-    let task;
+  stopStream();
+  const controller = new AbortController();
+  live.controller = controller;
+  if (live.attempt === 0) setConnection('connecting', 'Connecting…');
+  void follow(controller);
+}
+
+async function follow(controller) {
+  const token = auth.token;
+  const headers = headersFor({ accept: 'text/event-stream' });
+  if (live.lastEventId !== '') headers['last-event-id'] = live.lastEventId;
+  let response;
+  try {
+    response = await fetch(new URL('stream', API), {
+      headers,
+      credentials: 'same-origin',
+      cache: 'no-store',
+      signal: controller.signal,
+    });
+  } catch {
+    reconnect(controller);
+    return;
+  }
+  const type = response.headers.get('content-type') ?? '';
+  if (!response.ok || !response.body || !type.startsWith('text/event-stream')) {
+    let body;
     try {
-      task = JSON.parse(event.data);
+      body = await response.json();
     } catch {
+      body = undefined;
+    }
+    const error = new ApiError(response.status, body);
+    if (isRefusal(error)) {
+      if (live.controller === controller) refused(error, token);
+    } else {
+      reconnect(controller);
+    }
+    return;
+  }
+  live.attempt = 0;
+  setConnection('live', 'Live');
+  void list(false);
+  try {
+    await readEvents(response.body, (event) => {
+      if (event.type !== 'task') return;
+      let task;
+      try {
+        task = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      heard(task);
+    });
+  } catch {
+    // The connection dropped, or stopStream aborted it.
+  }
+  reconnect(controller);
+}
+
+/** Plans the next connection: the server's `retry:` delay, doubled per failure, at most 30 s. */
+function reconnect(controller) {
+  if (live.controller !== controller || controller.signal.aborted) return;
+  live.controller = undefined;
+  live.attempt += 1;
+  const delay = Math.min(live.retryMs * 2 ** (live.attempt - 1), MAX_RETRY_MS);
+  if (live.attempt === 1) setConnection('reconnecting', 'Reconnecting…');
+  else setConnection('offline', 'Offline, retrying');
+  live.timer = setTimeout(connect, delay / 2 + (Math.random() * delay) / 2);
+}
+
+/**
+ * Reads Server-Sent Events from `body` as the HTML standard parses them (lines ending in CR, LF
+ * or CRLF; `event`, `data`, `id`, `retry` fields; `:` comments) and calls `onEvent({ type, data })`
+ * for each event; resolves when the stream ends.
+ */
+async function readEvents(body, onEvent) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  let first = true;
+  let type = '';
+  let data = [];
+  const line = (text) => {
+    if (text === '') {
+      if (data.length) onEvent({ type: type || 'message', data: data.join('\n') });
+      type = '';
+      data = [];
       return;
     }
-    heard(task);
-  });
-  source.addEventListener('error', () => {
-    if (source.readyState === EventSource.CLOSED) {
-      setConnection('offline', 'Offline, retrying');
-      setTimeout(connect, RECONNECT_MS);
-    } else {
-      setConnection('reconnecting', 'Reconnecting…');
+    if (text.startsWith(':')) return;
+    const colon = text.indexOf(':');
+    const name = colon === -1 ? text : text.slice(0, colon);
+    let value = colon === -1 ? '' : text.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (name === 'event') type = value;
+    else if (name === 'data') data.push(value);
+    else if (name === 'id' && !value.includes('\0')) live.lastEventId = value;
+    else if (name === 'retry' && /^\d+$/.test(value)) live.retryMs = Number(value);
+  };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    if (first && buffer.length) {
+      if (buffer.startsWith('\uFEFF')) buffer = buffer.slice(1);
+      first = false;
     }
-  });
+    // A CR at the end may be the first half of a CRLF: keep it for the next chunk.
+    const end = buffer.endsWith('\r') ? buffer.length - 1 : buffer.length;
+    const lines = buffer.slice(0, end).split(/\r\n|\r|\n/);
+    buffer = lines.pop() + buffer.slice(end);
+    for (const text of lines) line(text);
+  }
 }
 
 // ----- Start --------------------------------------------------------------------------------------
@@ -535,11 +773,12 @@ function start() {
   document.addEventListener('keydown', (event) => {
     if (event.key === 'Escape' && state.selected !== undefined) closeDetail();
   });
+  $('sign-in-form').addEventListener('submit', signIn);
+  $('sign-out').addEventListener('click', signOut);
   readFilters();
-  void list(true);
-  connect();
+  enter();
   setInterval(() => {
-    if (document.visibilityState === 'visible') void list(false);
+    if (!auth.signingIn && document.visibilityState === 'visible') void list(false);
   }, REFRESH_MS);
 }
 
