@@ -1,7 +1,7 @@
 /**
  * The consumer check: the package as a user gets it. `npm pack` makes the tarball (its `prepare`
- * builds dist/), and three throwaway apps install it with only the peers the README's install
- * section names (plus their HTTP platform and a compiler):
+ * builds dist/), and five throwaway apps install it with the peers the README's install section
+ * names. Three of them (plus their HTTP platform and a compiler) are compiled and booted:
  *
  * - `cjs-express`: a CommonJS app on Express, compiled by `tsc` to CommonJS; the endpoint's guard
  *   has a constructor dependency; TaskErrorFilter through `app.useGlobalFilters`.
@@ -19,11 +19,18 @@
  * `nestjs-mcp-tasks/testing`, type-checks every TypeScript snippet of the README against the
  * installed package, and runs the README's node:test examples.
  *
+ * The other two are the test setups docs/testing.md prints: `vitest` (as `nest new` 12 makes it)
+ * and `jest-esm` (Jest on ES modules through ts-jest). Each of their files is a code block of that
+ * page (its info string names the setup and the file, see recipeBlocks), their packages are those
+ * of its install lines. Each runs `npm test` and must pass exactly the page's tests, type-checks
+ * with `tsc --noEmit`, and runs the page's store spec once more on a store that breaks one rule,
+ * which must fail naming it.
+ *
  * In an installed copy, the package's own `prepare` step (`npm run prepare` inside
  * node_modules/nestjs-mcp-tasks) is skipped and leaves dist/ as shipped.
  *
  * Installs use npm's cache first (`--prefer-offline`): after `npm ci` of this project every
- * package is there. KEEP_CONSUMER_APPS=1 keeps the apps (their folder is printed).
+ * package is there but vitest and what it brings (pinned in RECIPE_PINS, fetched once). KEEP_CONSUMER_APPS=1 keeps the apps (their folder is printed).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
@@ -34,10 +41,11 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const APPS = join(ROOT, 'test/consumer/apps');
@@ -58,8 +66,8 @@ function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
-/** Runs a command to its end; rejects (with its output) when it fails or takes too long. */
-function run(
+/** Runs a command to its end and resolves with how it ended, failed or not (SIGKILL on timeout). */
+function attempt(
   command: string,
   args: string[],
   cwd: string,
@@ -75,14 +83,23 @@ function run(
     child.on('error', fail);
     child.on('close', (code) => {
       clearTimeout(timer);
-      if (code === 0) return done({ code, stdout, stderr });
-      fail(
-        new Error(
-          `${command} ${args.join(' ')} (in ${cwd}) exited ${code}\n${stdout.slice(-4000)}\n${stderr.slice(-4000)}`,
-        ),
-      );
+      done({ code, stdout, stderr });
     });
   });
+}
+
+/** Runs a command to its end; rejects (with its output) when it fails or takes too long. */
+async function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  timeoutMs = STEP_TIMEOUT_MS,
+): Promise<Ran> {
+  const ran = await attempt(command, args, cwd, timeoutMs);
+  if (ran.code === 0) return ran;
+  throw new Error(
+    `${command} ${args.join(' ')} (in ${cwd}) exited ${ran.code}\n${ran.stdout.slice(-4000)}\n${ran.stderr.slice(-4000)}`,
+  );
 }
 
 const npm = (args: string[], cwd: string): Promise<Ran> => run('npm', args, cwd);
@@ -133,6 +150,178 @@ const MANUAL = [
 /** The ```ts blocks of the README, each a complete module. */
 export function readmeSnippets(readme: string): string[] {
   return [...readme.matchAll(/^```ts\n([\s\S]*?)^```/gm)].map((match) => match[1]!);
+}
+
+/** The page whose test setups the `vitest` and `jest-esm` apps are made of. */
+const TESTING_PAGE = 'docs/testing.md';
+
+/** A code block of a test setup: its info string is `LANG app=NAME[,NAME] [file=PATH]`. */
+export interface RecipeBlock {
+  lang: string;
+  apps: string[];
+  file?: string;
+  code: string;
+}
+
+/** The code blocks of a page that belong to a test setup (the others have no `app=`). */
+export function recipeBlocks(page: string): RecipeBlock[] {
+  const blocks: RecipeBlock[] = [];
+  for (const [, lang, info, code] of page.matchAll(/^```(\w+) ([^\n]+)\n([\s\S]*?)^```/gm)) {
+    const attributes = Object.fromEntries(
+      info!
+        .trim()
+        .split(/\s+/)
+        .map((word) => word.split('=') as [string, string]),
+    );
+    if (attributes.app === undefined) continue;
+    blocks.push({
+      lang: lang!,
+      apps: attributes.app.split(','),
+      file: attributes.file,
+      code: code!,
+    });
+  }
+  return blocks;
+}
+
+/**
+ * The packages of a setup's `npm install` lines, without their version ranges, as dependencies or
+ * (after `--save-dev` or `-D`) devDependencies.
+ */
+export function recipePackages(blocks: RecipeBlock[]): { dev: string[]; prod: string[] } {
+  const dev: string[] = [];
+  const prod: string[] = [];
+  for (const block of blocks.filter((b) => b.lang === 'sh')) {
+    for (const line of block.code.split('\n')) {
+      const words = line.replace(/#.*/, '').trim().split(/\s+/);
+      if (words[0] !== 'npm' || words[1] !== 'install') continue;
+      const into = words.includes('--save-dev') || words.includes('-D') ? dev : prod;
+      for (const word of words.slice(2).filter((w) => !w.startsWith('-'))) {
+        const name = /^(@?[^@]+)/.exec(word)![1]!;
+        if (name !== 'nestjs-mcp-tasks') into.push(name);
+      }
+    }
+  }
+  return { dev, prod };
+}
+
+/**
+ * The test setups: the app a setup's blocks are written into, the packages it installs beyond its
+ * install lines (`vite`, which vitest brings, pinned so that every run gets the same), and how its
+ * runner names a failed test in its output.
+ */
+const RECIPES = [
+  { recipe: 'vitest', app: 'vitest', extra: ['vite'], failedTest: (rule: string) => `× ${rule}` },
+  {
+    recipe: 'jest',
+    app: 'jest-esm',
+    extra: [],
+    failedTest: (rule: string) => `● the task store › ${rule}`,
+  },
+];
+/** The versions of the setups' packages this project does not install (vitest 5 needs Node 22). */
+const RECIPE_PINS: Record<string, string> = {
+  vitest: '4.1.12',
+  'vite-tsconfig-paths': '5.1.4',
+  vite: '8.4.0',
+};
+
+/** The rule the failing run's store breaks, and that store (put before the page's store spec). */
+const BROKEN_RULE = 'delete removes the task and says whether it was there';
+const BROKEN_STORE = [
+  "import { InMemoryTaskStore as KeptStore } from 'nestjs-mcp-tasks';",
+  '',
+  '/** Deletes as it should, but says it did even when there was nothing to delete. */',
+  'class ForgetfulStore extends KeptStore {',
+  '  override async delete(taskId: string): Promise<boolean> {',
+  '    await super.delete(taskId);',
+  '    return true;',
+  '  }',
+  '}',
+  '',
+].join('\n');
+
+/** The counts of a runner's summary line: `Tests  1 failed | 41 passed (42)`, `Tests: 47 passed`. */
+function testCounts(output: string): { passed: number; failed: number } {
+  // eslint-disable-next-line no-control-regex
+  const line = /^\s*Tests:?\s+(.*)$/m.exec(output.replace(/\x1b\[[0-9;]*m/g, ''))?.[1] ?? '';
+  return {
+    passed: Number(/(\d+) passed/.exec(line)?.[1] ?? NaN),
+    failed: Number(/(\d+) failed/.exec(line)?.[1] ?? 0),
+  };
+}
+
+/**
+ * Writes a test setup's app: each block of the page that names it as the file it names
+ * (package.json's block is merged into the manifest), and a manifest with the tarball, the
+ * README's peers and the packages of the setup's install lines. The apps of both setups live in
+ * one folder and share its node_modules (one install instead of two: their packages differ only
+ * by the runner); `writeRecipeFolder` writes its manifest.
+ */
+function writeRecipeApp(
+  setup: (typeof RECIPES)[number],
+  page: string,
+  into: string,
+  tarball: string,
+  peers: string[],
+): App & Manifest {
+  const dir = join(into, setup.app);
+  mkdirSync(dir, { recursive: true });
+  const blocks = recipeBlocks(page).filter((block) => block.apps.includes(setup.recipe));
+  let manifest: Record<string, unknown> = {};
+  for (const block of blocks) {
+    if (block.file === undefined) continue;
+    if (block.file === 'package.json') {
+      manifest = { ...manifest, ...(JSON.parse(block.code) as Record<string, unknown>) };
+      continue;
+    }
+    mkdirSync(dirname(join(dir, block.file)), { recursive: true });
+    writeFileSync(join(dir, block.file), block.code);
+  }
+  const version = (name: string): string => {
+    if (existsSync(join(ROOT, 'node_modules', name, 'package.json'))) return installedVersion(name);
+    const pinned = RECIPE_PINS[name];
+    if (pinned === undefined) {
+      throw new Error(`${TESTING_PAGE} installs ${name}: pin its version in RECIPE_PINS`);
+    }
+    return pinned;
+  };
+  const { dev, prod } = recipePackages(blocks);
+  const dependencies: Record<string, string> = { 'nestjs-mcp-tasks': `file:${tarball}` };
+  for (const name of [...peers, ...prod]) dependencies[name] = version(name);
+  const devDependencies: Record<string, string> = {};
+  for (const name of ['typescript', '@types/node', ...dev, ...setup.extra]) {
+    devDependencies[name] = version(name);
+  }
+  const written = {
+    name: `consumer-${setup.app}`,
+    version: '1.0.0',
+    private: true,
+    ...manifest,
+    dependencies,
+    devDependencies,
+  };
+  writeFileSync(join(dir, 'package.json'), `${JSON.stringify(written, null, 2)}\n`);
+  symlinkSync('../node_modules', join(dir, 'node_modules'));
+  return { name: setup.app, dir, dependencies, devDependencies };
+}
+
+interface Manifest {
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+}
+
+/** The folder of the setups' apps: a manifest with every package of theirs (one version each). */
+function writeRecipeFolder(dir: string, apps: Manifest[]): App {
+  const manifest = {
+    name: 'consumer-test-setups',
+    version: '1.0.0',
+    private: true,
+    dependencies: Object.assign({}, ...apps.map((app) => app.dependencies)) as object,
+    devDependencies: Object.assign({}, ...apps.map((app) => app.devDependencies)) as object,
+  };
+  writeFileSync(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  return { name: 'test setups', dir };
 }
 
 interface App {
@@ -271,9 +460,10 @@ async function drive<Report = ClientReport>(app: App): Promise<Report> {
 
 const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
 
-describe('consumer check: the packed package in three throwaway apps', () => {
+describe('consumer check: the packed package in five throwaway apps', () => {
   // The README and the docs pages its sections moved to: their snippets are checked as one text.
   const readme = MANUAL.map((path) => readFileSync(join(ROOT, path), 'utf8')).join('\n');
+  const testingPage = readFileSync(join(ROOT, TESTING_PAGE), 'utf8');
   const work = mkdtempSync(join(tmpdir(), 'nestjs-mcp-tasks-consumer-'));
   const timings: Record<string, number> = {};
   const timed = async <T>(step: string, work: () => Promise<T>): Promise<T> => {
@@ -289,6 +479,9 @@ describe('consumer check: the packed package in three throwaway apps', () => {
   let cjs: App;
   let esm: App;
   let rekog: App;
+  const recipeApps = new Map<string, App>();
+  /** The contract's rules, as the installed package names them. */
+  let rules: string[];
 
   beforeAll(async () => {
     const packed = await timed('pack (prepare builds dist/)', () =>
@@ -310,9 +503,29 @@ describe('consumer check: the packed package in three throwaway apps', () => {
       'commonjs',
       REKOG_PACKAGES,
     );
+    const setups = join(work, 'test-setups');
+    mkdirSync(setups);
+    for (const setup of RECIPES) {
+      recipeApps.set(setup.recipe, writeRecipeApp(setup, testingPage, setups, tarball, peers));
+    }
+    const recipeFolder = writeRecipeFolder(setups, [
+      ...(recipeApps.values() as Iterable<App & Manifest>),
+    ]);
     const apps = [cjs, esm, rekog];
     const install = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
-    await timed('install (all apps)', () => Promise.all(apps.map((app) => npm(install, app.dir))));
+    await timed('install (all apps)', () =>
+      Promise.all([...apps, recipeFolder].map((app) => npm(install, app.dir))),
+    );
+    const listed = await run(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        "const { taskStoreContractRules } = await import('nestjs-mcp-tasks/testing'); console.log(JSON.stringify(taskStoreContractRules()));",
+      ],
+      setups,
+    );
+    rules = JSON.parse(listed.stdout) as string[];
 
     await timed('compile (all apps)', () => Promise.all(apps.map((app) => tsc(app.dir))));
     await timed('boot (all apps)', () => Promise.all(apps.map(boot)));
@@ -321,7 +534,7 @@ describe('consumer check: the packed package in three throwaway apps', () => {
   afterAll(async () => {
     const codes = await Promise.all([cjs, esm, rekog].filter(Boolean).map(stop));
     if (process.env.KEEP_CONSUMER_APPS) console.log(`consumer apps kept in ${work}`);
-    else rmSync(work, { recursive: true, force: true });
+    else await timed('remove the apps', async () => rmSync(work, { recursive: true, force: true }));
     console.log(`consumer check: ${JSON.stringify(timings)}; ended ${codes.join('; ')}`);
   });
 
@@ -634,6 +847,84 @@ describe('consumer check: the packed package in three throwaway apps', () => {
     );
     expect(stdout).toMatch(/# pass [1-9]\d*/);
     expect(stdout).toMatch(/# fail 0/);
+  });
+
+  describe.each(RECIPES)('the $recipe setup of docs/testing.md', (setup) => {
+    const blocks = recipeBlocks(testingPage).filter((block) => block.apps.includes(setup.recipe));
+    const specs = blocks.filter((block) => block.file?.endsWith('.spec.ts'));
+    const storeSpec = specs.find((block) => block.code.includes('taskStoreContract('));
+    // Each `it(` of the page's specs is one test, but the store spec's one line is one per rule.
+    const expected = (): number =>
+      specs.reduce(
+        (sum, block) =>
+          sum + (block === storeSpec ? rules.length : block.code.match(/^\s*it\(/gm)!.length),
+        0,
+      );
+
+    it('is whole on the page: its config, tsconfig, package.json, install line and three specs', () => {
+      const files = blocks.map((block) => block.file ?? block.lang).sort();
+      const config = setup.recipe === 'jest' ? 'jest.config.js' : 'vitest.config.ts';
+      expect(files).toEqual(
+        [
+          config,
+          'package.json',
+          'sh',
+          'src/report.tools.spec.ts',
+          'src/report.tools.ts',
+          'src/task-store.spec.ts',
+          'tsconfig.json',
+        ].sort(),
+      );
+      expect(storeSpec).toBeDefined();
+      // The page's own counts: the rules of the contract and what `npm test` ends with.
+      expect(Number(/\((\d+)\s+rules:/.exec(testingPage)?.[1])).toBe(rules.length);
+      expect(testingPage).toContain(
+        setup.recipe === 'jest'
+          ? `Tests:       ${expected()} passed, ${expected()} total`
+          : `Tests  ${expected()} passed (${expected()})`,
+      );
+    });
+
+    it("npm test runs the page's specs and passes every one; the app type-checks", async () => {
+      const app = recipeApps.get(setup.recipe)!;
+      const [tested, typed] = await timed(`npm test + tsc (${setup.app})`, () =>
+        Promise.all([
+          attempt('npm', ['test'], app.dir, 120_000),
+          attempt(
+            process.execPath,
+            [join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', '.'],
+            app.dir,
+          ),
+        ]),
+      );
+      const output = `${tested.stdout}\n${tested.stderr}`;
+      // The runner's output is shown only when it did not exit as expected.
+      expect({
+        code: tested.code,
+        ...testCounts(output),
+        output: tested.code === 0 ? '' : output.slice(-4000),
+      }).toEqual({ code: 0, passed: expected(), failed: 0, output: '' });
+      expect({ code: typed.code, output: typed.stdout }).toEqual({ code: 0, output: '' });
+    });
+
+    it('the store spec fails on a store that breaks one rule, naming the rule', async () => {
+      expect(rules).toContain(BROKEN_RULE);
+      const app = recipeApps.get(setup.recipe)!;
+      const broken = storeSpec!.code.replace('new InMemoryTaskStore()', 'new ForgetfulStore()');
+      expect(broken).not.toBe(storeSpec!.code);
+      writeFileSync(join(app.dir, 'src/broken-store.spec.ts'), BROKEN_STORE + broken);
+      const ran = await timed(`npm test, broken store (${setup.app})`, () =>
+        attempt('npm', ['test', '--', 'broken-store'], app.dir, 120_000),
+      );
+      const output = `${ran.stdout}\n${ran.stderr}`;
+      expect({
+        code: ran.code,
+        ...testCounts(output),
+        output: ran.code === 1 ? '' : output.slice(-4000),
+      }).toEqual({ code: 1, passed: rules.length - 1, failed: 1, output: '' });
+      // eslint-disable-next-line no-control-regex
+      expect(output.replace(/\x1b\[[0-9;]*m/g, '')).toContain(setup.failedTest(BROKEN_RULE));
+    });
   });
 
   it('every app shuts down cleanly on SIGTERM', async () => {
