@@ -120,7 +120,7 @@ async def main(url: str, token: str, name: str) -> None:
             # when it fails; the extension's claim is only active on 2026-07-28.
             print(f"protocol {client.protocol_version}")
             if client.protocol_version != "2026-07-28":
-                sys.exit("this client speaks the tasks extension of 2026-07-28 only")
+                raise RuntimeError("this client speaks the tasks extension of 2026-07-28 only")
 
             # 1. A task that asks for input: call_tool follows it (see `follow`) and returns its result.
             result = await client.call_tool("greet", {})
@@ -140,7 +140,7 @@ async def main(url: str, token: str, name: str) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url", nargs="?", default="http://localhost:3000/mcp")
+    parser.add_argument("url", nargs="?", default="http://127.0.0.1:3000/mcp")
     parser.add_argument("--token", default="alice", help="sent as Authorization: Bearer <token>")
     parser.add_argument("--name", default="Ada", help="the answer to greet's question")
     args = parser.parse_args()
