@@ -1,10 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { Type } from 'class-transformer';
 import { IsInt, IsNumber, IsOptional, IsString, Max, Min } from 'class-validator';
-import {
-  TaskTool,
-  type TaskContext,
-} from '../src/index.js';
+import { TaskTool, type TaskContext, type WhenClientLacksTasks } from '../src/index.js';
+
+/**
+ * What the task tools do when a client does not declare the tasks extension: by default they
+ * refuse; `DEMO_WHEN_CLIENT_LACKS_TASKS=inline` runs them to the end and answers their result, for
+ * trying a client without tasks (such as the Inspector 1.x, see docs/inspector.md).
+ */
+const whenClientLacksTasks = (process.env.DEMO_WHEN_CLIENT_LACKS_TASKS ??
+  'reject') as WhenClientLacksTasks;
 
 export class AddInput {
   @IsNumber()
@@ -52,6 +57,7 @@ export class DemoTools {
     description: 'Adds two numbers, reporting progress on the way.',
     input: AddInput,
     pollIntervalMs: 200,
+    whenClientLacksTasks,
   })
   async addSlowly(input: AddInput, task: TaskContext) {
     const delayMs = input.delayMs ?? 500;
@@ -69,6 +75,7 @@ export class DemoTools {
     title: 'Greet',
     description: 'Asks for your name, then greets you.',
     pollIntervalMs: 200,
+    whenClientLacksTasks,
   })
   async greet(_input: unknown, task: TaskContext) {
     const { name } = await task.requireInput(
@@ -100,6 +107,7 @@ export class DemoTools {
     title: 'Wait for cancel',
     description: 'Keeps working until it is cancelled.',
     pollIntervalMs: 200,
+    whenClientLacksTasks,
   })
   async waitForCancel(_input: unknown, task: TaskContext) {
     await task.progress('Working until cancelled');
@@ -114,6 +122,7 @@ export class DemoTools {
     description: 'Fails with the JSON-RPC error you name.',
     input: FailInput,
     pollIntervalMs: 200,
+    whenClientLacksTasks,
   })
   async failWith(input: FailInput) {
     throw Object.assign(new Error(input.message), { code: input.code });

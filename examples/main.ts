@@ -9,6 +9,11 @@ import { DEMO_CONSOLE_PATH, DemoModule, demoQueue, demoStorage } from './demo.mo
  * runs too (on Redis, also when POSTGRES_URL holds the tasks); without either, in memory.
  */
 async function main(): Promise<void> {
+  const lacking = process.env.DEMO_WHEN_CLIENT_LACKS_TASKS;
+  if (lacking !== undefined && lacking !== 'inline' && lacking !== 'reject') {
+    console.error(`DEMO_WHEN_CLIENT_LACKS_TASKS must be "inline" or "reject", not "${lacking}"`);
+    process.exit(1);
+  }
   const storage = demoStorage();
   const app = await NestFactory.create(
     storage ? DemoModule.withStorage(storage, demoQueue()) : DemoModule,
@@ -31,6 +36,8 @@ async function main(): Promise<void> {
       ? 'in Redis (REDIS_URL), prefix demo:'
       : 'in memory';
   console.log(`Tasks: ${where}`);
+  if (lacking === 'inline')
+    console.log('Task tools: run inline for clients without the tasks extension');
   if (demoQueue())
     console.log('Queue-run tool long_job: jobs on demo-jobs, run here and by `npm run worker`');
 }
