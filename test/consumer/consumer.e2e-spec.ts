@@ -141,6 +141,7 @@ const MANUAL = [
   'docs/endpoint.md',
   'docs/typescript-client.md',
   'docs/tasks-service.md',
+  'docs/options.md',
   'docs/stores.md',
   'docs/queue.md',
   'docs/operators.md',
