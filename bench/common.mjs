@@ -147,7 +147,8 @@ export function recordResults(
   if (process.env.BENCH_RECORD !== '1' || rows.length === 0) return;
   const git = (...args) =>
     spawnSync('git', args, { cwd: REPO_ROOT, encoding: 'utf8' }).stdout?.trim() ?? '';
-  const dirty = git('status', '--porcelain', '--', 'src', 'bench', 'examples') !== '';
+  const dirty =
+    git('status', '--porcelain', '--', 'src', 'bench', 'examples', ':!bench/results') !== '';
   const record = {
     bench,
     command: `npm run bench:${bench}`,
