@@ -29,7 +29,7 @@
 // BENCH_CAPACITY_WATCHED ("1000,10000": the totals of (b)), BENCH_CAPACITY_STORED (10000).
 
 import 'reflect-metadata';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import {
@@ -38,6 +38,7 @@ import {
   exitOnStop,
   fmt,
   fmtInt,
+  CLOCK_TICKS,
   fmtMiB,
   heapUsed,
   loadBuiltPackage,
@@ -47,7 +48,10 @@ import {
   nowNs,
   pool,
   positiveEnv,
+  processTreeCpuUs,
   providerNamed,
+  redisCpuUs,
+  redisInfoNumber,
   requireGc,
   sleep,
   startBenchPostgres,
@@ -77,7 +81,6 @@ const HOUR = 3_600_000;
 const OWNER = Object.freeze({ principal: 'bench' });
 const PREFIX = `bench-capacity-${process.pid}:`;
 const SCHEMA = 'bench_capacity';
-const CLOCK_TICKS = 100;
 
 const lib = await loadBuiltPackage();
 const { RedisTaskStore, redisNotifier, PostgresTaskStore, postgresNotifier } = lib;
@@ -172,69 +175,30 @@ function ask(child, message) {
 // Servers
 // ---------------------------------------------------------------------------------------------
 
-/** CPU time (µs) of process `pid` and of its children, alive or reaped, from /proc. */
-function processTreeCpuUs(pid) {
-  let ticks = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue;
-    }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime + stime of each; the postmaster's cutime + cstime too, where the CPU of the
-    // backends it reaped (closed connections) goes, so the sum never drops.
-    if (Number(entry) === pid) ticks += Number(fields[13]) + Number(fields[14]);
-    if (Number(entry) === pid || Number(fields[1]) === pid) {
-      ticks += Number(fields[11]) + Number(fields[12]);
-    }
-  }
-  return (ticks / CLOCK_TICKS) * 1e6;
-}
-
-async function infoField(client, section, name) {
-  const info = await client.info(section);
-  return Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
-}
-
 const onDeadline = [];
 
 async function startEngine(name) {
   if (name === 'redis' || name === 'cluster') {
     const cluster = name === 'cluster';
+    const track = (halt) => onDeadline.push(halt);
     const server = cluster
-      ? await startBenchRedisCluster('capacity', (servers, dir) =>
-          onDeadline.push(() => {
-            for (const each of servers) each.kill('SIGKILL');
-            rmSync(dir, { recursive: true, force: true });
-          }),
-        )
-      : await startBenchRedis('capacity', (each, dir) =>
-          onDeadline.push(() => {
-            each.kill('SIGKILL');
-            rmSync(dir, { recursive: true, force: true });
-          }),
-        );
+      ? await startBenchRedisCluster('capacity', track)
+      : await startBenchRedis('capacity', track);
     const admins = cluster
       ? server.nodes.map(({ host, port }) => new Redis({ host, port }))
       : [new Redis(server.url)];
-    const sum = async (section, field) =>
-      (await Promise.all(admins.map((admin) => infoField(admin, section, field)))).reduce(
-        (a, b) => a + b,
-        0,
-      );
+    const sum = async (read) =>
+      (await Promise.all(admins.map(read))).reduce((total, value) => total + value, 0);
+    const usedMemory = () => sum((admin) => redisInfoNumber(admin, 'memory', 'used_memory'));
     return {
       label: cluster ? 'Redis Cluster (3 masters)' : 'Redis',
       where: cluster
         ? { kind: 'cluster', nodes: server.nodes, prefix: PREFIX }
         : { kind: 'redis', url: server.url, prefix: PREFIX },
-      serverCpuUs: async () =>
-        ((await sum('cpu', 'used_cpu_user')) + (await sum('cpu', 'used_cpu_sys'))) * 1e6,
-      serverMemory: () => sum('memory', 'used_memory'),
+      serverCpuUs: () => sum(redisCpuUs),
+      serverMemory: usedMemory,
       memoryLabel: 'used_memory',
-      storedBytes: () => sum('memory', 'used_memory'),
+      storedBytes: usedMemory,
       storedLabel: 'used_memory',
       stop: async () => {
         for (const admin of admins) admin.disconnect();

@@ -4,22 +4,14 @@
 
 import { Buffer } from 'node:buffer';
 import { fork, spawn, spawnSync } from 'node:child_process';
-import {
-  chownSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { randomFillSync } from 'node:crypto';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 import { fileURLToPath, URL } from 'node:url';
+import { freePort } from '../test/servers/free-port.mjs';
+import { postgresBinDir, startPrivatePostgres } from '../test/servers/postgres.mjs';
 
 /** The repository this bench runs from. */
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -561,17 +553,7 @@ export function listenRequest(path, port, body) {
 // Loopback ports and a private redis-server
 // ---------------------------------------------------------------------------------------------
 
-/** A free loopback port (asked of the OS, then released). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 async function waitForPing(url, ms) {
   const { Redis } = await import('ioredis');
@@ -598,9 +580,10 @@ async function waitForPing(url, ms) {
 
 /**
  * The Redis of a bench: REDIS_URL when set, else a private redis-server from PATH on a free
- * loopback port, in a temporary directory (`name` in its name) and without persistence. `track`
- * gets the server process and its directory at once, so the caller's hard deadline can kill and
- * remove them. Exits the process with a message when there is neither.
+ * loopback port, in a temporary directory (`name` in its name) and without persistence.
+ * `track(halt)` gets at once a synchronous `halt()` that kills the server and removes its
+ * directory, for the caller's hard deadline. Exits the process with a message when there is
+ * neither.
  * @returns {Promise<{ url: string, own: boolean, stop(): Promise<void> }>}
  */
 export async function startBenchRedis(name, track = () => undefined) {
@@ -617,7 +600,10 @@ export async function startBenchRedis(name, track = () => undefined) {
   const server = spawn('redis-server', [...args, '--save', '', '--appendonly', 'no'], {
     stdio: 'ignore',
   });
-  track(server, dir);
+  track(() => {
+    server.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
   const url = `redis://127.0.0.1:${port}`;
   const stop = async () => {
     if (server.exitCode === null && server.signalCode === null) {
@@ -659,6 +645,48 @@ export function countRedisCommands(client) {
   return counts;
 }
 
+/** Clock ticks per second of /proc's CPU times (USER_HZ; 100 on every common Linux build). */
+export const CLOCK_TICKS =
+  Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
+
+/**
+ * CPU time (µs) of process `pid` and of its children, alive or reaped, from /proc: utime + stime
+ * of each, and `pid`'s cutime + cstime, where the CPU of the children it reaped goes (a
+ * PostgreSQL postmaster's closed backends), so the sum never drops.
+ */
+export function processTreeCpuUs(pid) {
+  let ticks = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // The command name (field 2) may hold spaces: the fields after it start past its ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(entry) === pid) ticks += Number(fields[13]) + Number(fields[14]);
+    if (Number(entry) === pid || Number(fields[1]) === pid) {
+      ticks += Number(fields[11]) + Number(fields[12]);
+    }
+  }
+  return (ticks / CLOCK_TICKS) * 1e6;
+}
+
+const infoNumber = (info, field) => Number(new RegExp(`${field}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
+
+/** A number of a Redis node's `INFO <section>` (`used_memory`, `used_cpu_user`, …), or NaN. */
+export async function redisInfoNumber(client, section, field) {
+  return infoNumber(await client.info(section), field);
+}
+
+/** A Redis node's CPU time so far, in µs (one `INFO cpu`: user + system). */
+export async function redisCpuUs(client) {
+  const info = await client.info('cpu');
+  return (infoNumber(info, 'used_cpu_user') + infoNumber(info, 'used_cpu_sys')) * 1e6;
+}
+
 /** Removes every key under `prefix` (SCAN and UNLINK, 1,000 at a time). */
 export async function removeRedisKeys(client, prefix) {
   let cursor = '0';
@@ -672,35 +700,6 @@ export async function removeRedisKeys(client, prefix) {
 // ---------------------------------------------------------------------------------------------
 // A private PostgreSQL
 // ---------------------------------------------------------------------------------------------
-
-/** PostgreSQL's server programs: `PG_BIN`, else the newest under /usr/lib/postgresql (Debian). */
-function postgresBinDir() {
-  if (process.env.PG_BIN) return process.env.PG_BIN;
-  const root = '/usr/lib/postgresql';
-  if (!existsSync(root)) return undefined;
-  const versions = readdirSync(root)
-    .filter((version) => existsSync(join(root, version, 'bin', 'initdb')))
-    .sort((a, b) => Number(b) - Number(a));
-  return versions.length === 0 ? undefined : join(root, versions[0], 'bin');
-}
-
-/**
- * Runs a server program. PostgreSQL refuses to run as root: as root it runs as the `postgres`
- * user (Debian's package makes it), which then owns the data directory.
- */
-function runPostgresProgram(program, args) {
-  const [command, argv] =
-    process.getuid?.() === 0
-      ? ['runuser', ['-u', 'postgres', '--', program, ...args]]
-      : [program, args];
-  return spawnSync(command, argv, { encoding: 'utf8' });
-}
-
-function checkRun(result, what) {
-  if (result.status !== 0) {
-    throw new Error(`${what} failed (${result.status}): ${result.stderr || result.stdout}`);
-  }
-}
 
 /**
  * The PostgreSQL of a bench: POSTGRES_URL when set, else a private server (initdb into a temporary
@@ -728,60 +727,16 @@ export async function startBenchPostgres(name, settings = {}, track = () => unde
     );
     process.exit(1);
   }
-  const port = await freePort();
-  // The data directory and the unix socket both live in one directory the server's user owns.
-  const dir = mkdtempSync(join(tmpdir(), `nestjs-mcp-tasks-bench-${name}-`));
-  if (process.getuid?.() === 0) {
-    const user = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-    const group = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
-    checkRun(user, 'id -u postgres');
-    chownSync(dir, Number(user.stdout.trim()), Number(group.stdout.trim()));
-  }
-  const data = join(dir, 'data');
-  const ctl = (args) => runPostgresProgram(join(bin, 'pg_ctl'), ['-D', data, ...args]);
-  const halt = () => {
-    ctl(['-m', 'immediate', '-w', 'stop']);
-    rmSync(dir, { recursive: true, force: true });
-  };
-  track(halt);
-  try {
-    checkRun(
-      runPostgresProgram(join(bin, 'initdb'), [
-        '-D',
-        data,
-        '-U',
-        'postgres',
-        '--auth=trust',
-        '--encoding=UTF8',
-        '--no-locale',
-        '--no-sync',
-      ]),
-      'initdb',
-    );
-    const options = [
-      `-p ${port}`,
-      `-k ${dir}`,
-      '-c listen_addresses=127.0.0.1',
-      ...Object.entries(settings).map(([key, value]) => `-c ${key}=${value}`),
-    ].join(' ');
-    checkRun(
-      ctl(['-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']),
-      'pg_ctl start',
-    );
-  } catch (error) {
-    halt();
-    throw error;
-  }
+  const server = await startPrivatePostgres({ bin, name: `bench-${name}`, settings, track });
   return {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    url: server.url,
     own: true,
-    pid: () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]),
+    pid: server.pid,
     stop: async () => {
-      const result = ctl(['-m', 'fast', '-w', '-t', '30', 'stop']);
-      rmSync(dir, { recursive: true, force: true });
-      // A server already stopped is fine: pg_ctl says so with "Is server running?".
-      if (result.status !== 0 && !/Is server running\?/.test(result.stderr)) {
-        checkRun(result, 'pg_ctl stop');
+      try {
+        server.stop('fast');
+      } finally {
+        server.remove();
       }
     },
   };

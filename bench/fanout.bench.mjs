@@ -49,7 +49,6 @@
 
 import 'reflect-metadata';
 import { Buffer } from 'node:buffer';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
 import {
@@ -64,7 +63,9 @@ import {
   pool,
   positiveEnv,
   printTargetTable,
+  processTreeCpuUs,
   providerNamed,
+  redisCpuUs,
   sleep,
   startBenchPostgres,
   startBenchRedis,
@@ -144,39 +145,6 @@ const fmt2 = (n) => fmt(n, 2);
 const bytesOf = (text) => Buffer.byteLength(text, 'utf8');
 const range = (n) => Array.from({ length: n }, (_, i) => i);
 
-/** Clock ticks per second of /proc's CPU times (Linux's USER_HZ is 100 on every common build). */
-const CLOCK_TICKS = 100;
-
-/** CPU time (µs) of process `pid` and of its children, alive or reaped, from /proc. */
-function processTreeCpuUs(pid) {
-  let ticks = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    // The command name (field 2) may hold spaces: the fields after it start past its ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime + stime of each; the postmaster's cutime + cstime too, where the CPU of the
-    // backends it reaped (closed connections) goes, so the sum never drops.
-    if (Number(entry) === pid) ticks += Number(fields[13]) + Number(fields[14]);
-    if (Number(entry) === pid || Number(fields[1]) === pid) {
-      ticks += Number(fields[11]) + Number(fields[12]);
-    }
-  }
-  return (ticks / CLOCK_TICKS) * 1e6;
-}
-
-/** A Redis node's CPU time so far, in µs (INFO cpu: user + system). */
-async function redisCpuUs(client) {
-  const info = await client.info('cpu');
-  const field = (name) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
-  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The servers, and the servers' processes the hard deadline kills
 // ---------------------------------------------------------------------------------------------
@@ -196,12 +164,7 @@ armHardDeadline(
  */
 async function startEngine(name) {
   if (name === 'redis') {
-    const redis = await startBenchRedis('fanout', (server, dir) =>
-      onDeadline.push(() => {
-        server.kill('SIGKILL');
-        rmSync(dir, { recursive: true, force: true });
-      }),
-    );
+    const redis = await startBenchRedis('fanout', (halt) => onDeadline.push(halt));
     const admin = new Redis(redis.url);
     const connection = { connection: redis.url, prefix: PREFIX };
     return {
@@ -224,12 +187,7 @@ async function startEngine(name) {
     };
   }
   if (name === 'cluster') {
-    const cluster = await startBenchRedisCluster('fanout', (servers, dir) =>
-      onDeadline.push(() => {
-        for (const server of servers) server.kill('SIGKILL');
-        rmSync(dir, { recursive: true, force: true });
-      }),
-    );
+    const cluster = await startBenchRedisCluster('fanout', (halt) => onDeadline.push(halt));
     const admins = cluster.nodes.map(({ host, port }) => new Redis({ host, port }));
     const connection = { connection: { cluster: cluster.nodes }, prefix: PREFIX };
     return {

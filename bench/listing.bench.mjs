@@ -420,9 +420,7 @@ async function walk(store, counts, owner, status) {
 }
 
 async function benchRedis(tasks, heavyTasks, memoryStore) {
-  const redis = await startBenchRedis('listing', (server) => {
-    stopOnDeadline = () => server.kill('SIGKILL');
-  });
+  const redis = await startBenchRedis('listing', (halt) => (stopOnDeadline = halt));
   const admin = new Redis(redis.url);
   const version = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1] ?? 'unknown';
   console.log(

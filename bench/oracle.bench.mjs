@@ -328,9 +328,7 @@ async function main() {
   console.log('nestjs-mcp-tasks timing-oracle benchmark');
   console.log(`  ${platformLine()}`);
   const lib = await loadBuiltPackage();
-  const redis = await startBenchRedis('oracle', (server) => {
-    stopRedis = () => server.kill('SIGKILL');
-  });
+  const redis = await startBenchRedis('oracle', (halt) => (stopRedis = halt));
   const rows = [];
   try {
     for (const storeName of ['memory', 'redis']) {

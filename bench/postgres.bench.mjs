@@ -35,7 +35,6 @@
 // Environment knobs (all optional): POSTGRES_URL, REDIS_URL, BENCH_POSTGRES_ROUNDS (default 5),
 // BENCH_POSTGRES_ROUND_MS (1000), BENCH_POSTGRES_WARMUP_MS (500).
 
-import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { URL } from 'node:url';
@@ -54,7 +53,9 @@ import {
   machineLine,
   pool,
   positiveEnv,
+  CLOCK_TICKS,
   printTargetTable,
+  redisCpuUs,
   removeRedisKeys,
   sized,
   startBenchPostgres,
@@ -251,8 +252,6 @@ function countQueries(poolToCount) {
 // Server CPU time
 // ---------------------------------------------------------------------------------------------
 
-const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
-
 /** utime + stime of a process, in µs (0 when it is gone). */
 function processCpuUs(pid) {
   try {
@@ -295,9 +294,7 @@ function serverClocks(postgres, redisAdmin) {
     },
     postgresUs: () => pids.reduce((sum, pid) => sum + processCpuUs(pid), 0),
     async redisUs() {
-      const info = await redisAdmin.info('cpu');
-      const field = (name) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
-      return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+      return redisCpuUs(redisAdmin);
     },
   };
 }
@@ -1070,9 +1067,7 @@ const postgres = await startBenchPostgres(
   },
   (halt) => halts.push(halt),
 );
-const redis = await startBenchRedis('postgres', (server) =>
-  halts.push(() => server.kill('SIGKILL')),
-);
+const redis = await startBenchRedis('postgres', (halt) => halts.push(halt));
 const admin = new pg.Client({ connectionString: postgres.url });
 await admin.connect();
 const redisAdmin = new Redis(redis.url);

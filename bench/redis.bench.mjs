@@ -130,9 +130,7 @@ function shown(url) {
 
 /** A private redis-server (or REDIS_URL), killed by the hard deadline. */
 function startRedis() {
-  return startBenchRedis('redis', (server) => {
-    stopOnDeadline = () => server.kill('SIGKILL');
-  });
+  return startBenchRedis('redis', (halt) => (stopOnDeadline = halt));
 }
 
 let stopOnDeadline = () => undefined;

@@ -1,9 +1,5 @@
-import { type SpawnSyncReturns, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
-import { freePort } from './redis-server.js';
+import { postgresBinDir, startPrivatePostgres } from './servers/postgres.mjs';
 
 /** Whether the tests may stop and start the server (a private one: not with POSTGRES_URL). */
 export const canStopServer = !process.env.POSTGRES_URL;
@@ -67,46 +63,21 @@ export interface TestPostgresOptions {
   fsync?: boolean;
 }
 
-/** The directory of PostgreSQL's server programs: `PG_BIN`, else Debian's newest. */
+/** PostgreSQL's server programs, or a clear error naming what to install. */
 function binDir(): string {
-  const fromEnv = process.env.PG_BIN;
-  if (fromEnv) return fromEnv;
-  const root = '/usr/lib/postgresql';
-  const versions = existsSync(root)
-    ? readdirSync(root)
-        .filter((version) => existsSync(join(root, version, 'bin', 'initdb')))
-        .sort((a, b) => Number(b) - Number(a))
-    : [];
-  if (versions.length === 0) {
+  const bin = postgresBinDir();
+  if (bin === undefined) {
     throw new Error(
       'These tests need PostgreSQL: install it (apt-get install -y postgresql), set PG_BIN to its bin directory, or set POSTGRES_URL',
     );
   }
-  return join(root, versions[0]!, 'bin');
-}
-
-/**
- * Runs a server program. PostgreSQL refuses to run as root: as root, it runs as the `postgres`
- * user (Debian's package makes it), which owns the data directory.
- */
-function run(program: string, args: string[]): SpawnSyncReturns<string> {
-  const asRoot = process.getuid?.() === 0;
-  const [command, argv] = asRoot
-    ? ['runuser', ['-u', 'postgres', '--', program, ...args]]
-    : [program, args];
-  return spawnSync(command, argv, { encoding: 'utf8' });
-}
-
-function check(result: SpawnSyncReturns<string>, what: string): void {
-  if (result.status !== 0) {
-    throw new Error(`${what} failed (${result.status}): ${result.stderr || result.stdout}`);
-  }
+  return bin;
 }
 
 /** Servers this process started and has not stopped: stopped should the process exit first. */
 const running = new Set<() => void>();
 process.once('exit', () => {
-  for (const stop of running) stop();
+  for (const halt of running) halt();
 });
 
 export async function startTestPostgres({
@@ -114,66 +85,32 @@ export async function startTestPostgres({
 }: TestPostgresOptions = {}): Promise<TestPostgres> {
   const fromEnv = process.env.POSTGRES_URL;
   if (fromEnv) return databaseOn(fromEnv);
-  const bin = binDir();
-  const port = await freePort();
-  // The data directory and the unix socket both live in one temp dir, owned by the server's user.
-  const dir = mkdtempSync(join(tmpdir(), 'nestjs-mcp-tasks-pg-'));
-  const data = join(dir, 'data');
-  if (process.getuid?.() === 0) {
-    const user = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-    const group = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
-    check(user, 'id -u postgres');
-    chownSync(dir, Number(user.stdout.trim()), Number(group.stdout.trim()));
-  }
-  check(
-    run(join(bin, 'initdb'), [
-      '-D',
-      data,
-      '-U',
-      'postgres',
-      '--auth=trust',
-      '--encoding=UTF8',
-      '--no-locale',
-      '--no-sync',
-    ]),
-    'initdb',
-  );
-  const options = [
-    `-p ${port}`,
-    `-k ${dir}`,
-    '-c listen_addresses=127.0.0.1',
-    `-c fsync=${fsync ? 'on' : 'off'}`,
-    // A few clients per test file, and a small box: small buffers start fast.
-    '-c shared_buffers=32MB',
-    '-c max_connections=100',
-  ].join(' ');
-  const ctl = (args: string[]): SpawnSyncReturns<string> =>
-    run(join(bin, 'pg_ctl'), ['-D', data, ...args]);
-  const halt = (): void => void ctl(['-m', 'immediate', '-w', 'stop']);
-  const start = async (): Promise<void> => {
-    check(
-      ctl(['-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']),
-      'pg_ctl start',
-    );
-    running.add(halt);
-  };
+  const server = await startPrivatePostgres({
+    bin: binDir(),
+    name: 'pg',
+    settings: {
+      fsync: fsync ? 'on' : 'off',
+      // A few clients per test file, and a small box: small buffers start fast.
+      shared_buffers: '32MB',
+      max_connections: 100,
+    },
+    track: (halt) => running.add(halt),
+  });
   const stopWith = (mode: 'fast' | 'immediate'): void => {
-    running.delete(halt);
-    const result = ctl(['-m', mode, '-w', '-t', '30', 'stop']);
-    // A server already stopped is fine: pg_ctl says so with status 1 and "Is server running?".
-    if (result.status !== 0 && !/Is server running\?/.test(result.stderr)) {
-      check(result, `pg_ctl stop -m ${mode}`);
-    }
+    running.delete(server.halt);
+    server.stop(mode);
   };
-  await start();
   return {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    port,
-    start,
+    url: server.url,
+    port: server.port,
+    start: async () => {
+      server.start();
+      running.add(server.halt);
+    },
     kill: async () => stopWith('immediate'),
     stop: async () => {
       stopWith('fast');
-      rmSync(dir, { recursive: true, force: true });
+      server.remove();
     },
   };
 }
