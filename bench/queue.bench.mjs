@@ -79,7 +79,7 @@
 // BENCH_QUEUE_CPU_PROF=<dir> (the two contenders run with --cpu-prof and write
 // <dir>/<side>.cpuprofile when they stop).
 
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { clearTimeout, setTimeout } from 'node:timers';
 import { URL } from 'node:url';
@@ -99,6 +99,8 @@ import {
   positiveEnv,
   printTargetTable,
   providerNamed,
+  redisCpuUs,
+  removeRedisKeys,
   sleep,
   startBenchRedis,
   startChild,
@@ -131,6 +133,8 @@ const THROUGHPUT_TARGET = 0.7;
 const LEASE_TARGET = 1.1;
 
 const HOUR = 3_600_000;
+/** The sender's tag before each redisNotifier message (12 characters: src/notify/remote-changes.ts). */
+const ORIGIN_LENGTH = 12;
 const QUEUE = 'bench-work';
 const TOOL = 'instant';
 const OWNER = Object.freeze({ principal: 'bench' });
@@ -215,17 +219,19 @@ function stopProcess(child) {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Completions seen on a change channel, by task id: `wait(id)` resolves once a message says the
- * task is `completed` (also when it came before the wait). A `failed` or `cancelled` task stops
- * the process: the bench counts only tasks that did their work.
+ * Completions seen on the change channels, by task id: `wait(id)` resolves once a message says
+ * the task is `completed` (also when it came before the wait). A `failed` or `cancelled` task
+ * stops the process: the bench counts only tasks that did their work. `channel`: one channel of
+ * bare JSON records (the bare side's). `pattern`: the redisNotifier's channels of every task
+ * (`{prefix}changes:*`), whose messages are the sender's tag (ORIGIN_LENGTH characters) and the
+ * record (the bench's records are small enough to travel whole).
  */
-function completionFeed(url, channel) {
+function completionFeed(url, { channel, pattern }) {
   const subscriber = new Redis(url, { maxRetriesPerRequest: null });
   const waiting = new Map();
   const early = new Set();
   let completed = 0;
-  subscriber.on('message', (from, message) => {
-    if (from !== channel) return;
+  const heard = (message) => {
     const record = JSON.parse(message);
     if (record.status === 'working') return;
     if (record.status !== 'completed') {
@@ -239,9 +245,15 @@ function completionFeed(url, channel) {
       waiting.delete(record.taskId);
       resolve();
     }
+  };
+  subscriber.on('message', (from, message) => {
+    if (from === channel) heard(message);
+  });
+  subscriber.on('pmessage', (from, _channel, message) => {
+    if (from === pattern) heard(message.slice(ORIGIN_LENGTH));
   });
   return {
-    ready: subscriber.subscribe(channel),
+    ready: pattern === undefined ? subscriber.subscribe(channel) : subscriber.psubscribe(pattern),
     get completed() {
       return completed;
     },
@@ -329,7 +341,7 @@ async function serveOurs(url, prefix) {
   const tool = registry.get(TOOL);
   assert(tool?.options.queue !== undefined, `no queue-run tool ${TOOL}`);
   const service = app.get(TasksService);
-  const feed = completionFeed(url, `${prefix}tasks:changes`);
+  const feed = completionFeed(url, { pattern: `${prefix}tasks:changes:*` });
   await feed.ready;
   const start = async () => (await runner.start(tool, {}, OWNER)).taskId;
   return {
@@ -384,7 +396,7 @@ async function serveBare(url, prefix) {
     process.exit(1);
   });
   await worker.waitUntilReady();
-  const feed = completionFeed(url, channel);
+  const feed = completionFeed(url, { channel });
   await feed.ready;
   const start = async () => {
     const taskId = newTaskId();
@@ -549,39 +561,19 @@ async function serve(side, url, prefix) {
 /** What the hard deadline and signals kill: the children and the redis-server, by their pid. */
 const started = new Set();
 
-/** The private redis-server's temporary directory, removed on every way out. */
-const directories = new Set();
+/** Kills the private redis-server and removes its temporary directory, on every way out. */
+const halts = new Set();
 
 function killEverything() {
   for (const child of started) {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
-  for (const dir of directories) rmSync(dir, { recursive: true, force: true });
+  for (const halt of halts) halt();
 }
 
-/** A private redis-server (or REDIS_URL), its process and directory tracked for killEverything. */
+/** A private redis-server (or REDIS_URL), halted by killEverything. */
 function startRedis() {
-  return startBenchRedis('queue', (server, dir) => {
-    started.add(server);
-    directories.add(dir);
-  });
-}
-
-/** Removes every key under `prefix` (at the end, on a shared REDIS_URL). */
-async function removeKeys(client, prefix) {
-  let cursor = '0';
-  do {
-    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-    if (keys.length > 0) await client.unlink(...keys);
-    cursor = next;
-  } while (cursor !== '0');
-}
-
-/** The server's CPU time so far, in µs (`INFO cpu`: user + system). */
-async function serverCpuUs(admin) {
-  const info = await admin.info('cpu');
-  const field = (name) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? NaN);
-  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+  return startBenchRedis('queue', (halt) => halts.add(halt));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -676,9 +668,9 @@ async function monitorTasks(url, contender, count) {
 
 /** One measured run of `n` tasks on a side: tasks/s, CPU µs per task of its process and of Redis. */
 async function measure(contender, admin, n) {
-  const before = await serverCpuUs(admin);
+  const before = await redisCpuUs(admin);
   const { ms, cpuUs } = await contender.ask({ type: 'round', n, inFlight: IN_FLIGHT }, 120_000);
-  const redisUs = (await serverCpuUs(admin)) - before;
+  const redisUs = (await redisCpuUs(admin)) - before;
   return { rate: n / (ms / 1000), cpuUs: cpuUs / n, redisUs: redisUs / n };
 }
 
@@ -901,7 +893,7 @@ async function main() {
     if (rows.length > 0) printTargetTable(rows);
   } finally {
     await Promise.all(sides.map((side) => side.stop()));
-    if (!redis.own) await removeKeys(admin, prefix).catch(() => undefined);
+    if (!redis.own) await removeRedisKeys(admin, prefix).catch(() => undefined);
     admin.disconnect();
     await redis.stop();
   }
