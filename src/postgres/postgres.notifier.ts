@@ -6,6 +6,7 @@ import { ListenFeed } from '../notify/listen-feed.js';
 import { type ReceivedChanges, RemoteChanges } from '../notify/remote-changes.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
+import { TaskStore } from '../store/task-store.js';
 import type { TaskRecord } from '../task.js';
 import {
   connectPool,
@@ -14,6 +15,7 @@ import {
   schemaOf,
   timeoutOf,
 } from './postgres-connection.js';
+import { PostgresTaskStore } from './postgres.task-store.js';
 
 /** How long the LISTEN connection waits before connecting again after it broke. */
 const RECONNECT_MS = 1_000;
@@ -59,10 +61,15 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   /** What other instances write reaches this process's waiters (when it was given the feed). */
   readonly deliversRemoteChanges: boolean;
 
+  /**
+   * `store` reads the records sent by reference (the module's store, given by
+   * `postgresNotifier`); without it, a PostgresTaskStore on this notifier's own pool reads them.
+   */
   constructor(
     options: PostgresConnectionOptions,
     private readonly listenFeed: ListenFeed,
     waiters?: WaiterFeed,
+    store?: Pick<TaskStore, 'get'>,
   ) {
     this.schema = schemaOf(options, 'PostgresTaskNotifier');
     this.timeoutMs = timeoutOf(options, 'PostgresTaskNotifier');
@@ -76,6 +83,7 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
     this.taskChannelHead = `nmt${createHash('sha1').update(this.schema).digest('hex').slice(0, 8)}_`;
     this.deliversRemoteChanges = waiters !== undefined;
     this.ready = this.listen().then(() => undefined);
+    let reader = store;
     this.changes = new RemoteChanges(
       {
         apply: (watch, unwatch) =>
@@ -84,7 +92,13 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
             ...unwatch.map((taskId) => `UNLISTEN "${this.channelOf(taskId)}"`),
           ]),
         applyAll: (on) => this.run([`${on ? 'LISTEN' : 'UNLISTEN'} "${this.channel}"`]),
-        read: (taskId) => this.read(taskId),
+        read: (taskId) =>
+          (reader ??= new PostgresTaskStore({
+            connection: this.pool,
+            schema: this.schema,
+            setup: false,
+            timeoutMs: this.timeoutMs,
+          })).get(taskId),
       },
       waiters === undefined ? [listenFeed] : [listenFeed, waiters],
       this.timeoutMs,
@@ -164,19 +178,6 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
       text: statements.join('; '),
       query_timeout: this.timeoutMs,
     } as QueryConfig);
-  }
-
-  private read(taskId: string): Promise<TaskRecord | null> {
-    const query = {
-      text: `SELECT record::text AS record FROM ${this.schema}.tasks WHERE task_id = $1::text`,
-      values: [taskId],
-      query_timeout: this.timeoutMs,
-    } as QueryConfig;
-    return this.pool
-      .query<{ record: string }>(query)
-      .then(({ rows }) =>
-        rows[0] === undefined ? null : (JSON.parse(rows[0].record) as TaskRecord),
-      );
   }
 
   /** Connects the LISTEN connection; on failure or when it breaks later, tries again. */
@@ -259,8 +260,8 @@ function channelOf(schema: string, suffix: string): string {
  */
 export function postgresNotifier(options: PostgresConnectionOptions): PartProvider<TaskNotifier> {
   return {
-    useFactory: (listenFeed: ListenFeed, waiters: WaiterFeed) =>
-      new PostgresTaskNotifier(options, listenFeed, waiters),
-    inject: [ListenFeed, WaiterFeed],
+    useFactory: (listenFeed: ListenFeed, waiters: WaiterFeed, store: TaskStore) =>
+      new PostgresTaskNotifier(options, listenFeed, waiters, store),
+    inject: [ListenFeed, WaiterFeed, TaskStore],
   } as PartProvider<TaskNotifier>;
 }
