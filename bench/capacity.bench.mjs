@@ -60,6 +60,7 @@ import {
   stopChild,
   tasksContext,
   until,
+  askChild,
 } from './common.mjs';
 import { startBenchRedisCluster } from './redis-cluster.mjs';
 
@@ -156,19 +157,6 @@ async function watcherProcess() {
     }
   });
   process.send({ type: 'ready' });
-}
-
-/** Sends `message` to the child and resolves its first answer of the same type. */
-function ask(child, message) {
-  return new Promise((resolve) => {
-    const onMessage = (answer) => {
-      if (answer?.type !== message.type) return;
-      child.off('message', onMessage);
-      resolve(answer);
-    };
-    child.on('message', onMessage);
-    child.send(message);
-  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -275,10 +263,10 @@ async function throughput(engine, child, writerOn, writerOff, taskIds) {
     { name: 'notifier off', writer: writerOff, watched: false },
   ];
   for (const mode of modes) {
-    if (mode.watched) await ask(child, { type: 'watch', taskIds });
+    if (mode.watched) await askChild(child, { type: 'watch', taskIds });
     for (const inFlight of IN_FLIGHT) {
       await writeFor(mode.writer.service, taskIds, inFlight, WARMUP_MS, counter);
-      const before = await ask(child, { type: 'count' });
+      const before = await askChild(child, { type: 'count' });
       const server = await engine.serverCpuUs();
       const machine = machineBusyUs();
       const cpu = process.cpuUsage();
@@ -288,7 +276,7 @@ async function throughput(engine, child, writerOn, writerOff, taskIds) {
       const used = process.cpuUsage(cpu);
       const machineUs = machineBusyUs() - machine;
       const serverUs = (await engine.serverCpuUs()) - server;
-      const after = await ask(child, { type: 'count' });
+      const after = await askChild(child, { type: 'count' });
       // Deliveries still under way when the window closed: wait a little for them, so `lag` is
       // what the watcher could not keep up with, not what was in flight.
       let heard = after.heard - before.heard;
@@ -296,7 +284,7 @@ async function throughput(engine, child, writerOn, writerOff, taskIds) {
         const settle = Date.now() + 2_000;
         while (heard < writes && Date.now() < settle) {
           await sleep(50);
-          heard = (await ask(child, { type: 'count' })).heard - before.heard;
+          heard = (await askChild(child, { type: 'count' })).heard - before.heard;
         }
       }
       rows.push({
@@ -325,7 +313,7 @@ async function throughput(engine, child, writerOn, writerOff, taskIds) {
           `per change: writer ${fmtInt(row.writerUsPerChange)} µs, server ${fmtInt(row.serverUsPerChange)} µs; ${row.delivered}`,
       );
     }
-    if (mode.watched) await ask(child, { type: 'unwatch' });
+    if (mode.watched) await askChild(child, { type: 'unwatch' });
   }
   return rows;
 }

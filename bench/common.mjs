@@ -457,16 +457,20 @@ export function startChild(moduleUrl, args, { execArgv = [], label }) {
   });
 }
 
-/** Sends `{ type }` to a child and resolves its first answer of the same type. */
-export function askChild(child, type) {
+/**
+ * Sends `request` to a child (a message `{ type, … }`, or its type alone) and resolves the
+ * child's first answer of the same type.
+ */
+export function askChild(child, request) {
+  const message = typeof request === 'string' ? { type: request } : request;
   return new Promise((resolve) => {
-    const onMessage = (message) => {
-      if (message?.type !== type) return;
+    const onMessage = (answer) => {
+      if (answer?.type !== message.type) return;
       child.off('message', onMessage);
-      resolve(message);
+      resolve(answer);
     };
     child.on('message', onMessage);
-    child.send({ type });
+    child.send(message);
   });
 }
 

@@ -102,6 +102,7 @@ import {
   stopChild,
   until,
   verdict,
+  askChild,
 } from './common.mjs';
 
 const CALLS = positiveEnv('BENCH_IDLE_CALLS', 10_000);
@@ -562,25 +563,13 @@ async function closeConnections(client) {
   await sleep(200);
 }
 
-async function ask(child, message) {
-  return new Promise((resolve) => {
-    const onMessage = (answer) => {
-      if (answer?.type !== message.type) return;
-      child.off('message', onMessage);
-      resolve(answer);
-    };
-    child.on('message', onMessage);
-    child.send(message);
-  });
-}
-
 /** Releases every call of wait_for_release at the gate and waits until they have all ended. */
 async function release(child, label, expected) {
-  const { released } = await ask(child, { type: 'release' });
+  const { released } = await askChild(child, { type: 'release' });
   assert(released === expected, `${label}: ${released} calls released, expected ${expected}`);
   await until(
     `${label}: the released calls to end`,
-    async () => (await ask(child, { type: 'counts' })).running === 0,
+    async () => (await askChild(child, { type: 'counts' })).running === 0,
     30_000,
   );
 }
@@ -614,12 +603,12 @@ async function measure(kind, mode) {
       await pool(warm, CONCURRENCY, (taskId) => client.cancel(taskId));
       await until(
         `${label}: the warm-up calls to end on their cancel`,
-        async () => (await ask(child, { type: 'counts' })).running === 0,
+        async () => (await askChild(child, { type: 'counts' })).running === 0,
         10_000,
       );
     }
     await closeConnections(client);
-    const before = await ask(child, { type: 'heap', readings: HEAP_READINGS });
+    const before = await askChild(child, { type: 'heap', readings: HEAP_READINGS });
 
     const start = nowNs();
     if (mode !== 'stored') {
@@ -630,13 +619,13 @@ async function measure(kind, mode) {
       );
       await closeConnections(client);
     } else {
-      await ask(child, { type: 'fill', count: CALLS });
+      await askChild(child, { type: 'fill', count: CALLS });
     }
     const fillMs = msSince(start);
     await sleep(SETTLE_MS);
-    const idle = await ask(child, { type: 'idle', ms: WINDOW_MS });
-    const after = await ask(child, { type: 'heap', readings: HEAP_READINGS });
-    const counts = await ask(child, { type: 'counts' });
+    const idle = await askChild(child, { type: 'idle', ms: WINDOW_MS });
+    const after = await askChild(child, { type: 'heap', readings: HEAP_READINGS });
+    const counts = await askChild(child, { type: 'counts' });
     const expectRunning = mode === 'stored' ? 0 : CALLS;
     assert(
       counts.running === expectRunning,
