@@ -62,12 +62,23 @@ function next(task: TaskRecord, changes: Partial<TaskRecord>, now: number): Task
   return copy;
 }
 
-/** A terminal record keeps no pending input or cancellation request. */
+/**
+ * A terminal record keeps no pending input or cancellation request. A task that has none (most
+ * tasks) is copied once, without the rest pattern's copy before it.
+ */
 function settle(
   task: TaskRecord,
   changes: Partial<TaskRecord> & { status: TerminalTaskState },
   now: number,
 ): TaskRecord {
+  if (
+    !('inputRequests' in task) &&
+    !('inputResponses' in task) &&
+    !('cancelRequested' in task) &&
+    !('inputRequiredSince' in task)
+  ) {
+    return next(task, changes, now);
+  }
   const { inputRequests, inputResponses, cancelRequested, inputRequiredSince, ...kept } = task;
   return next(kept as TaskRecord, changes, now);
 }
