@@ -39,15 +39,20 @@ import type {
   TaskStoreListOptions,
 } from './task-store.js';
 
-/** What a `get` of a missing id checks in place of a record (see `get`); it is never returned. */
+/**
+ * What a `get` of a missing id checks in place of a record (see `get`); it is never returned. It
+ * has the fields of a stored task in their order, and a TTL, so that its checks take the steps a
+ * real record's take (an expiry computed, then an owner compared).
+ */
 const NOBODY: TaskRecord = Object.freeze({
   taskId: '',
   owner: Object.freeze({ principal: '\u0000no one', tenant: '\u0000' }),
   status: 'working',
   createdAt: 0,
   lastUpdatedAt: 0,
-  ttlMs: null,
-  version: 0,
+  ttlMs: Number.MAX_SAFE_INTEGER,
+  version: 1,
+  bytes: 0,
 });
 
 /** What the in-memory store may hold in all unless configured otherwise: 256 MiB of records. */
