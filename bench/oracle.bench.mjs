@@ -14,7 +14,9 @@
 //   (a) Over real HTTP: a server in a child process (this file with `--serve <store>`), the
 //       package's TasksModule with its defaults, Express, on loopback; bob's 2026-07-28
 //       `tasks/get` of alice's task against one of a made-up id of the same form (43 characters
-//       of base64url, a new one each pair), one request at a time on one keep-alive connection.
+//       of base64url), one request at a time on one keep-alive connection. Both ids are asked
+//       again and again (one made-up id per run, as there is one foreign one); a context line
+//       sets that made-up id against one new in each request.
 //   (b) At the store: `store.get(id, bob)` of the same two, in this process, without HTTP (what
 //       the store itself adds, apart from the noise of the network stack). A context line shows
 //       `store.get(id)` unscoped, which on Redis transfers and parses the record: what the owner
@@ -230,13 +232,24 @@ async function overHttp(storeName, redisUrl) {
       assert(answer.text === first.text, `an answer changed: ${answer.text.slice(0, 200)}`);
       return answer.ns;
     };
+    // Like for like: bob asks for alice's id again and again, so the made-up id he is compared
+    // with is one id asked again and again too. A made-up id new in every request costs the
+    // round trip about 2 µs more whether or not any task has it (the context line, two made-up
+    // ids against each other), which would read as the foreign id being faster.
+    const madeUp = getRequest(newTaskId());
     const result = await interleave(
       PAIRS,
       WARMUP,
       () => time(foreign),
+      () => time(madeUp),
+    );
+    const freshness = await interleave(
+      Math.min(PAIRS, 2_000),
+      WARMUP,
+      () => time(madeUp),
       () => time(getRequest(newTaskId())),
     );
-    return { ...result, bytes: ready.bytes };
+    return { ...result, freshness, bytes: ready.bytes };
   } finally {
     agent.destroy();
     await stopChild(child);
@@ -340,6 +353,12 @@ async function main() {
           'it (maxTaskBytes, by default 1,048,576)',
       );
       line('(a) HTTP tasks/get as bob', http);
+      console.log(
+        `      context, a made-up id asked again vs one new in each request (no task has either): ` +
+          `medians ${fmt(http.freshness.foreignUs, 1)} vs ${fmt(http.freshness.madeUpUs, 1)} µs; ` +
+          `the one asked again slower in ${pct(http.freshness.share)} of ` +
+          `${fmtInt(http.freshness.pairs)} pairs`,
+      );
       const { owned, unscoped, sizes } = await atStore(lib, storeName, url);
       line('(b) store.get(id, bob)  ', owned);
       line('    context, store.get(id) unscoped (the record read as is)', unscoped);
