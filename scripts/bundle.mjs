@@ -18,7 +18,7 @@
 // 6 µs create → get → complete cycle (bench/store (a)). Those inner wraps are taken out again
 // (`unwrapInnerNames`); a closure then has the name its binding infers, which only a stack trace
 // shows.
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, URL } from 'node:url';
 import { build } from 'esbuild';
@@ -113,18 +113,21 @@ function unwrapInnerNames(file, source) {
 // made from import.meta.url: in the bundle, the module is part of another file, so the URL is
 // pointed at dist/console/assets/ from there. Exactly one file holds it, or the build fails.
 const ASSETS_URL = 'new URL("./assets/", import.meta.url)';
-const bundled = filesUnder(OUT).filter((file) => file.endsWith('.js'));
-for (const file of bundled) writeFileSync(file, unwrapInnerNames(file, readFileSync(file, 'utf8')));
-const holders = bundled.filter((file) => readFileSync(file, 'utf8').includes(ASSETS_URL));
+// Each bundled file is read once; its text is mended here and written once, into dist/.
+const texts = new Map(
+  filesUnder(OUT)
+    .filter((file) => file.endsWith('.js'))
+    .map((file) => [file, unwrapInnerNames(file, readFileSync(file, 'utf8'))]),
+);
+const holders = [...texts].filter(([, text]) => text.includes(ASSETS_URL));
 if (holders.length !== 1) {
   throw new Error(`expected one bundled file with ${ASSETS_URL}, found ${holders.length}`);
 }
-const [holder] = holders;
+const [[holder, source]] = holders;
 const assets = relative(dirname(holder), join(OUT, 'console', 'assets'))
   .split(sep)
   .join('/');
-const source = readFileSync(holder, 'utf8');
-writeFileSync(
+texts.set(
   holder,
   source.replace(ASSETS_URL, `new URL(${JSON.stringify(`./${assets}/`)}, import.meta.url)`),
 );
@@ -135,9 +138,9 @@ const pageFiles = join(DIST, 'console', 'assets') + sep;
 for (const file of filesUnder(DIST)) {
   if (file.endsWith('.js') && !file.startsWith(pageFiles)) rmSync(file);
 }
-for (const file of bundled) {
+for (const [file, text] of texts) {
   const target = join(DIST, relative(OUT, file));
   mkdirSync(dirname(target), { recursive: true });
-  renameSync(file, target);
+  writeFileSync(target, text);
 }
 rmSync(OUT, { recursive: true, force: true });
