@@ -184,6 +184,22 @@ export class TaskInternalError extends TaskError {
   }
 }
 
+/**
+ * A running tool call gave up on the task store: it could not reach it for longer than the
+ * `storeOutageMs` window. The call's signal fires with it, and its task fails with it (code
+ * -32603, `data: { reason: 'storeUnreachable', outageMs }`) once the store answers again: the
+ * task says its store was away, not that its tool failed.
+ */
+export class TaskStoreUnreachableError extends TaskError {
+  constructor(readonly outageMs: number) {
+    super(
+      'internal',
+      `Task store unreachable for ${Math.round(outageMs / 1000)} s: the call was stopped`,
+      { reason: 'storeUnreachable', outageMs },
+    );
+  }
+}
+
 /** The HTTP status of each kind of TaskError, for REST controllers that call TasksService. */
 export const TASK_ERROR_HTTP_STATUS: Readonly<Record<TaskErrorKind, number>> = {
   not_found: 404,

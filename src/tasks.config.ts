@@ -2,6 +2,7 @@ import { defaultPrincipal, type PrincipalResolver } from './principal.js';
 import {
   DEFAULT_JANITOR_INTERVAL_MS,
   DEFAULT_LEASE_TTL_MS,
+  DEFAULT_STORE_OUTAGE_MS,
   DEFAULT_MCP_PATH,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_BODY_BYTES,
@@ -57,6 +58,7 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'resultWaits',
   'runningTasksOnShutdown',
   'lease',
+  'storeOutageMs',
   'telemetry',
 ]);
 const LISTEN_KEYS: ReadonlySet<string> = new Set([
@@ -81,6 +83,12 @@ function positiveInteger(key: string, value: unknown, fallback: number): number 
   if (value === undefined) return fallback;
   if (!isPositiveInteger(value)) throw mustBe(key, 'a positive integer', value);
   return value;
+}
+
+function nonNegativeInteger(key: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (value !== 0 && !isPositiveInteger(value)) throw mustBe(key, 'an integer of 0 or more', value);
+  return value as number;
 }
 
 function positiveIntegerOrNull<F extends number | null | undefined>(
@@ -193,6 +201,7 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     resultWaits: resultWaitsOptions(raw.resultWaits),
     runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
     lease: leaseOptions(raw.lease),
+    storeOutageMs: nonNegativeInteger('storeOutageMs', raw.storeOutageMs, DEFAULT_STORE_OUTAGE_MS),
     telemetry: telemetryOptions(raw.telemetry),
   });
 }

@@ -33,6 +33,8 @@ export const MAX_TRANSITION_ATTEMPTS = 64;
 
 /** How long an instance's lease lasts unless configured otherwise (see TasksLease). */
 export const DEFAULT_LEASE_TTL_MS = 30_000;
+/** How long a running tool call rides out a store outage by default (option `storeOutageMs`). */
+export const DEFAULT_STORE_OUTAGE_MS = 120_000;
 /**
  * The shortest lease allowed. Tests use leases of a few hundred milliseconds; below this a
  * renewal delayed by a busy event loop would let a live instance's lease run out.

@@ -163,6 +163,8 @@ function validateListOptions(options: ListTasksOptions): {
  * other processes sharing the store can cause a conflict.
  */
 const STORE_UNAVAILABLE = 'Task store unavailable';
+/** While the store fails, how often the outage is logged again. */
+const STORE_FAULT_LOG_MS = 60_000;
 
 /** Whether `error` is TasksService's answer to a store fault (the store is down or too slow). */
 export function isStoreUnavailable(error: unknown): boolean {
@@ -184,6 +186,16 @@ export class TasksService {
    * store has leases (see TasksLease).
    */
   readonly leased: boolean;
+  /** When this process's store calls began to fail (epoch ms), while they fail. */
+  private storeDownSince: number | undefined;
+  /** Store calls failed since then, and when the outage was last logged. */
+  private storeFaults = 0;
+  private storeFaultLoggedAt = 0;
+  /**
+   * When a store call of this process last failed (epoch ms; 0: never). The lease judges other
+   * instances only after a whole lease TTL without one (see TasksLease).
+   */
+  lastStoreFaultAt = 0;
 
   constructor(
     @Inject(TaskStore) private readonly store: TaskStore,
@@ -220,6 +232,7 @@ export class TasksService {
     } catch (error) {
       throw this.storeFault(error);
     }
+    if (this.storeDownSince !== undefined) this.storeAnswered();
     this.waiters.publish(record);
     this.telemetry?.wrote(record, undefined);
     this.announce(record);
@@ -520,9 +533,9 @@ export class TasksService {
     await this.transition(
       taskId,
       undefined,
-      (task) => {
+      (task, now) => {
         taken = { ...task.inputResponses };
-        return takeInputResponsesTask(task);
+        return takeInputResponsesTask(task, now);
       },
       false,
     );
@@ -544,6 +557,7 @@ export class TasksService {
     } catch (error) {
       throw this.storeFault(error);
     }
+    if (this.storeDownSince !== undefined) this.storeAnswered();
     if (record === null) throw new TaskNotFoundError();
     return record;
   }
@@ -584,6 +598,7 @@ export class TasksService {
         } catch (error) {
           throw this.storeFault(error);
         }
+        if (this.storeDownSince !== undefined) this.storeAnswered();
         if (written) {
           this.waiters.publish(next);
           this.telemetry?.wrote(next, current);
@@ -620,11 +635,39 @@ export class TasksService {
     return run;
   }
 
-  /** Store faults become one safe internal error; task errors pass through unchanged. */
+  /**
+   * Store faults become one safe internal error; task errors pass through unchanged. An outage is
+   * logged when it starts and then once a minute while it lasts, not once per failed call: twenty
+   * running calls through a minute's failover would otherwise write hundreds of lines.
+   */
   private storeFault(error: unknown): TaskError {
     if (error instanceof TaskError) return error;
-    this.logger.error(`Task store failed: ${messageOf(error)}`);
+    const now = Date.now();
+    this.lastStoreFaultAt = now;
+    this.storeFaults++;
+    if (this.storeDownSince === undefined) {
+      this.storeDownSince = now;
+      this.storeFaultLoggedAt = now;
+      this.logger.error(
+        `Task store failed: ${messageOf(error)} (further failures are logged once a minute until it answers)`,
+      );
+    } else if (now - this.storeFaultLoggedAt >= STORE_FAULT_LOG_MS) {
+      this.storeFaultLoggedAt = now;
+      this.logger.error(
+        `Task store still failing after ${Math.round((now - this.storeDownSince) / 1000)} s (${this.storeFaults} calls failed): ${messageOf(error)}`,
+      );
+    }
     return new TaskInternalError(STORE_UNAVAILABLE, { cause: error });
+  }
+
+  /** A store call succeeded while an outage was on record: the outage is over. */
+  private storeAnswered(): void {
+    const since = this.storeDownSince!;
+    this.storeDownSince = undefined;
+    this.logger.log(
+      `Task store answers again after ${Math.round((Date.now() - since) / 1000)} s (${this.storeFaults} calls failed meanwhile)`,
+    );
+    this.storeFaults = 0;
   }
 
   private announce(record: TaskRecord): void {

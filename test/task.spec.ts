@@ -21,6 +21,9 @@ import {
   progressTask,
   requireInputTask,
   takeInputResponsesTask,
+  nextVersion,
+  deliveryMark,
+  isNews,
   type TaskRecord,
   terminalSince,
   thrownJsonRpcError,
@@ -148,7 +151,7 @@ describe('task model: transitions', () => {
     const task = ok(progressTask(fresh(), 'Half way', T0 + 1));
     const cleared = ok(progressTask(task, null, T0 + 2));
     expect(cleared).not.toHaveProperty('statusMessage');
-    expect(cleared.version).toBe(task.version + 1);
+    expect(cleared.version).toBe(nextVersion(task.version, T0 + 2));
     expect(cleared.lastUpdatedAt).toBe(T0 + 2);
     expect(progressTask(cleared, null, T0 + 3)).toBe(cleared);
     const [completed] = terminals();
@@ -158,11 +161,35 @@ describe('task model: transitions', () => {
   it('every change bumps the version and lastUpdatedAt, which never goes back', () => {
     const task = fresh();
     const later = ok(progressTask(task, 'half', T0 + 10));
-    expect(later.version).toBe(2);
+    // The writer's clock in microseconds, above the previous version.
+    expect(later.version).toBe((T0 + 10) * 1_000);
     expect(later.lastUpdatedAt).toBe(T0 + 10);
     const skewed = ok(progressTask(later, 'more', T0 + 3));
     expect(skewed.lastUpdatedAt).toBe(T0 + 10);
-    expect(skewed.version).toBe(3);
+    expect(skewed.version).toBe(later.version + 1);
+  });
+
+  it('a version is never given to two states, even after a store lost its latest writes', () => {
+    // 30 writes within one millisecond, then the store loses all but the first (a failover to a
+    // replica that had not received them); the next write, a millisecond later, is above them all.
+    const first = ok(progressTask(fresh(), 'step 0', T0 + 1));
+    let latest = first;
+    for (let i = 1; i < 30; i++) latest = ok(progressTask(latest, `step ${i}`, T0 + 1));
+    const lost = latest.version;
+    const after = ok(completeTask(first, result, {}, T0 + 2));
+    expect(after.version).toBeGreaterThan(lost);
+    expect(nextVersion(5, 0)).toBe(6);
+    expect(Number.isSafeInteger(nextVersion(1, 8.64e15))).toBe(true);
+  });
+
+  it('deliveryMark: a terminal state is news after any live one, nothing is after a terminal one', () => {
+    const live = ok(progressTask(fresh(), 'late', T0 + 100));
+    const done = { ...ok(completeTask(fresh(), result, {}, T0 + 1)), version: 4 };
+    expect(isNews(done, deliveryMark(live))).toBe(true);
+    expect(isNews(live, deliveryMark(done))).toBe(false);
+    expect(isNews(done, deliveryMark(done))).toBe(false);
+    expect(isNews(live, undefined)).toBe(true);
+    expect(isNews(fresh(), deliveryMark(live))).toBe(false);
   });
 
   it('does not mutate its input', () => {
@@ -325,7 +352,7 @@ describe('task model: input requests and answers', () => {
     const answered = ok(updateTask(inputRequired(['a']), { a: answer('1') }, T0 + 2));
     const taken = takeInputResponsesTask(answered);
     expect(taken.inputResponses).toBeUndefined();
-    expect(taken.version).toBe(answered.version + 1);
+    expect(taken.version).toBeGreaterThan(answered.version);
     expect(takeInputResponsesTask(taken)).toBe(taken);
   });
 

@@ -13,6 +13,7 @@ import type { TaskStore } from '../src/store/task-store.js';
 import type { TaskOwner } from '../src/task.js';
 import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
+import { CallOutage } from '../src/tools/store-outage.js';
 import { RunningTaskContext } from '../src/tools/task-context.js';
 import { accept, elicit, serviceWith, sleep, textResult } from './helpers.js';
 
@@ -242,7 +243,7 @@ describe('TasksService: worker lifecycle', () => {
     const task = await service.create(alice, { statusMessage: 'Queued' });
     const cleared = await service.progress(task.taskId, null);
     expect(cleared).not.toHaveProperty('statusMessage');
-    expect(cleared.version).toBe(task.version + 1);
+    expect(cleared.version).toBeGreaterThan(task.version);
     expect(await store.get(task.taskId)).not.toHaveProperty('statusMessage');
     expect(notifier.for(task.taskId)).toHaveLength(2);
     expect(notifier.for(task.taskId)[1]).not.toHaveProperty('statusMessage');
@@ -267,7 +268,7 @@ describe('TasksService: worker lifecycle', () => {
       new WaiterFeed(),
       task.taskId,
       { principal: 'alice', tenant: null },
-      new AbortController(),
+      { signal: new AbortController().signal, outage: new CallOutage(0, () => undefined) },
       false,
       1000,
     );

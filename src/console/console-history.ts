@@ -1,4 +1,4 @@
-import type { TaskRecord, TaskState } from '../task.js';
+import { isNews, isTerminal, type TaskRecord, type TaskState } from '../task.js';
 
 /** One change of a task as this process heard it. */
 export interface HeardChange {
@@ -38,7 +38,9 @@ export class ConsoleHistory {
   hear(record: TaskRecord): void {
     const changes = this.byTask.get(record.taskId) ?? [];
     const last = changes[changes.length - 1];
-    if (last !== undefined && last.version >= record.version) return;
+    if (last !== undefined && !isNews(record, isTerminal(last.status) ? Infinity : last.version)) {
+      return;
+    }
     this.byTask.delete(record.taskId);
     this.byTask.set(record.taskId, changes);
     changes.push({

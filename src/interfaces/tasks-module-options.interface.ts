@@ -107,6 +107,17 @@ export interface TasksModuleOptions {
    */
   lease?: TasksLeaseOptions | false;
   /**
+   * How long a tool call running in this process rides out an outage of the task store (a
+   * restart, a managed failover), in ms. Meanwhile the call goes on: its progress waits in memory
+   * (the latest message per task) and is written when the store answers again, its input requests
+   * and its result are written with backoff, and its lease is renewed before any other instance
+   * may judge it. Past the window the call's signal fires and its task fails with -32603 "Task
+   * store unreachable" once the store is back (a result the tool still returns is written
+   * instead). Default 120_000 (a managed failover takes 30–120 s); `0`: the first store error
+   * stops the call.
+   */
+  storeOutageMs?: number;
+  /**
    * Metrics and traces through the OpenTelemetry API package, when the app has it installed (else
    * nothing is recorded). Default: the global meter and tracer providers; `false` turns it off.
    */
@@ -253,5 +264,6 @@ export interface TasksConfig {
   readonly resultWaits: Readonly<Required<TasksResultWaitsOptions>>;
   readonly runningTasksOnShutdown: 'fail' | 'leave';
   readonly lease: Readonly<Required<TasksLeaseOptions>> | false;
+  readonly storeOutageMs: number;
   readonly telemetry: Readonly<TasksTelemetryOptions> | false;
 }

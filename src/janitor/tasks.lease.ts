@@ -19,6 +19,9 @@ export const STOPPED_MESSAGE = 'The server stopped before the task finished';
 /** How many tasks of a dead instance are failed at once: a sweep never floods the store. */
 const SWEEP_BATCH = 32;
 
+/** After a failed renewal, the next one comes this soon (or at the next tick, if sooner). */
+const RENEW_RETRY_MS = 1_000;
+
 /**
  * This instance's lease on a store shared with other instances (one with leases, such as
  * RedisTaskStore). Every third of the lease's TTL it renews the lease, which also tells it the
@@ -31,6 +34,13 @@ const SWEEP_BATCH = 32;
  * A renewal is one store call whatever the number of running tasks: tasks are held by the writes
  * that create and finish them, never by the timer.
  *
+ * An instance judges others only once it has reached the store for a whole TTL on end, since it
+ * started and since its last store fault (a renewal's or any other call's): a store outage (a
+ * restart, a failover that lost the latest lease writes) lets every lease run out at once, and
+ * the instances that were alive through it renew theirs within a third of the TTL of the store's
+ * return (a failed renewal is tried again within a second). So no instance fails the tasks of
+ * one that is alive and was riding the same outage out.
+ *
  * At shutdown the timer stops. With `runningTasksOnShutdown: 'leave'` the lease is released, so
  * the tasks this instance leaves are not failed by the others; with `'fail'` it is left to run
  * out, so that a task the runner could not fail (the store away at that moment) is failed by
@@ -42,6 +52,11 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
   private timer: ReturnType<typeof setInterval> | undefined;
   private renewing: Promise<void> | undefined;
   private sweeping: Promise<void> | undefined;
+  /** The renewal planned sooner than the next tick, after a failed one. */
+  private retry: ReturnType<typeof setTimeout> | undefined;
+  /** When this instance started renewing, and when a renewal last failed (epoch ms). */
+  private startedAt = 0;
+  private renewFailedAt = 0;
 
   constructor(
     private readonly tasks: TasksService,
@@ -61,6 +76,7 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
   async onApplicationBootstrap(): Promise<void> {
     const ttlMs = this.ttlMs;
     if (ttlMs === null || this.timer !== undefined) return;
+    this.startedAt = Date.now();
     this.timer = setInterval(() => void this.renew(), Math.ceil(ttlMs / 3));
     this.timer.unref();
     await this.renew();
@@ -84,7 +100,18 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
    */
   stop(): void {
     clearInterval(this.timer);
+    clearTimeout(this.retry);
     this.timer = undefined;
+    this.retry = undefined;
+  }
+
+  /**
+   * Whether this instance may judge others' leases now: it has reached the store for a whole TTL
+   * on end (see the class's comment).
+   */
+  private mayJudge(ttlMs: number, now: number): boolean {
+    const since = Math.max(this.startedAt, this.renewFailedAt, this.tasks.lastStoreFaultAt);
+    return now - since >= ttlMs;
   }
 
   /**
@@ -96,6 +123,19 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
       this.renewing = undefined;
     });
     return this.renewing;
+  }
+
+  /** Plans a renewal within RENEW_RETRY_MS after a failed one (the store may be back by then). */
+  private renewSoon(ttlMs: number): void {
+    if (this.timer === undefined || this.retry !== undefined) return;
+    this.retry = setTimeout(
+      () => {
+        this.retry = undefined;
+        void this.renew();
+      },
+      Math.min(RENEW_RETRY_MS, Math.ceil(ttlMs / 3)),
+    );
+    this.retry.unref();
   }
 
   /** Resolves when the sweep in flight (if any) has finished. */
@@ -115,10 +155,14 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     try {
       expired = await this.leases.renewLease(this.tasks.instanceId, ttlMs);
     } catch (error) {
-      this.logger.error(`Could not renew the lease: ${messageOf(error)}`);
+      if (this.renewFailedAt === 0 || Date.now() - this.renewFailedAt > ttlMs) {
+        this.logger.error(`Could not renew the lease: ${messageOf(error)}`);
+      }
+      this.renewFailedAt = Date.now();
+      this.renewSoon(ttlMs);
       return;
     }
-    if (expired.length > 0 && this.sweeping === undefined) {
+    if (expired.length > 0 && this.sweeping === undefined && this.mayJudge(ttlMs, Date.now())) {
       this.sweeping = this.sweep(expired).finally(() => {
         this.sweeping = undefined;
       });

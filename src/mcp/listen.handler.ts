@@ -15,7 +15,15 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JsonRpcErrorObject } from '../errors.js';
 import { ListenFeed } from '../notify/listen-feed.js';
-import { isOwnedBy, isPlainObject, type TaskOwner, type TaskRecord, toWire } from '../task.js';
+import {
+  deliveryMark,
+  isNews,
+  isOwnedBy,
+  isPlainObject,
+  type TaskOwner,
+  type TaskRecord,
+  toWire,
+} from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
@@ -56,7 +64,7 @@ class ListenStream {
   closed = false;
   /** Set once the acknowledgement is written: changes heard before it are not sent. */
   live = false;
-  /** The last version delivered per task, so a change heard twice is sent once. */
+  /** The mark of the last state delivered per task (see deliveryMark): a change heard twice is sent once. */
   readonly delivered = new Map<string, number>();
   /** `,"_meta":{...}}` closing every notification's params: the subscription id, serialized once. */
   readonly metaTail: string;
@@ -312,9 +320,8 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
     let head: string | undefined;
     for (const stream of streams) {
       if (!stream.live || !isOwnedBy(record, stream.owner)) continue;
-      const last = stream.delivered.get(record.taskId);
-      if (last !== undefined && last >= record.version) continue;
-      stream.delivered.set(record.taskId, record.version);
+      if (!isNews(record, stream.delivered.get(record.taskId))) continue;
+      stream.delivered.set(record.taskId, deliveryMark(record));
       head ??= `{"jsonrpc":"2.0","method":"notifications/tasks","params":${JSON.stringify(toWire(record)).slice(0, -1)}`;
       stream.write(frame(`${head}${stream.metaTail}}`));
     }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@nestjs/common';
-import type { TaskRecord } from '../task.js';
+import { deliveryMark, isNews, isTerminal, type TaskRecord } from '../task.js';
 import type { FeedWatcher, TaskFeed } from './task-feed.js';
 
 /** What an engine (Redis pub/sub, PostgreSQL LISTEN/NOTIFY) does for RemoteChanges. */
@@ -97,7 +97,7 @@ export class RemoteChanges implements FeedWatcher {
   private scheduled = false;
   private flushing = false;
   private closed = false;
-  /** The last version delivered of each task heard (watched tasks, and others while `every`). */
+  /** The mark (see deliveryMark) of the last state delivered of each task heard (watched tasks, and others while `every`). */
   private readonly delivered = new Map<string, number>();
   /** The tasks being read after a reference, with the newest version announced meanwhile. */
   private readonly reading = new Map<string, number>();
@@ -144,9 +144,14 @@ export class RemoteChanges implements FeedWatcher {
     return this.reference(record);
   }
 
-  /** The message of a change as a reference: the receiver reads the record. */
+  /**
+   * The message of a change as a reference, `<version> <taskId>`, the version prefixed with `t`
+   * for a terminal state: the receiver reads the record, and a terminal state is news to it
+   * whatever the versions it heard before (see deliveryMark).
+   */
   reference(record: TaskRecord): string {
-    return `${this.origin}${record.version} ${record.taskId}`;
+    const terminal = isTerminal(record.status) ? 't' : '';
+    return `${this.origin}${terminal}${record.version} ${record.taskId}`;
   }
 
   // ----- what is heard --------------------------------------------------------------------------
@@ -172,18 +177,20 @@ export class RemoteChanges implements FeedWatcher {
       return;
     }
     const space = body.indexOf(' ');
-    const version = Number(body.slice(0, space));
+    const terminal = body.startsWith('t');
+    const version = Number(body.slice(terminal ? 1 : 0, space));
     const taskId = body.slice(space + 1);
     if (space < 1 || !Number.isSafeInteger(version) || taskId === '') return;
-    if ((this.delivered.get(taskId) ?? 0) >= version || !this.wants(taskId)) return;
-    this.fetch(taskId, version);
+    const mark = terminal ? Number.POSITIVE_INFINITY : version;
+    if ((this.delivered.get(taskId) ?? 0) >= mark || !this.wants(taskId)) return;
+    this.fetch(taskId, mark);
   }
 
   /** Puts a record heard from elsewhere on every feed, unless that version was delivered. */
   private deliver(record: TaskRecord): void {
     if (!this.wants(record.taskId)) return;
-    if ((this.delivered.get(record.taskId) ?? 0) >= record.version) return;
-    this.delivered.set(record.taskId, record.version);
+    if (!isNews(record, this.delivered.get(record.taskId))) return;
+    this.delivered.set(record.taskId, deliveryMark(record));
     if (this.delivered.size > this.watches.size + 4_096) this.forgetUnwatched();
     for (const feed of this.feeds) feed.publish(record);
   }
@@ -192,7 +199,10 @@ export class RemoteChanges implements FeedWatcher {
     return this.every.refs > 0 || (this.watches.get(taskId)?.refs ?? 0) > 0;
   }
 
-  /** Reads a task announced by reference: one read at a time per task. */
+  /**
+   * Reads a task announced by reference: one read at a time per task. `version` is the announced
+   * state's delivery mark (Infinity for a terminal state).
+   */
   private fetch(taskId: string, version: number): void {
     const wanted = this.reading.get(taskId);
     if (wanted !== undefined) {
@@ -208,7 +218,8 @@ export class RemoteChanges implements FeedWatcher {
         if (record === null) return;
         this.deliver(record);
         // A newer change was announced while the read was under way, and the read came before it.
-        if (record.version < newest) this.fetch(taskId, newest);
+        // (Only then: a store that lost the announced write would otherwise be read forever.)
+        if (newest > version && deliveryMark(record) < newest) this.fetch(taskId, newest);
       },
       (error: unknown) => {
         this.reading.delete(taskId);

@@ -74,6 +74,13 @@ export interface TaskRecord {
    * wire.
    */
   readonly bytes?: number;
+  /**
+   * Orders the writes of the task, and is never given to two different states: a write's version
+   * is the next integer, or its writer's clock in microseconds when that is higher (see
+   * `nextVersion`). After a store lost writes (a failover to a replica that had not received
+   * them), the next write therefore still carries a version above every lost one, so what was
+   * heard of the lost writes cannot hide it.
+   */
   readonly version: number;
 }
 
@@ -162,4 +169,19 @@ export function isAnswered(
 
 export function isCancellationRequested(task: TaskRecord): boolean {
   return task.status === 'cancelled' || task.cancelRequested === true;
+}
+
+/**
+ * What a notification's dedupe keeps of the last state it passed on for a task: its version, or
+ * Infinity once a terminal state. A state is news when its mark is higher (`isNews`): a terminal
+ * state is news after any live one whatever their versions (the belt to `nextVersion`'s braces,
+ * for writers whose clocks disagree), and nothing is news after a terminal state, which is final.
+ */
+export function deliveryMark(record: TaskRecord): number {
+  return isTerminal(record.status) ? Number.POSITIVE_INFINITY : record.version;
+}
+
+/** Whether `record` is news to a dedupe whose last mark for its task is `last` (see deliveryMark). */
+export function isNews(record: TaskRecord, last: number | undefined): boolean {
+  return last === undefined || deliveryMark(record) > last;
 }

@@ -51,6 +51,23 @@ export function newTask(
   return record;
 }
 
+/** Versions per millisecond of a writer's clock (see `nextVersion`). */
+const VERSIONS_PER_MS = 1_000;
+/** The clock part of versions stops here (the year 2255), below 2^53. */
+const MAX_CLOCK_VERSION = 8_000_000_000_000_000;
+
+/**
+ * The version of the write after one at `version`, made at `now` (epoch ms): the next integer, or
+ * the clock in microseconds when that is higher. A version is never given to two different states,
+ * even after a store lost its latest writes: the next write is made later, so its clock part is
+ * above theirs (given writers whose clocks agree within the time the failover took; a terminal
+ * state is news after any live one regardless, see `deliveryMark`).
+ */
+export function nextVersion(version: number, now: number): number {
+  const clock = Math.min(Math.floor(now) * VERSIONS_PER_MS, MAX_CLOCK_VERSION);
+  return clock > version ? clock : version + 1;
+}
+
 /**
  * Copies `task` with `changes`, a fresh `lastUpdatedAt` and the next version. (Object.assign, not
  * spread: on Node 20 a spread that adds keys takes a slow path, and this is the hot path.)
@@ -58,7 +75,7 @@ export function newTask(
 function next(task: TaskRecord, changes: Partial<TaskRecord>, now: number): TaskRecord {
   const copy: Mutable<TaskRecord> = Object.assign({}, task, changes);
   copy.lastUpdatedAt = Math.max(now, task.lastUpdatedAt);
-  copy.version = task.version + 1;
+  copy.version = nextVersion(task.version, now);
   return copy;
 }
 
@@ -216,8 +233,8 @@ export function progressTask(
 }
 
 /** Removes the received answers from the record; the caller hands them to the worker. */
-export function takeInputResponsesTask(task: TaskRecord): TaskRecord {
+export function takeInputResponsesTask(task: TaskRecord, now = Date.now()): TaskRecord {
   if (task.inputResponses === undefined) return task;
   const { inputResponses, ...kept } = task;
-  return { ...kept, version: task.version + 1 };
+  return { ...kept, version: nextVersion(task.version, now) };
 }

@@ -5,10 +5,12 @@ import {
   isAnswered,
   isTerminal,
   type TaskOwner,
+  validateProgressMessage,
 } from '../task.js';
-import type { TasksService } from '../tasks.service.js';
+import { isStoreUnavailable, type TasksService } from '../tasks.service.js';
 import type { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
+import { backoff, type CallOutage, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';
 
 /** What a `@TaskTool` method receives beside its input. */
 export interface TaskContext {
@@ -22,7 +24,11 @@ export interface TaskContext {
   readonly inline: boolean;
   /** The answers to the tool's `requireInputFirst` (empty when it asks none). */
   readonly firstInput: Readonly<Record<string, InputResponse>>;
-  /** Sets the task's status message; `null` clears it. */
+  /**
+   * Sets the task's status message; `null` clears it. While the task store is away (a restart, a
+   * failover) it resolves at once: the latest message waits in memory and is written when the
+   * store answers again (see the `storeOutageMs` option).
+   */
   progress(message: string | null): Promise<void>;
   /**
    * Asks the client for input and resolves with the answers once `tasks/update` has delivered all
@@ -39,23 +45,34 @@ export interface TaskContext {
   handOff(): void;
 }
 
-/** The TaskContext of one running tool call. */
 /** The answers of a tool that asked for none first: one frozen object for every call. */
 const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
 
+/** What a context needs of its running call (see RunningCall in task-tool.runner.ts). */
+export interface ContextCall {
+  /** Made when first read. */
+  readonly signal: AbortSignal;
+  /** The call's view of a store outage. */
+  readonly outage: CallOutage;
+}
+
+/** The TaskContext of one running tool call. */
 export class RunningTaskContext implements TaskContext {
   private handedOff = false;
   firstInput: Readonly<Record<string, InputResponse>> = NO_ANSWERS;
   /** Answers taken from the task but not yet handed to the requireInput call that asked. */
   private received: Map<string, InputResponse> | undefined;
+  /** The status message that waits for the store to answer again, while it is away. */
+  private deferred: { message: string | null } | undefined;
+  /** Set when the call has ended: a deferred message is no longer written. */
+  private closed = false;
 
   constructor(
     protected readonly tasks: TasksService,
     private readonly waiters: WaiterFeed,
     readonly taskId: string,
     readonly owner: Required<TaskOwner>,
-    /** Where the signal comes from: made when first read (see RunningCall). */
-    private readonly call: { readonly signal: AbortSignal },
+    private readonly call: ContextCall,
     readonly inline: boolean,
     private readonly pollMs: number | null,
   ) {}
@@ -80,7 +97,57 @@ export class RunningTaskContext implements TaskContext {
   }
 
   async progress(message: string | null): Promise<void> {
-    await this.tasks.progress(this.taskId, message);
+    if (this.deferred !== undefined) {
+      // The store is away: the latest message waits for it (a bad one is refused all the same).
+      validateProgressMessage(message);
+      this.deferred.message = message;
+      return;
+    }
+    try {
+      await this.tasks.progress(this.taskId, message);
+      this.call.outage.answered();
+    } catch (error) {
+      if (!isStoreUnavailable(error) || this.closed) throw error;
+      this.deferred = { message };
+      if (this.call.outage.failed()) void this.writeDeferred();
+    }
+  }
+
+  /** The call has ended: its terminal write supersedes a deferred status message. */
+  close(): void {
+    this.closed = true;
+  }
+
+  /**
+   * Writes the deferred status message with backoff until the store takes it (then the newest,
+   * should another have come meanwhile), the call ends, or the call gives up on the store. A
+   * message the task no longer takes (it finished meanwhile) is dropped.
+   */
+  private async writeDeferred(): Promise<void> {
+    const outage = this.call.outage;
+    for (let delay = OUTAGE_RETRY_FIRST_MS; ;) {
+      await new Promise((resolve) => setTimeout(resolve, jittered(delay)).unref());
+      const deferred = this.deferred;
+      if (this.closed || deferred === undefined || outage.givenUp !== undefined) return;
+      const message = deferred.message;
+      try {
+        await this.tasks.progress(this.taskId, message);
+      } catch (error) {
+        if (!isStoreUnavailable(error)) {
+          this.deferred = undefined;
+          return;
+        }
+        if (!outage.failed()) return;
+        delay = backoff(delay);
+        continue;
+      }
+      outage.answered();
+      if (deferred.message === message) {
+        this.deferred = undefined;
+        return;
+      }
+      delay = 0;
+    }
   }
 
   async requireInput<K extends string>(
@@ -92,7 +159,7 @@ export class RunningTaskContext implements TaskContext {
         'This tool needs input from the client, which requires the tasks extension',
       );
     }
-    await this.tasks.requireInput(this.taskId, requests, options);
+    await this.write(() => this.tasks.requireInput(this.taskId, requests, options));
     return await this.answersTo(Object.keys(requests) as K[]);
   }
 
@@ -106,7 +173,7 @@ export class RunningTaskContext implements TaskContext {
       { pollMs: this.pollMs, signal: this.signal },
     );
     if (isTerminal(answered.status)) throw new TaskTerminalError(answered.status);
-    const taken = await this.tasks.takeInputResponses(this.taskId);
+    const taken = await this.write(() => this.tasks.takeInputResponses(this.taskId));
     await this.took(taken);
     const received = (this.received ??= new Map());
     for (const [key, response] of Object.entries(taken)) received.set(key, response);
@@ -118,6 +185,21 @@ export class RunningTaskContext implements TaskContext {
       define(answers, key, response);
     }
     return answers;
+  }
+
+  /**
+   * A write the method waits for (an input request, taking answers): while the store is away it is
+   * tried again with backoff, within the call's outage window; a deferred status message is
+   * written first, so the task's messages keep their order.
+   */
+  protected async write<T>(write: () => Promise<T>): Promise<T> {
+    const outage = this.call.outage;
+    const deferred = this.deferred;
+    if (deferred !== undefined) {
+      await outage.retry(() => this.tasks.progress(this.taskId, deferred.message));
+      if (this.deferred === deferred) this.deferred = undefined;
+    }
+    return await outage.retry(write);
   }
 
   /** Answers were taken from the task (a queue job keeps them for a later run). */
@@ -144,7 +226,7 @@ export class JobTaskContext extends RunningTaskContext {
     waiters: WaiterFeed,
     taskId: string,
     owner: Required<TaskOwner>,
-    call: { readonly signal: AbortSignal },
+    call: ContextCall,
     pollMs: number | null,
     asked: readonly string[],
     private readonly job: {
@@ -166,7 +248,7 @@ export class JobTaskContext extends RunningTaskContext {
     if (fresh.length > 0) {
       const ask = {} as Record<string, InputRequest>;
       for (const key of fresh) define(ask, key, requests[key]);
-      await this.tasks.requireInput(this.taskId, ask, options);
+      await this.write(() => this.tasks.requireInput(this.taskId, ask, options));
     }
     const waiting = keys.filter((key) => !Object.hasOwn(this.kept, key));
     const answers =

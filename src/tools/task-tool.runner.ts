@@ -24,6 +24,7 @@ import {
   isCancellationRequested,
   isTerminal,
   type TaskOwner,
+  type TaskFailure,
   type TaskRecord,
   thrownJsonRpcError,
   toCallToolResult,
@@ -33,6 +34,7 @@ import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { isStoreUnavailable, TasksService } from '../tasks.service.js';
 import { JobTaskContext, RunningTaskContext } from './task-context.js';
+import { backoff, CallOutage, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';
 import { type QueuedCall, TaskQueue, toolQueue } from './task-queue.js';
 import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
@@ -61,9 +63,12 @@ const settles = (error: unknown): boolean =>
   error instanceof TaskTooLargeError ||
   error instanceof TaskStoreFullError;
 
-/** The first wait before a task's outcome is written again while the store is down, and the most. */
-const SETTLE_RETRY_FIRST_MS = 250;
-const SETTLE_RETRY_MAX_MS = 5_000;
+/** What a task fails with when its tool's own code threw a store fault (it called the store). */
+const STORE_FAULT_FAILURE: TaskFailure = [
+  ProtocolErrorCode.InternalError,
+  'Task store unreachable: the call was stopped',
+];
+
 /**
  * One running call: its signal, the promise of its end, and the watch that aborts the signal when
  * the task is cancelled (here or in another process) or gone. The abort controller behind the
@@ -75,12 +80,26 @@ class RunningCall extends TaskWatch {
   done!: Promise<void>;
   /** The run's span and count, when telemetry is on; ended with the call. */
   traced: TelemetryRun | undefined;
+  /** The call's view of a store outage: past its window, the call gives up (its signal fires). */
+  readonly outage: CallOutage;
   private controller: AbortController | undefined;
   private abortedWith: { reason: unknown } | undefined;
 
-  constructor(tasks: TasksService, waiters: WaiterFeed, taskId: string, pollMs: number | null) {
+  constructor(
+    tasks: TasksService,
+    waiters: WaiterFeed,
+    taskId: string,
+    pollMs: number | null,
+    outageMs: number,
+  ) {
     super(tasks, waiters, taskId, pollMs);
+    this.outage = new CallOutage(outageMs, (error) => this.abort(error));
     this.watch();
+  }
+
+  /** Why the signal fired, when it did. */
+  get abortReason(): unknown {
+    return this.abortedWith?.reason;
   }
 
   get signal(): AbortSignal {
@@ -226,7 +245,13 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
   async runJob(tool: TaskToolDefinition, call: QueuedCall, job: TaskJob): Promise<JobOutcome> {
     const { taskId } = call;
     const pollMs = this.pollMs(tool);
-    const running = new JobCall(this.tasks, this.waiters, taskId, pollMs);
+    const running = new JobCall(
+      this.tasks,
+      this.waiters,
+      taskId,
+      pollMs,
+      this.config.storeOutageMs,
+    );
     const record = await running.first;
     if (record instanceof Error || isTerminal(record.status) || isCancellationRequested(record)) {
       running.stop();
@@ -446,7 +471,13 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
   ): void {
     const { taskId } = record;
     const pollMs = this.pollMs(tool);
-    const call = new RunningCall(this.tasks, this.waiters, taskId, pollMs);
+    const call = new RunningCall(
+      this.tasks,
+      this.waiters,
+      taskId,
+      pollMs,
+      this.config.storeOutageMs,
+    );
     const context = new RunningTaskContext(
       this.tasks,
       this.waiters,
@@ -485,8 +516,10 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
           if (requests !== undefined) context.firstInput = await context.requireInput(requests);
         }
         const value = await tool.invoke(input, context);
+        context.close();
         if (context.isHandedOff) return;
-        if (call.aborted) {
+        // A call that gave up on the store still writes a result its tool returned.
+        if (call.aborted && call.outage.givenUp === undefined) {
           if (this.shuttingDown) return;
           return await this.acknowledgeCancel(taskId);
         }
@@ -495,17 +528,23 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
           this.tasks.complete(taskId, result, { known: call.latest }),
         );
       } catch (error) {
-        if (call.aborted) {
+        context.close();
+        const gaveUp = call.outage.givenUp;
+        if (call.aborted && gaveUp === undefined) {
           if (this.shuttingDown) return;
           return await this.acknowledgeCancel(taskId);
         }
-        // A thrown JSON-RPC error keeps its code; anything else is a generic internal error.
-        const failure = thrownJsonRpcError(error);
+        // The task says what stopped it: its store away past the window, a store fault thrown by
+        // the tool's own code, or the tool's error (a thrown JSON-RPC error keeps its code;
+        // anything else is a generic internal error).
+        const storeFault = gaveUp === undefined && isStoreUnavailable(error);
+        const failure =
+          gaveUp?.toJsonRpcError() ?? (storeFault ? undefined : thrownJsonRpcError(error));
         if (failure === undefined && retry?.(error)) {
           retried = error;
           return;
         }
-        if (failure === undefined) {
+        if (failure === undefined && !storeFault) {
           this.logger.error(
             `Task tool ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
           );
@@ -513,7 +552,10 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
         await this.settleOutcome(tool, () =>
           this.tasks.fail(
             taskId,
-            failure ?? [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE],
+            failure ??
+              (storeFault
+                ? STORE_FAULT_FAILURE
+                : [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE]),
             { known: call.latest },
           ),
         );
@@ -521,6 +563,7 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     } catch (error) {
       this.logger.error(`Task tool ${tool.name} could not settle its task: ${String(error)}`);
     } finally {
+      context.close();
       call.stop();
       this.running.delete(taskId);
       call.traced?.end(call.latest, retried);
@@ -541,16 +584,18 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
 
   /**
    * Writes the outcome of a call that ran here (its result, its error, its cancellation) as
-   * `settle` does, and while the store is down writes it again, until the store is back, the task
-   * is gone or finished, or the app shuts down (the task then fails as every running one does).
-   * The call stays running meanwhile, so its lease still holds it.
+   * `settle` does, and while the store is away writes it again with backoff, until the store
+   * takes it, the task is gone or finished, or the app shuts down (the task then fails as every
+   * running one does). The call stays running meanwhile, so its lease still holds it; a store
+   * that stays away past `storeOutageMs` changes nothing here: the outcome is the call's own, and
+   * the store takes it whenever it is back.
    */
   private async settleOutcome(
     tool: TaskToolDefinition | undefined,
     write: () => Promise<TaskRecord>,
   ): Promise<void> {
     const who = tool === undefined ? 'A cancelled call' : `Task tool ${tool.name}`;
-    for (let delay = SETTLE_RETRY_FIRST_MS, tries = 1; ; tries++) {
+    for (let delay = OUTAGE_RETRY_FIRST_MS, tries = 1; ; tries++) {
       try {
         await write();
         if (tries > 1) this.logger.log(`${who} settled its task at try ${tries}`);
@@ -559,14 +604,14 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
         if (settles(error)) return;
         if (!isStoreUnavailable(error) || this.shuttingDown) throw error;
         if (tries === 1) {
-          this.logger.warn(`${who} could not settle its task yet (the store is down): retrying`);
+          this.logger.warn(`${who} could not settle its task yet (the store is away): retrying`);
         }
         try {
-          await sleep(delay, undefined, { signal: this.shutdown.signal });
+          await sleep(jittered(delay), undefined, { signal: this.shutdown.signal });
         } catch {
           throw error;
         }
-        delay = Math.min(delay * 2, SETTLE_RETRY_MAX_MS);
+        delay = backoff(delay);
       }
     }
   }
