@@ -47,6 +47,37 @@ export class SteadyTools {
   }
 }
 
+/** Releases a gated call; calls wait on them by id. */
+const gates = new Map<string, { released: Promise<void>; release: () => void }>();
+
+/** The gate of call `id` (made on first use). */
+export function gate(id: string): { released: Promise<void>; release: () => void } {
+  let found = gates.get(id);
+  if (found === undefined) {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    gates.set(id, (found = { released, release }));
+  }
+  return found;
+}
+
+@Injectable()
+export class GatedTools {
+  /** Reports `steps` progress messages 200 ms apart, then waits for its gate and answers. */
+  @TaskTool({ name: 'gated', input: z.object({ id: z.string(), steps: z.number().int() }) })
+  async gated(input: { id: string; steps: number }, task: TaskContext) {
+    for (let step = 1; step <= input.steps; step++) {
+      await task.progress(`step ${step}`);
+      await sleep(200);
+    }
+    await gate(input.id).released;
+    return {
+      content: [{ type: 'text' as const, text: `finished ${input.id}` }],
+      structuredContent: { id: input.id },
+    };
+  }
+}
+
 /**
  * Counts what the instances log at ERROR level (the fault suite reports it). Nest's Logger is one
  * per process, so the instances of a test file share it.
@@ -77,7 +108,7 @@ export interface FaultInstance {
 
 /** One instance on the store and notifier `parts` makes (each instance its own clients). */
 export async function startInstance(
-  parts: () => { store: TaskStore; notifier: PartProvider<TaskNotifier> },
+  parts: () => { store: TaskStore; notifier?: PartProvider<TaskNotifier> },
   options: { storeOutageMs?: number } = {},
 ): Promise<FaultInstance> {
   const { store, notifier } = parts();
@@ -88,11 +119,11 @@ export async function startInstance(
         janitor: false,
         lease: { ttlMs: FAULT_LEASE_MS },
         store,
-        notifier,
+        ...(notifier !== undefined && { notifier }),
         ...(options.storeOutageMs !== undefined && { storeOutageMs: options.storeOutageMs }),
       }),
     ],
-    providers: [SteadyTools],
+    providers: [SteadyTools, GatedTools],
   })
   class FaultModule {}
   const running = await startApp(FaultModule as Type<unknown>, 'express', '/mcp', (app) =>
@@ -112,12 +143,16 @@ export interface SteadyCall {
 
 /** Starts `steady` on `url` as alice; the task id. */
 export async function startSteady(url: string, id: string, runMs: number): Promise<string> {
-  const { body } = await rpc(
-    url,
-    'tools/call',
-    { name: 'steady', arguments: { id, runMs } },
-    { principal: 'alice' },
-  );
+  return await startTool(url, 'steady', { id, runMs });
+}
+
+/** Starts task tool `name` on `url` as alice; the task id. */
+export async function startTool(
+  url: string,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<string> {
+  const { body } = await rpc(url, 'tools/call', { name, arguments: args }, { principal: 'alice' });
   if (body.result?.resultType !== 'task') throw new Error(`tools/call: ${JSON.stringify(body)}`);
   return body.result.taskId as string;
 }
@@ -166,12 +201,9 @@ export async function outcomes(
     let status = 'unknown';
     let result: JsonRpcMessage['result'];
     try {
-      ({ body: { result } } = await rpc(
-        url,
-        'tasks/get',
-        { taskId: call.taskId },
-        { principal: 'alice' },
-      ));
+      ({
+        body: { result },
+      } = await rpc(url, 'tasks/get', { taskId: call.taskId }, { principal: 'alice' }));
       status = String(result?.status ?? 'unknown');
     } catch {
       // The server may be away for a moment; the next round reads again.
@@ -197,7 +229,8 @@ export async function outcomes(
 /** A summary for a failing expectation: each call's outcome other than a completed and heard one. */
 export function misses(all: readonly CallOutcome[]): CallOutcome[] {
   return all.filter(
-    (outcome) => outcome.status !== 'completed' || outcome.resultId !== outcome.id || !outcome.heard,
+    (outcome) =>
+      outcome.status !== 'completed' || outcome.resultId !== outcome.id || !outcome.heard,
   );
 }
 

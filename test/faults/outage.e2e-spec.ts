@@ -3,13 +3,7 @@ import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
-import {
-  type FaultInstance,
-  faultLog,
-  misses,
-  runThroughFault,
-  startInstance,
-} from './harness.js';
+import { type FaultInstance, faultLog, misses, runThroughFault, startInstance } from './harness.js';
 
 /**
  * A store outage is not a task failure. Two instances share a store (Redis; PostgreSQL); 20 calls
