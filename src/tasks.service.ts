@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationShutdown, Optional } from '@nestjs/common';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { TaskChangeListeners } from './notify/task-change.listeners.js';
 import {
@@ -24,6 +24,8 @@ import {
 import {
   type CallToolResult,
   cancelTask,
+  deliveryMark,
+  isNews,
   completeTask,
   failTask,
   type InputRequest,
@@ -165,6 +167,13 @@ function validateListOptions(options: ListTasksOptions): {
 const STORE_UNAVAILABLE = 'Task store unavailable';
 /** While the store fails, how often the outage is logged again. */
 const STORE_FAULT_LOG_MS = 60_000;
+/** Writes kept to confirm when their task is read again (see TasksService.confirmed). */
+const MAX_UNCERTAIN = 10_000;
+/** Changes kept for the notifier to send again while it fails (the latest per task). */
+const MAX_UNANNOUNCED = 10_000;
+/** The first wait before a change the notifier failed to send is sent again, and the longest. */
+const REANNOUNCE_FIRST_MS = 250;
+const REANNOUNCE_MAX_MS = 5_000;
 
 /** Whether `error` is TasksService's answer to a store fault (the store is down or too slow). */
 export function isStoreUnavailable(error: unknown): boolean {
@@ -172,7 +181,7 @@ export function isStoreUnavailable(error: unknown): boolean {
 }
 
 @Injectable()
-export class TasksService {
+export class TasksService implements OnApplicationShutdown {
   private readonly logger = new Logger('TasksService');
   /** The tail of the change queue of each task with changes in flight in this process. */
   private readonly queues = new Map<string, Promise<unknown>>();
@@ -196,6 +205,12 @@ export class TasksService {
    * instances only after a whole lease TTL without one (see TasksLease).
    */
   lastStoreFaultAt = 0;
+  /** Writes whose compare-and-set failed without an answer, by task (see `confirmed`). */
+  private readonly uncertain = new Map<string, { record: TaskRecord; previous: TaskRecord }>();
+  /** Changes the notifier failed to send, the latest per task, to send again (see `publish`). */
+  private readonly unannounced = new Map<string, TaskRecord>();
+  private reannouncing: ReturnType<typeof setTimeout> | undefined;
+  private notifierFaultLoggedAt = 0;
 
   constructor(
     @Inject(TaskStore) private readonly store: TaskStore,
@@ -209,6 +224,13 @@ export class TasksService {
     @Optional() private readonly telemetry?: TasksTelemetry,
   ) {
     this.leased = Boolean(config.lease) && hasLeases(store);
+  }
+
+  /** Stops sending again what the notifier failed to send: it is closing too. */
+  onApplicationShutdown(): void {
+    clearTimeout(this.reannouncing);
+    this.reannouncing = undefined;
+    this.unannounced.clear();
   }
 
   // ----- caller side ----------------------------------------------------------------------------
@@ -579,7 +601,7 @@ export class TasksService {
         const current =
           attempt === 1 && known?.taskId === taskId && owner === undefined
             ? known
-            : await this.read(taskId, owner);
+            : this.confirmed(await this.read(taskId, owner));
         const now = Date.now();
         const changed = change(current, now);
         if (changed instanceof TaskError) throw changed;
@@ -596,6 +618,7 @@ export class TasksService {
         try {
           written = await this.store.compareAndSet(next, current.version);
         } catch (error) {
+          this.unconfirmed(next, current);
           throw this.storeFault(error);
         }
         if (this.storeDownSince !== undefined) this.storeAnswered();
@@ -609,6 +632,41 @@ export class TasksService {
         await new Promise((resolve) => setTimeout(resolve, Math.random() * attempt));
       }
     });
+  }
+
+  /**
+   * Remembers a write whose compare-and-set failed without an answer (a timeout, a connection
+   * lost while the store was taking it): the store may have taken it all the same.
+   */
+  private unconfirmed(record: TaskRecord, previous: TaskRecord): void {
+    this.uncertain.delete(record.taskId);
+    this.uncertain.set(record.taskId, { record, previous });
+    if (this.uncertain.size > MAX_UNCERTAIN) {
+      this.uncertain.delete(this.uncertain.keys().next().value!);
+    }
+  }
+
+  /**
+   * A task read again after one of this process's writes to it failed without an answer: when the
+   * store holds that very write (versions are never reused, see `nextVersion`), it was taken, and
+   * is published and announced now, as it would have been had the answer come back. Else a later
+   * terminal write by someone else would find the task finished and nobody would ever hear of it.
+   */
+  private confirmed(current: TaskRecord): TaskRecord {
+    if (this.uncertain.size === 0) return current;
+    const { record: tried, previous } = this.uncertain.get(current.taskId) ?? {};
+    if (tried === undefined) return current;
+    this.uncertain.delete(current.taskId);
+    if (
+      tried.version === current.version &&
+      tried.status === current.status &&
+      tried.lastUpdatedAt === current.lastUpdatedAt
+    ) {
+      this.waiters.publish(current);
+      this.telemetry?.wrote(current, previous);
+      this.announce(current);
+    }
+    return current;
   }
 
   /**
@@ -672,19 +730,61 @@ export class TasksService {
 
   private announce(record: TaskRecord): void {
     if (this.listeners?.size) this.listeners.hear(record);
+    this.publish(record);
+  }
+
+  /**
+   * Hands a change to the notifier. One it fails to send (its connection is away: a restart, a
+   * failover) is kept, the latest per task, and sent again with backoff until the notifier takes
+   * it: listeners on other instances hear a task's end even when it was written the moment the
+   * store came back, before the notifier's own connection did.
+   */
+  private publish(record: TaskRecord): void {
     const notifier = this.notifier;
     if (!notifier) return;
+    const unsent = this.unannounced.get(record.taskId);
+    if (unsent !== undefined && !isNews(record, deliveryMark(unsent))) return;
+    this.unannounced.delete(record.taskId);
     try {
       const pending = notifier.notify(record);
       if (pending !== undefined && typeof pending.then === 'function') {
-        pending.then(undefined, (error: unknown) => this.notifierFailed(error));
+        pending.then(undefined, (error: unknown) => this.notifierFailed(record, error));
       }
     } catch (error) {
-      this.notifierFailed(error);
+      this.notifierFailed(record, error);
     }
   }
 
-  private notifierFailed(error: unknown): void {
-    this.logger.error(`Task notifier failed: ${messageOf(error)}`);
+  private notifierFailed(record: TaskRecord, error: unknown): void {
+    const now = Date.now();
+    if (now - this.notifierFaultLoggedAt >= STORE_FAULT_LOG_MS) {
+      this.notifierFaultLoggedAt = now;
+      this.logger.error(
+        `Task notifier failed: ${messageOf(error)} (changes it could not send are sent again; further failures are logged once a minute)`,
+      );
+    }
+    const unsent = this.unannounced.get(record.taskId);
+    if (unsent !== undefined && !isNews(record, deliveryMark(unsent))) return;
+    this.unannounced.delete(record.taskId);
+    this.unannounced.set(record.taskId, record);
+    if (this.unannounced.size > MAX_UNANNOUNCED) {
+      // The oldest change goes: its listeners read the task again when they reconnect.
+      this.unannounced.delete(this.unannounced.keys().next().value!);
+    }
+    if (this.reannouncing === undefined) this.reannounce(REANNOUNCE_FIRST_MS);
+  }
+
+  /** Sends the changes the notifier failed to send again, after `delay`, backing off. */
+  private reannounce(delay: number): void {
+    this.reannouncing = setTimeout(() => {
+      this.reannouncing = undefined;
+      const unsent = [...this.unannounced.values()];
+      this.unannounced.clear();
+      for (const record of unsent) this.publish(record);
+      if (this.unannounced.size > 0 && this.reannouncing === undefined) {
+        this.reannounce(Math.min(delay * 2, REANNOUNCE_MAX_MS));
+      }
+    }, delay);
+    this.reannouncing.unref();
   }
 }
