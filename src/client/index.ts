@@ -23,6 +23,7 @@ export {
   InputRefusedError,
 } from './input.js';
 export type { ConnectionOptions } from './session.js';
+export { type RetryOptions, TaskServerUnreachableError } from './retry.js';
 export { PROTOCOL_VERSION } from './raw-dispatch.js';
 export { TASKS_EXTENSION_ID } from '../tasks.constants.js';
 export { TaskCancelledError, TaskFailedError } from '@modelcontextprotocol/ext-tasks/client';

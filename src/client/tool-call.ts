@@ -8,6 +8,7 @@ import {
   type ToolExecution,
 } from '@modelcontextprotocol/ext-tasks/client';
 import type { TaskState } from '../task/record.js';
+import { findUnreachable, rethrowUnreachable, type TaskServerUnreachableError } from './retry.js';
 
 export type { TaskState };
 
@@ -26,11 +27,16 @@ export interface TaskSnapshot {
   readonly raw: Readonly<Record<string, JsonValue>>;
 }
 
-/** How a call ended, without throwing. */
+/**
+ * How a call ended, without throwing: the task's own end (`completed`, `failed`, `cancelled`), or
+ * `unreachable` when the server stayed away longer than the client's `retry.windowMs` (the task's
+ * end is then unknown: it may still run on the server).
+ */
 export type TaskCallOutcome =
   | { readonly status: 'completed'; readonly result: CallToolResult }
   | { readonly status: 'failed'; readonly error: TaskFailedError }
-  | { readonly status: 'cancelled'; readonly error: TaskCancelledError };
+  | { readonly status: 'cancelled'; readonly error: TaskCancelledError }
+  | { readonly status: 'unreachable'; readonly error: TaskServerUnreachableError };
 
 export type StatusListener = (task: TaskSnapshot) => void;
 
@@ -134,9 +140,12 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
     }
   }
 
-  /** Asks the server to cancel the task (`tasks/cancel`); `result()` then rejects cancelled. */
+  /**
+   * Asks the server to cancel the task (`tasks/cancel`); `result()` then rejects cancelled.
+   * Rejects with `TaskServerUnreachableError` when the server stayed away.
+   */
   async cancel(): Promise<void> {
-    await this.execution.cancel();
+    await this.execution.cancel().catch(rethrowUnreachable);
   }
 
   /** Reads the task from the server now (`tasks/get`), e.g. its final status after a cancel. */
@@ -147,14 +156,16 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
 
   /**
    * The tool's `CallToolResult` once the task completed (a result with `isError: true` included).
-   * Rejects with `TaskFailedError` (`code`, `data`: the JSON-RPC error) or `TaskCancelledError`,
-   * or with the abort reason of the call's `signal` when the caller stopped waiting.
+   * Rejects with `TaskFailedError` (`code`, `data`: the JSON-RPC error) when the task failed,
+   * `TaskCancelledError` when it was cancelled, `TaskServerUnreachableError` when the server
+   * stayed away longer than `retry.windowMs`, or with the abort reason of the call's `signal`
+   * when the caller stopped waiting.
    */
   async result(): Promise<CallToolResult> {
     const outcome = await this.outcomePromise;
     if (outcome.status === 'completed') return outcome.result;
     const { signal } = this.hooks;
-    if (outcome.status === 'failed' && signal?.aborted === true) throw signal.reason;
+    if (outcome.status !== 'cancelled' && signal?.aborted === true) throw signal.reason;
     throw outcome.error;
   }
 
@@ -201,6 +212,8 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
       return { status: 'completed', result: outcome.result as CallToolResult };
     }
     if (outcome.status === 'failed') {
+      const unreachable = findUnreachable(outcome.error);
+      if (unreachable !== undefined) return { status: 'unreachable', error: unreachable };
       return { status: 'failed', error: outcome.error ?? new TaskFailedError('Task failed') };
     }
     const refused = this.taskId === undefined ? undefined : this.hooks.refusal(this.taskId);
