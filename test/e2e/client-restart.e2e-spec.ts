@@ -11,6 +11,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import type { FetchLike } from '@modelcontextprotocol/client';
+import { CallToolResultSchema as V1CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod/v4';
 import { TaskTool, type TaskContext, TasksModule, TasksService } from '../../src/index.js';
 import { InMemoryTaskStore } from '../../src/store/in-memory.task-store.js';
@@ -18,6 +19,7 @@ import type { TaskStore } from '../../src/store/task-store.js';
 import {
   type TaskCall,
   connectTasksClient,
+  JsonRpcResponseError,
   TaskFailedError,
   TaskServerUnreachableError,
   type TasksClient,
@@ -25,13 +27,15 @@ import {
 } from '../../src/client/index.js';
 import { type AdapterName, ADAPTERS } from './app.js';
 import { testContextFetch, textOf } from './official-client.js';
+import { v1Client, v1Transport } from './v1-client.js';
 import { eventually } from './sse.js';
 import { rejection, sleep, textResult } from '../helpers.js';
 
 /**
  * The client entry across a server that goes away: a restart (two apps built one after the other
  * on one port, over one task store), a server that never comes back, and a gateway answering 502,
- * 503 or 504. Real HTTP on loopback; the gateway is a small forwarding proxy written here.
+ * 503 or 504. Real HTTP on loopback; the gateway is a small forwarding proxy written here. Last,
+ * what the v1 SDK client does across a restart (docs/clients.md says so).
  */
 
 /** What the tools saw, for the assertions. */
@@ -324,6 +328,25 @@ describe('the client when the server stays away', () => {
     expect((await call.outcome()).status).toBe('failed');
   });
 
+  it('a server back without the task (its store was lost): the JSON-RPC error, not TaskFailedError', async () => {
+    const a = await boot(new InMemoryTaskStore(), 'express');
+    closers.push(() => a.app.close());
+    const mcp = await connect(a.url, { listen: false });
+    const call = await mcp.callTool('hold_polled');
+    await holding(call);
+
+    await a.app.close();
+    const b = await boot(new InMemoryTaskStore(), 'express', a.port);
+    closers.push(() => b.app.close());
+    const error = await rejection(call.result());
+
+    expect(error).toBeInstanceOf(JsonRpcResponseError);
+    expect(error).not.toBeInstanceOf(TaskFailedError);
+    expect(error).toMatchObject({ code: -32602, message: 'Task not found' });
+    expect(await call.outcome()).toEqual({ status: 'error', error });
+    expect(call.status?.status).toBe('working');
+  });
+
   it('tools/call refused while the server restarts is sent once it is back, and runs once', async () => {
     const store = new InMemoryTaskStore();
     const a = await boot(store, 'express');
@@ -538,5 +561,80 @@ describe('the client behind a gateway that answers 502, 503 or 504', () => {
     expect(gateway.count('tools/call', 503)).toBe(1);
     // The dropped call reached the app: its task was made and ran, once.
     expect(seen.counted).toBe(before + 1);
+  });
+});
+
+describe('the v1 SDK client (1.32, 2025-11-25) across a restart, as docs/clients.md tells', () => {
+  it('a failed tasks/get ends callToolStream, a waiting tasks/result times out; by id it resumes', async () => {
+    const store = new InMemoryTaskStore();
+    const a = await boot(store, 'express');
+    const client = v1Client();
+    client.onerror = () => undefined; // the transport reports each failed request here too
+    let b: Instance | undefined;
+    try {
+      // What the standalone GET stream got: the transport's reconnectionOptions apply to it.
+      const gets: number[] = [];
+      const recording: typeof fetch = async (input, init) => {
+        const response = await fetch(input, init);
+        if (init?.method === 'GET') gets.push(response.status);
+        return response;
+      };
+      await client.connect(v1Transport(a.url, 'alice', recording));
+      const messages: {
+        type: string;
+        status?: string;
+        error?: { code: number; message: string };
+      }[] = [];
+      let taskId = '';
+      const streaming = (async () => {
+        for await (const message of client.experimental.tasks.callToolStream(
+          { name: 'hold_polled', arguments: {} },
+          V1CallToolResultSchema,
+          { task: { ttl: 60_000 } },
+        )) {
+          if (message.type === 'taskCreated') taskId = message.task.taskId;
+          messages.push({
+            type: message.type,
+            ...('task' in message && { status: message.task.status }),
+            ...(message.type === 'error' && {
+              error: { code: message.error.code, message: message.error.message },
+            }),
+          });
+        }
+      })();
+      await eventually(() => (messages.length >= 2 ? true : undefined));
+      const waiting = timed(
+        client.experimental.tasks.getTaskResult(taskId, V1CallToolResultSchema, { timeout: 1_500 }),
+        Date.now(),
+      );
+      await sleep(100);
+
+      await a.app.close();
+      await streaming;
+      const waited = await waiting;
+
+      expect(messages.at(-1)).toEqual({
+        type: 'error',
+        error: { code: -32603, message: 'MCP error -32603: TypeError: fetch failed' },
+      });
+      expect(messages.slice(0, -1).every((message) => message.status === 'working')).toBe(true);
+      expect(waited.error).toMatchObject({
+        code: -32001,
+        message: 'MCP error -32001: Request timed out',
+      });
+      expect(waited.at).toBeGreaterThanOrEqual(1_500);
+      expect(gets).toEqual([405]);
+
+      // The server is back: the same client reads the task by id, then its result.
+      b = await boot(store, 'express', a.port);
+      expect((await client.experimental.tasks.getTask(taskId)).status).toBe('working');
+      await b.service.complete(taskId, textResult('finished on B'));
+      const result = await client.experimental.tasks.getTaskResult(taskId, V1CallToolResultSchema);
+      expect(textOf(result)).toBe('finished on B');
+    } finally {
+      await client.close();
+      await b?.app.close();
+      await a.app.close().catch(() => undefined);
+    }
   });
 });
