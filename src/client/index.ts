@@ -23,9 +23,14 @@ export {
   InputRefusedError,
 } from './input.js';
 export type { ConnectionOptions } from './session.js';
+export { type RetryOptions, TaskServerUnreachableError } from './retry.js';
 export { PROTOCOL_VERSION } from './raw-dispatch.js';
 export { TASKS_EXTENSION_ID } from '../tasks.constants.js';
-export { TaskCancelledError, TaskFailedError } from '@modelcontextprotocol/ext-tasks/client';
+export {
+  JsonRpcResponseError,
+  TaskCancelledError,
+  TaskFailedError,
+} from '@modelcontextprotocol/ext-tasks/client';
 export type {
   ApplicationCreateMessageResult as SamplingResult,
   ApplicationElicitResult as ElicitationResult,

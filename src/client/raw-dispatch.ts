@@ -6,6 +6,14 @@ import {
   type JsonRpcResponse,
   type RawClientDispatch,
 } from '@modelcontextprotocol/ext-tasks/client';
+import {
+  Backoff,
+  connectionOutage,
+  DEFAULT_RETRY,
+  type RetryPolicy,
+  statusOutage,
+  TaskServerUnreachableError,
+} from './retry.js';
 
 /** The protocol revision the client speaks (the Tasks extension's era). */
 export const PROTOCOL_VERSION = '2026-07-28';
@@ -21,7 +29,11 @@ const NAME_FIELD: Readonly<Record<string, string>> = {
   'tasks/cancel': 'taskId',
 };
 
-/** Methods whose repetition changes nothing: a transport failure may be retried once. */
+/**
+ * Methods whose repetition changes nothing (`tasks/update` answers input keys the server takes
+ * once): they are tried again while the server is away. `tools/call` is not: only a connection
+ * refused, which sent nothing, is tried again.
+ */
 const IDEMPOTENT = new Set(['tasks/get', 'tasks/update', 'tasks/cancel']);
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -90,6 +102,10 @@ export interface RawDispatchOptions {
   authProvider?: AuthProvider;
   /** The fetch to use; the global one by default. */
   fetch?: FetchLike;
+  /** How long and how often a request is tried again while the server is away (`DEFAULT_RETRY`). */
+  retry?: RetryPolicy;
+  /** Once aborted, a failed request is no longer tried again (the client is closing). */
+  stopRetries?: AbortSignal;
 }
 
 /**
@@ -146,27 +162,58 @@ export function createRawDispatch(
     else headers.delete('Mcp-Name');
     const body = JSON.stringify({ jsonrpc: '2.0', id, ...request });
 
-    let response: Response;
-    let text: string;
-    try {
-      response = await post(headers, body, dispatch.signal);
-      if (response.status === 401 && authProvider?.onUnauthorized !== undefined) {
-        await authProvider.onUnauthorized({
-          response,
-          serverUrl: endpoint,
-          fetchFn: fetchImpl,
-        });
-        response = await post(headers, body, dispatch.signal);
+    /** One try: the answer, or why there is none. */
+    const send = async (): Promise<{ response: Response; text: string } | { failure: unknown }> => {
+      try {
+        let response = await post(headers, body, dispatch.signal);
+        if (response.status === 401 && authProvider?.onUnauthorized !== undefined) {
+          await authProvider.onUnauthorized({
+            response,
+            serverUrl: endpoint,
+            fetchFn: fetchImpl,
+          });
+          response = await post(headers, body, dispatch.signal);
+        }
+        return { response, text: await response.text() };
+      } catch (error) {
+        if (dispatch.signal?.aborted) throw error;
+        return { failure: error };
       }
-      text = await response.text();
-    } catch (error) {
-      if (dispatch.signal?.aborted) throw error;
+    };
+
+    const backoff = new Backoff(options.retry ?? DEFAULT_RETRY);
+    let answer = await send();
+    for (;;) {
+      const outage =
+        'failure' in answer
+          ? connectionOutage(answer.failure)
+          : statusOutage(answer.response.status);
+      if (outage === undefined || !(IDEMPOTENT.has(method) || outage.refused)) break;
+      if (await backoff.next(dispatch.signal, options.stopRetries)) {
+        answer = await send();
+        continue;
+      }
+      const taskId = method.startsWith('tasks/') ? params?.taskId : undefined;
+      throw new TaskServerUnreachableError(
+        {
+          url: endpoint.href,
+          method,
+          taskId: typeof taskId === 'string' ? taskId : undefined,
+          outage,
+          attempts: backoff.failed,
+          waitedMs: backoff.waitedMs,
+        },
+        'failure' in answer ? { cause: answer.failure } : undefined,
+      );
+    }
+    if ('failure' in answer) {
       throw new DispatchError(
         `${method}: the request to ${endpoint.href} failed`,
         IDEMPOTENT.has(method),
-        { cause: error },
+        { cause: answer.failure },
       );
     }
+    const { response, text } = answer;
     if (response.status === 401) {
       throw new DispatchError(`${method}: ${endpoint.href} answered HTTP 401 (unauthorized)`);
     }

@@ -14,6 +14,7 @@ import {
 } from '@modelcontextprotocol/ext-tasks/client';
 import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
 import { createRawDispatch, PROTOCOL_VERSION } from './raw-dispatch.js';
+import type { RetryPolicy } from './retry.js';
 
 /** How to reach the endpoint and who the client is: shared by both HTTP paths. */
 export interface ConnectionOptions {
@@ -36,6 +37,8 @@ export interface ConnectionOptions {
 export interface SessionOptions extends ConnectionOptions {
   /** Answers the input requests of the tasks this session follows. */
   onInputRequest?: ApplicationInputHandler['handle'];
+  /** How the raw path tries again while the server is away (`DEFAULT_RETRY` when not given). */
+  retry?: RetryPolicy;
 }
 
 /** The SDK client and the official Tasks session over it. */
@@ -118,10 +121,13 @@ export async function openTasksSession(
       clientInfo,
       clientCapabilities,
     };
+    const closing = new AbortController();
     const rawDispatch = createRawDispatch(endpoint, {
       headers,
       ...(options.authProvider !== undefined && { authProvider: options.authProvider }),
       fetch: fetchImpl,
+      ...(options.retry !== undefined && { retry: options.retry }),
+      stopRetries: closing.signal,
     });
     const session = createTaskSessionFromClient(client, {
       endpointId: await createTaskSessionEndpointId('nestjs-mcp-tasks', { url: endpoint.href }),
@@ -135,6 +141,8 @@ export async function openTasksSession(
       session,
       rawDispatch,
       close: async () => {
+        // What closing sends (the cancels of the tasks still followed) is tried once.
+        closing.abort();
         try {
           await session.close();
         } finally {

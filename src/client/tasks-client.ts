@@ -12,6 +12,15 @@ import type {
 import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
 import { type InputHandlers, inputHandler, type InputRefusedError } from './input.js';
 import { PROTOCOL_VERSION } from './raw-dispatch.js';
+import {
+  Backoff,
+  describeError,
+  listenOutage,
+  resolveRetry,
+  rethrowUnreachable,
+  type RetryOptions,
+  type RetryPolicy,
+} from './retry.js';
 import { type ConnectionOptions, type OpenSession, openTasksSession } from './session.js';
 import { TaskCall, type TaskSnapshot, toSnapshot } from './tool-call.js';
 
@@ -24,6 +33,16 @@ export interface TasksClientOptions extends ConnectionOptions {
    * and alone when the server offers no stream.
    */
   listen?: boolean;
+  /**
+   * Riding out a server that restarts or blips (default `{ windowMs: 60_000, initialDelayMs:
+   * 250, maxDelayMs: 5_000 }`): while a connection is refused or dropped, or a gateway answers
+   * 502, 503 or 504, `tasks/get`, `tasks/update` and `tasks/cancel` are tried again with
+   * exponential backoff and jitter for `windowMs` from the first failure, and a dropped listen
+   * stream is reopened (then the task is read once, so no change is missed). `tools/call` is tried
+   * again only when the connection was refused (nothing was sent). Past the window the wait
+   * rejects with `TaskServerUnreachableError`. `false`: one try, no retry.
+   */
+  retry?: RetryOptions | false;
 }
 
 export interface CallToolOptions {
@@ -58,6 +77,7 @@ export class TasksClient implements AsyncDisposable {
   readonly protocolVersion = PROTOCOL_VERSION;
   private readonly subscriptions = new Set<AbortController>();
   private readonly refusals: Map<string, InputRefusedError>;
+  private readonly retry: RetryPolicy;
   private closing: Promise<void> | undefined;
 
   /** @internal Use {@link connectTasksClient}. */
@@ -66,9 +86,11 @@ export class TasksClient implements AsyncDisposable {
     private readonly opened: OpenSession,
     private readonly options: TasksClientOptions,
     refusals: Map<string, InputRefusedError>,
+    retry: RetryPolicy,
   ) {
     this.url = url;
     this.refusals = refusals;
+    this.retry = retry;
   }
 
   /** The SDK client, connected: for `listTools`, prompts, resources and plain calls. */
@@ -89,22 +111,23 @@ export class TasksClient implements AsyncDisposable {
   /**
    * Calls a tool. Resolves as soon as the server answered: with a task (`call.taskId`), which the
    * client then follows to its end, or with an immediate result. Rejects with the JSON-RPC error
-   * when the server refuses the call itself.
+   * when the server refuses the call itself, and with `TaskServerUnreachableError` when the
+   * connection stayed refused for `retry.windowMs`. A call whose request may have reached the
+   * server (a connection dropped while it was sent, a gateway error) is not sent again: it
+   * rejects at once.
    */
   async callTool(
     name: string,
     args?: Readonly<Record<string, unknown>>,
     options: CallToolOptions = {},
   ): Promise<TaskCall> {
-    const execution = await this.opened.session.callTool(
-      name,
-      args as Readonly<Record<string, JsonValue>> | undefined,
-      {
+    const execution = await this.opened.session
+      .callTool(name, args as Readonly<Record<string, JsonValue>> | undefined, {
         ...(options.signal !== undefined && { signal: options.signal }),
         ...(options.headers !== undefined && { headers: options.headers }),
         ...(options.ttlMs !== undefined && { task: { retentionMs: options.ttlMs } }),
-      },
-    );
+      })
+      .catch(rethrowUnreachable);
     let stop: (() => void) | undefined;
     const call = new TaskCall(execution, {
       read: (taskId) => this.getTask(taskId, options.headers),
@@ -131,11 +154,15 @@ export class TasksClient implements AsyncDisposable {
     return tools;
   }
 
-  /** Reads a task of this principal by id (`tasks/get`), e.g. one started by another process. */
+  /**
+   * Reads a task of this principal by id (`tasks/get`), e.g. one started by another process.
+   * Rejects with `TaskServerUnreachableError` when the server stayed away for `retry.windowMs`.
+   */
   async getTask(taskId: string, headers?: Readonly<Record<string, string>>): Promise<TaskSnapshot> {
     const view = await this.opened.session
       .task(taskId as TaskId, headers === undefined ? {} : { headers })
-      .snapshot();
+      .snapshot()
+      .catch(rethrowUnreachable);
     return toSnapshot(view);
   }
 
@@ -143,7 +170,8 @@ export class TasksClient implements AsyncDisposable {
   async cancelTask(taskId: string, headers?: Readonly<Record<string, string>>): Promise<void> {
     await this.opened.session
       .task(taskId as TaskId, headers === undefined ? {} : { headers })
-      .cancel();
+      .cancel()
+      .catch(rethrowUnreachable);
   }
 
   /**
@@ -164,10 +192,13 @@ export class TasksClient implements AsyncDisposable {
   }
 
   /**
-   * Opens a listen stream for one task. Its `notifications/tasks` reach the SDK client, whose
+   * Follows one task over listen streams. Its `notifications/tasks` reach the SDK client, whose
    * fallback notification handler hands them to the session, which wakes the task at once. After
-   * the acknowledgement one `tasks/get` catches up on what changed before the stream was open.
-   * Any failure leaves the task to the session's polling. Returns what stops it.
+   * each acknowledgement one `tasks/get` catches up on what changed while no stream was open. A
+   * stream that drops (the server restarts) is reopened with the retry backoff, for as long as the
+   * retry window allows. A server that refuses the stream (a JSON-RPC error, an HTTP error other
+   * than a gateway's) or stays away past the window, or a read that fails (the task is gone),
+   * leaves the task to the session's polling. Returns what stops it.
    */
   private follow(
     taskId: string,
@@ -181,37 +212,71 @@ export class TasksClient implements AsyncDisposable {
       controller.abort();
       void subscription?.close().catch(() => undefined);
     };
-    void (async () => {
-      // `taskIds` is the tasks extension's filter, unknown to the SDK's own type.
-      const filter = { taskIds: [taskId] } as SubscriptionFilter;
-      subscription = await this.opened.client.listen(filter, {
-        signal: controller.signal,
-        ...(headers !== undefined && { headers }),
-      });
-      if (controller.signal.aborted) {
+    void this.listenTo(taskId, headers, controller.signal, (opened) => (subscription = opened))
+      .catch(() => undefined)
+      .finally(stop);
+    return stop;
+  }
+
+  /** The streams of {@link follow}, one after another; resolves when it stops following. */
+  private async listenTo(
+    taskId: string,
+    headers: Readonly<Record<string, string>> | undefined,
+    signal: AbortSignal,
+    opened: (subscription: McpSubscription) => void,
+  ): Promise<void> {
+    // `taskIds` is the tasks extension's filter, unknown to the SDK's own type.
+    const filter = { taskIds: [taskId] } as SubscriptionFilter;
+    const backoff = new Backoff(this.retry);
+    for (;;) {
+      let subscription: McpSubscription;
+      try {
+        subscription = await this.opened.client.listen(filter, {
+          signal,
+          ...(headers !== undefined && { headers }),
+        });
+      } catch (error) {
+        if (signal.aborted || listenOutage(error) === undefined) return;
+        if (await backoff.next(signal)) continue;
+        return;
+      }
+      opened(subscription);
+      backoff.answered();
+      const since = Date.now();
+      if (signal.aborted) {
         await subscription.close();
         return;
       }
-      const now = await this.getTask(taskId, headers);
-      if (controller.signal.aborted) return;
-      const {
-        resultType: _resultType,
-        _meta,
-        ...task
-      } = now.raw as WireTask & {
-        resultType?: unknown;
-        _meta?: unknown;
-      };
-      // The session validates the whole JSON-RPC notification, as it arrives off the stream.
-      const notification = { jsonrpc: '2.0', method: 'notifications/tasks', params: task };
-      await this.opened.client.fallbackNotificationHandler?.(
-        notification as { method: string; params: WireTask },
-      );
-    })().catch(() => {
-      // No stream (or it failed): the session's polling follows the task.
-      stop();
-    });
-    return stop;
+      await this.catchUp(taskId, headers, signal);
+      const cause = await subscription.closed;
+      if (signal.aborted || cause === 'local') return;
+      // Dropped by the server (a restart ends every stream) or the network: open another.
+      if (Date.now() - since >= this.retry.maxDelayMs) backoff.calm();
+      if (!(await backoff.next(signal))) return;
+    }
+  }
+
+  /** Reads the task once and hands it to the session as if a stream had carried it. */
+  private async catchUp(
+    taskId: string,
+    headers: Readonly<Record<string, string>> | undefined,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const now = await this.getTask(taskId, headers);
+    if (signal.aborted) return;
+    const {
+      resultType: _resultType,
+      _meta,
+      ...task
+    } = now.raw as WireTask & {
+      resultType?: unknown;
+      _meta?: unknown;
+    };
+    // The session validates the whole JSON-RPC notification, as it arrives off the stream.
+    const notification = { jsonrpc: '2.0', method: 'notifications/tasks', params: task };
+    await this.opened.client.fallbackNotificationHandler?.(
+      notification as { method: string; params: WireTask },
+    );
   }
 
   private takeRefusal(taskId: string): TaskCancelledError | undefined {
@@ -230,38 +295,19 @@ export class TasksClient implements AsyncDisposable {
   }
 }
 
-/** An error and its causes in one line: "probe failed: fetch failed: connect ECONNREFUSED …". */
-function describe(error: unknown): string {
-  let text = '';
-  let current: unknown = error;
-  // Duck-typed: errors from another realm (Jest's VM contexts) are no `instanceof Error` here.
-  for (let depth = 0; depth < 6 && current !== undefined && current !== null; depth++) {
-    const { message, code, cause, errors } = current as {
-      message?: unknown;
-      code?: unknown;
-      cause?: unknown;
-      errors?: unknown;
-    };
-    const line = typeof message === 'string' ? message : String(current);
-    if (line !== '' && !text.includes(line)) text = text === '' ? line : `${text}: ${line}`;
-    if (typeof code === 'string' && /^E[A-Z]+$/.test(code) && !text.includes(code)) {
-      text = `${text} (${code})`;
-    }
-    current = Array.isArray(errors) && errors.length > 0 ? errors[0] : cause;
-  }
-  return text;
-}
-
 /**
  * Connects to the MCP endpoint at `url` (Streamable HTTP, protocol 2026-07-28) and checks that it
  * serves the Tasks extension. Rejects with an Error naming the URL when the server cannot be
- * reached, and with one saying so when it does not advertise `io.modelcontextprotocol/tasks`.
+ * reached (connecting is tried once: `retry` covers what comes after), with one saying so when it
+ * does not advertise `io.modelcontextprotocol/tasks`, and with a RangeError naming the key of a
+ * bad `retry` option.
  */
 export async function connectTasksClient(
   url: string | URL,
   options: TasksClientOptions = {},
 ): Promise<TasksClient> {
   const endpoint = new URL(url);
+  const retry = resolveRetry(options.retry);
   const refusals = new Map<string, InputRefusedError>();
   let opened: OpenSession | undefined;
   const report = (error: Error): void => {
@@ -276,6 +322,7 @@ export async function connectTasksClient(
   try {
     opened = await openTasksSession(endpoint, {
       ...options,
+      retry,
       onInputRequest: inputHandler(options.onInput ?? {}, {
         refuse: (taskId, error) => {
           refusals.set(taskId, error);
@@ -289,7 +336,7 @@ export async function connectTasksClient(
   }
   if (opened === undefined) {
     throw new Error(
-      `Could not connect to the MCP server at ${endpoint.href}: ${describe(connectError)}`,
+      `Could not connect to the MCP server at ${endpoint.href}: ${describeError(connectError)}`,
       { cause: connectError },
     );
   }
@@ -307,5 +354,5 @@ export async function connectTasksClient(
         : `The MCP server at ${endpoint.href} advertises the tasks extension (${TASKS_EXTENSION_ID}) as ${JSON.stringify(advertised)}; 2026-07-28 requires exactly {}`,
     );
   }
-  return new TasksClient(endpoint, opened, options, refusals);
+  return new TasksClient(endpoint, opened, options, refusals, retry);
 }

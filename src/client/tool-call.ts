@@ -8,6 +8,7 @@ import {
   type ToolExecution,
 } from '@modelcontextprotocol/ext-tasks/client';
 import type { TaskState } from '../task/record.js';
+import { findUnreachable, rethrowUnreachable, type TaskServerUnreachableError } from './retry.js';
 
 export type { TaskState };
 
@@ -26,11 +27,20 @@ export interface TaskSnapshot {
   readonly raw: Readonly<Record<string, JsonValue>>;
 }
 
-/** How a call ended, without throwing. */
+/**
+ * How a call ended, without throwing: the task's own end (`completed`, `failed`, `cancelled`), or
+ * the client's, when it could not follow the task to its end (then the task's end is unknown: it
+ * may still run on the server). `unreachable`: the server stayed away longer than the client's
+ * `retry.windowMs`. `error`: a request about the task was answered with an error that trying again
+ * would not mend, such as the JSON-RPC error -32602 "Task not found" of a server that lost the task
+ * in a restart (a `JsonRpcResponseError`), an HTTP 401, or an input the client could not take.
+ */
 export type TaskCallOutcome =
   | { readonly status: 'completed'; readonly result: CallToolResult }
   | { readonly status: 'failed'; readonly error: TaskFailedError }
-  | { readonly status: 'cancelled'; readonly error: TaskCancelledError };
+  | { readonly status: 'cancelled'; readonly error: TaskCancelledError }
+  | { readonly status: 'unreachable'; readonly error: TaskServerUnreachableError }
+  | { readonly status: 'error'; readonly error: Error };
 
 export type StatusListener = (task: TaskSnapshot) => void;
 
@@ -134,9 +144,12 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
     }
   }
 
-  /** Asks the server to cancel the task (`tasks/cancel`); `result()` then rejects cancelled. */
+  /**
+   * Asks the server to cancel the task (`tasks/cancel`); `result()` then rejects cancelled.
+   * Rejects with `TaskServerUnreachableError` when the server stayed away.
+   */
   async cancel(): Promise<void> {
-    await this.execution.cancel();
+    await this.execution.cancel().catch(rethrowUnreachable);
   }
 
   /** Reads the task from the server now (`tasks/get`), e.g. its final status after a cancel. */
@@ -147,14 +160,17 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
 
   /**
    * The tool's `CallToolResult` once the task completed (a result with `isError: true` included).
-   * Rejects with `TaskFailedError` (`code`, `data`: the JSON-RPC error) or `TaskCancelledError`,
-   * or with the abort reason of the call's `signal` when the caller stopped waiting.
+   * Rejects with `TaskFailedError` (`code`, `data`: the JSON-RPC error) when the task failed, and
+   * only then; `TaskCancelledError` when it was cancelled; `TaskServerUnreachableError` when the
+   * server stayed away longer than `retry.windowMs`; the error of the request that failed when the
+   * client could not follow the task (see {@link TaskCallOutcome}); or the abort reason of the
+   * call's `signal` when the caller stopped waiting.
    */
   async result(): Promise<CallToolResult> {
     const outcome = await this.outcomePromise;
     if (outcome.status === 'completed') return outcome.result;
     const { signal } = this.hooks;
-    if (outcome.status === 'failed' && signal?.aborted === true) throw signal.reason;
+    if (outcome.status !== 'cancelled' && signal?.aborted === true) throw signal.reason;
     throw outcome.error;
   }
 
@@ -196,16 +212,34 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
     status: 'completed' | 'failed' | 'cancelled';
     result?: unknown;
     error?: TaskFailedError;
+    task?: { status: string };
   }): TaskCallOutcome {
     if (outcome.status === 'completed') {
       return { status: 'completed', result: outcome.result as CallToolResult };
     }
     if (outcome.status === 'failed') {
-      return { status: 'failed', error: outcome.error ?? new TaskFailedError('Task failed') };
+      const failure = outcome.error ?? new TaskFailedError('Task failed');
+      const unreachable = findUnreachable(failure);
+      if (unreachable !== undefined) return { status: 'unreachable', error: unreachable };
+      // The session reports as a failure whatever ended its wait; the task failed only when the
+      // server said so (a `failed` snapshot). An answer at once has no task: its failure stays.
+      if (this.taskId === undefined || outcome.task?.status === 'failed') {
+        return { status: 'failed', error: failure };
+      }
+      return { status: 'error', error: causeOf(failure) };
     }
     const refused = this.taskId === undefined ? undefined : this.hooks.refusal(this.taskId);
     return { status: 'cancelled', error: refused ?? new TaskCancelledError() };
   }
+}
+
+/** The error behind the session's TaskFailedError (the request's own), or a plain Error. */
+function causeOf(failure: TaskFailedError): Error {
+  const { cause } = failure;
+  if (cause !== null && typeof cause === 'object' && typeof (cause as Error).message === 'string') {
+    return cause as Error;
+  }
+  return new Error(failure.message, { cause: failure });
 }
 
 function asFailure(error: unknown): TaskFailedError {

@@ -179,7 +179,10 @@ class Tools {
 })
 class ServerModule {}
 
-/** Counts requests by `Mcp-Method` (on both HTTP paths), and can make some of them fail. */
+/**
+ * Counts requests by `Mcp-Method` (on both HTTP paths), and can make some of them fail (HTTP 500:
+ * no gateway's 502-504, which the client would try again).
+ */
 function countingFetch(
   counts: Map<string, number>,
   failing: ReadonlySet<string> = new Set(),
@@ -189,7 +192,7 @@ function countingFetch(
     counts.set(method, (counts.get(method) ?? 0) + 1);
     if (failing.has(method)) {
       return new Response('{"error":"no streams here"}', {
-        status: 503,
+        status: 500,
         headers: { 'content-type': 'application/json' },
       });
     }
