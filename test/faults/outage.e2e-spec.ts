@@ -17,6 +17,13 @@ import { type FaultInstance, faultLog, misses, runThroughFault, startInstance } 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 const OUTAGES = [5_000, 60_000];
 
+/** How many ERROR lines of each kind (their first 40 characters). */
+function errorKinds(lines: readonly string[]): Record<string, number> {
+  const kinds: Record<string, number> = {};
+  for (const line of lines) kinds[line.slice(0, 40)] = (kinds[line.slice(0, 40)] ?? 0) + 1;
+  return kinds;
+}
+
 let instances: FaultInstance[] = [];
 afterEach(async () => {
   for (const instance of instances.splice(0)) await instance.close();
@@ -56,6 +63,7 @@ describe('Redis: running calls ride out a store outage', () => {
       console.log(
         `Redis outage of ${outageMs} ms: ${all.length} completed, ` +
           `${faultLog.errors.length - errorsBefore} ERROR lines`,
+        errorKinds(faultLog.errors.slice(errorsBefore)),
       );
     },
     180_000,
@@ -101,6 +109,7 @@ describe('Redis: running calls ride out a store outage', () => {
         console.log(
           `PostgreSQL outage of ${outageMs} ms: ${all.length} completed, ` +
             `${faultLog.errors.length - errorsBefore} ERROR lines`,
+          errorKinds(faultLog.errors.slice(errorsBefore)),
         );
       },
       180_000,
