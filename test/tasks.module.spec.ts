@@ -97,6 +97,7 @@ describe('TasksModule.forRoot', () => {
       resultWaits: { max: 1_024, maxPerPrincipal: 32 },
       runningTasksOnShutdown: 'fail',
       lease: { ttlMs: 30_000 },
+      storeOutageMs: 120_000,
       telemetry: {},
     });
   });

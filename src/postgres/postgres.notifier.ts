@@ -19,6 +19,8 @@ import { PostgresTaskStore } from './postgres.task-store.js';
 
 /** How long the LISTEN connection waits before connecting again after it broke. */
 const RECONNECT_MS = 1_000;
+/** While the LISTEN connection cannot be made, how often that is logged. */
+const FAILURE_LOG_MS = 60_000;
 
 /**
  * The notifier for several instances on one PostgreSQL: each change is sent with `pg_notify` on
@@ -56,6 +58,9 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   private reconnect: NodeJS.Timeout | undefined;
   private closed = false;
   private listening = false;
+  /** Since when the LISTEN connection fails to connect, and when that was last logged. */
+  private failingSince: number | undefined;
+  private failureLoggedAt = 0;
   /** Resolves once the first LISTEN connection is up (or failed: it then keeps trying). */
   readonly ready: Promise<void>;
   /** What other instances write reaches this process's waiters (when it was given the feed). */
@@ -207,11 +212,23 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
       await client.query(`LISTEN "${this.controlChannel}"`);
       if (this.listener !== client) return undefined;
       this.listening = true;
+      if (this.failingSince !== undefined) {
+        const seconds = Math.round((Date.now() - this.failingSince) / 1000);
+        this.logger.log(`LISTEN connection made again after ${seconds} s`);
+        this.failingSince = undefined;
+      }
       return client;
     } catch (error) {
-      this.logger.error(
-        `Could not connect to LISTEN: ${error instanceof Error ? error.message : String(error)}`,
-      );
+      // Tried again every second while PostgreSQL is away: logged when it starts, then once a
+      // minute.
+      const now = Date.now();
+      if (this.failingSince === undefined || now - this.failureLoggedAt >= FAILURE_LOG_MS) {
+        this.failingSince ??= now;
+        this.failureLoggedAt = now;
+        this.logger.error(
+          `Could not connect to LISTEN: ${error instanceof Error ? error.message : String(error)} (tried again every ${RECONNECT_MS} ms; logged once a minute)`,
+        );
+      }
       broke();
       return undefined;
     }

@@ -350,7 +350,7 @@ describe.each(ADAPTERS)('task console (%s)', (adapter) => {
       await stream.waitFor(
         new RegExp(`event: task\\ndata: \\{"taskId":"${record.taskId}"[^\\n]*"version":1\\}`),
       );
-      await tasks.progress(record.taskId, 'halfway');
+      const halfway = await tasks.progress(record.taskId, 'halfway');
       const frame = await stream.waitFor(
         new RegExp(`data: [^\\n]*${record.taskId}[^\\n]*halfway[^\\n]*`),
       );
@@ -359,7 +359,7 @@ describe.each(ADAPTERS)('task console (%s)', (adapter) => {
         status: 'working',
         statusMessage: 'halfway',
         toolName: 'stream_me',
-        version: 2,
+        version: halfway.version,
       });
       await stream.waitFor(/: keepalive\n\n/, 2_000);
       expect(running.app.get(TaskConsole).openStreams).toBe(1);

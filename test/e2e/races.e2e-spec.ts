@@ -37,8 +37,8 @@ import { docFigure } from '../docs/figures.js';
  *
  * What must hold, whatever the interleaving:
  *
- * - the writes of each task form one sequence of versions 1, 2, 3… (compare-and-set let no two
- *   writers through), with exactly one terminal version, the last;
+ * - the writes of each task form one chain from version 1, each written over the one before it
+ *   (compare-and-set let no two writers through), with exactly one terminal version, the last;
  * - both instances (tasks/get over HTTP, and TasksService.status) answer that last version;
  * - no accepted input answer is lost or replaced while the task lives, a request leaves only by
  *   being answered, an answer is taken only for an outstanding key (checked version by version);
@@ -199,17 +199,26 @@ class History {
     const compareAndSet = store.compareAndSet.bind(store);
     store.create = async (record, options) => {
       await create(record, options);
-      this.note(record);
+      this.note(record, 0);
     };
     store.compareAndSet = async (record, expectedVersion) => {
       const written = await compareAndSet(record, expectedVersion);
-      if (written) this.note(record);
+      if (written) this.note(record, expectedVersion);
       else this.conflicts++;
       return written;
     };
   }
 
-  private note(record: TaskRecord): void {
+  /** The version each accepted write was made over (0 for a creation), by `<task> <version>`. */
+  private readonly over = new Map<string, number>();
+
+  /** The version the write of `record` was made over. */
+  madeOver(record: TaskRecord): number | undefined {
+    return this.over.get(`${record.taskId} ${record.version}`);
+  }
+
+  private note(record: TaskRecord, expected: number): void {
+    this.over.set(`${record.taskId} ${record.version}`, expected);
     let versions = this.records.get(record.taskId);
     if (versions === undefined) {
       versions = new Map();
@@ -572,8 +581,11 @@ async function race(
     const records = history.of(taskId);
     const where = `task ${taskId}`;
     records.forEach((record, j) => {
-      if (record.version !== j + 1)
-        fail(`${where}: version ${j + 1} missing, found v${record.version}`);
+      const over = j === 0 ? 0 : records[j - 1]!.version;
+      if (j === 0 && record.version !== 1) fail(`${where}: created as v${record.version}`);
+      if (history.madeOver(record) !== over) {
+        fail(`${where}: v${record.version} written over v${history.madeOver(record)}, not v${over}`);
+      }
     });
     const terminal = records.filter((record) => isTerminal(record.status));
     if (tasks.includes(taskId)) {

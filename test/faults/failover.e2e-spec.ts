@@ -1,0 +1,103 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
+import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
+import { startPostgresWithReplica } from '../servers/postgres-replica.mjs';
+import { startRedisSentinelSet } from '../servers/redis-sentinel.mjs';
+import { startTcpProxy } from '../servers/tcp-proxy.mjs';
+import { type FaultInstance, faultLog, misses, runThroughFault, startInstance } from './harness.js';
+
+/**
+ * Real failovers under running calls. Redis: a primary, a replica and a Sentinel; the apps reach
+ * Redis through the Sentinel (`connection: { sentinels, name }`), and the primary is killed while
+ * 20 calls run and report progress every 100 ms. PostgreSQL: a primary and a streaming replica;
+ * the apps reach the database through one address (a TCP proxy, as a managed cluster's writer
+ * endpoint), the primary is killed, the replica promoted with `pg_ctl promote` and the address
+ * pointed at it. Every call completes with its own result and every listener hears it.
+ */
+
+/** Servers started here and not stopped: halted should the process exit first. */
+const running = new Set<() => void>();
+const track = (halt: () => void): void => {
+  running.add(halt);
+};
+process.once('exit', () => {
+  for (const halt of running) halt();
+});
+
+let instances: FaultInstance[] = [];
+afterEach(async () => {
+  for (const instance of instances.splice(0)) await instance.close();
+});
+afterAll(() => {
+  for (const halt of running) halt();
+});
+
+/** How long the calls plan for the failover (half of them end within it). */
+const FAILOVER_MS = 4_000;
+
+describe('failovers under running calls', () => {
+  it('Redis Sentinel: the primary killed, the replica promoted; 20/20 completed, every listener hears it', async () => {
+    const set = await startRedisSentinelSet({ name: 'faults-e2e', track });
+    try {
+      const connection = {
+        connection: { sentinels: set.sentinels, name: set.name },
+        prefix: `sentinel-${process.pid}:`,
+        timeoutMs: 1_000,
+      };
+      const parts = () => ({
+        store: new RedisTaskStore(connection),
+        notifier: redisNotifier(connection),
+      });
+      instances = [await startInstance(parts), await startInstance(parts)];
+      const [a, b] = instances as [FaultInstance, FaultInstance];
+      const errorsBefore = faultLog.errors.length;
+      const { all, faultTookMs } = await runThroughFault(a, b, FAILOVER_MS, async () => {
+        await set.killPrimary();
+        const primary = await set.waitForFailover();
+        expect(primary.port).toBe(set.replicaPort);
+      });
+      expect(misses(all)).toEqual([]);
+      expect(all).toHaveLength(20);
+      console.log(
+        `Sentinel failover took ${faultTookMs} ms: ${all.length} completed, ` +
+          `${faultLog.errors.length - errorsBefore} ERROR lines`,
+      );
+    } finally {
+      for (const instance of instances.splice(0)) await instance.close();
+      await set.stop();
+    }
+  }, 120_000);
+
+  it('PostgreSQL: the primary killed, the streaming replica promoted behind one address; 20/20 completed, every listener hears it', async () => {
+    const pair = await startPostgresWithReplica({ name: 'faults-e2e', track });
+    const proxy = await startTcpProxy({ targetPort: pair.primary.port });
+    try {
+      const url = new URL(pair.primary.url);
+      url.port = String(proxy.port);
+      const connection = { connection: url.toString(), schema: 'failover', timeoutMs: 1_000 };
+      const parts = () => ({
+        store: new PostgresTaskStore(connection),
+        notifier: postgresNotifier(connection),
+      });
+      instances = [await startInstance(parts), await startInstance(parts)];
+      const [a, b] = instances as [FaultInstance, FaultInstance];
+      const errorsBefore = faultLog.errors.length;
+      const { all, faultTookMs } = await runThroughFault(a, b, FAILOVER_MS, async () => {
+        await pair.killPrimary();
+        await pair.promote();
+        proxy.retarget(pair.replica.port);
+        proxy.dropAll();
+      });
+      expect(misses(all)).toEqual([]);
+      expect(all).toHaveLength(20);
+      console.log(
+        `PostgreSQL promotion took ${faultTookMs} ms: ${all.length} completed, ` +
+          `${faultLog.errors.length - errorsBefore} ERROR lines`,
+      );
+    } finally {
+      for (const instance of instances.splice(0)) await instance.close();
+      await proxy.close();
+      await pair.stop();
+    }
+  }, 120_000);
+});
