@@ -141,9 +141,7 @@ export async function startRedisSentinelSet({
     startData(primaryPort);
     await waitForNode(primaryPort, async (node) => (await node.ping()) === 'PONG');
     startData(replicaPort, primaryPort);
-    await waitForNode(replicaPort, async (node) =>
-      String(await node.info('replication')).includes('master_link_status:up'),
-    );
+    await replicaInSync(primaryPort, replicaPort);
     for (const port of sentinelPorts) startSentinel(port);
     await sentinelsKnowReplica(replicaPort);
   } catch (error) {
@@ -206,14 +204,30 @@ export async function startRedisSentinelSet({
       const port = killedPort;
       killedPort = undefined;
       startData(port, primary.port);
-      await waitForNode(port, async (node) =>
-        String(await node.info('replication')).includes('master_link_status:up'),
-      );
+      await replicaInSync(primary.port, port);
       // Ready for the next failover, as at the start.
       await sentinelsKnowReplica(port);
     },
     stop,
   };
+}
+
+/**
+ * Waits until the replica on `replicaPort` has loaded the primary's data and the primary streams
+ * its writes to it. The replica reports its link up once it has loaded the data, and the primary
+ * reports it online, but the primary holds the writes back until the replica's first
+ * acknowledgement, which comes within a second: until then a write is on the primary alone, and
+ * lost by a kill. So a propagated command that leaves no key behind (a PUBLISH) must be
+ * acknowledged (WAIT) by the replica.
+ */
+async function replicaInSync(primaryPort, replicaPort) {
+  await waitForNode(replicaPort, async (node) =>
+    String(await node.info('replication')).includes('master_link_status:up'),
+  );
+  await waitForNode(primaryPort, async (node) => {
+    await node.publish('nestjs-mcp-tasks:replica-in-sync', String(replicaPort));
+    return (await node.wait(1, 1000)) >= 1;
+  });
 }
 
 /** A field of a Sentinel reply given as a flat list of names and values. */
