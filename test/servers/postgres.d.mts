@@ -14,6 +14,8 @@ export interface PrivatePostgres {
   halt(): void;
   /** Removes the server's directory. */
   remove(): void;
+  /** `pg_ctl promote -w`: a standby leaves recovery; it takes writes once this returns. */
+  promote(): void;
 }
 
 export function startPrivatePostgres(options: {
@@ -24,4 +26,9 @@ export function startPrivatePostgres(options: {
   settings?: Record<string, string | number>;
   /** Gets at once `halt()`, for a hard deadline or an exit. */
   track?: (halt: () => void) => void;
+  /**
+   * Copy the data directory from the server on this loopback port with `pg_basebackup -R`
+   * instead of initdb: the server starts as a streaming hot standby of it.
+   */
+  baseBackupOf?: { port: number };
 }): Promise<PrivatePostgres>;

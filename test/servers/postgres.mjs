@@ -44,10 +44,22 @@ function check(result, what) {
  *
  * What it resolves: `url`, `port`, `pid()` (the postmaster's, whose children are the server's
  * processes), `start()` (again on the same port and data directory, after a `stop`), `stop(mode)`
- * (`pg_ctl stop -m fast|immediate`; a server already stopped is fine), `halt()` and `remove()`
- * (the directory).
+ * (`pg_ctl stop -m fast|immediate`; a server already stopped is fine), `halt()`, `remove()`
+ * (the directory) and `promote()` (a standby's).
+ *
+ * With `baseBackupOf: { port }` the data directory is not made by initdb but copied from the
+ * server on that loopback port by `pg_basebackup -R` (which writes `primary_conninfo` and
+ * `standby.signal`): the server starts as a streaming standby of it, a hot standby that answers
+ * reads. The source must allow replication connections from loopback, as initdb's pg_hba.conf
+ * does (`--auth=trust`), and have a free WAL sender (`max_wal_senders`, 10 by default).
  */
-export async function startPrivatePostgres({ bin, name, settings = {}, track = () => undefined }) {
+export async function startPrivatePostgres({
+  bin,
+  name,
+  settings = {},
+  track = () => undefined,
+  baseBackupOf,
+}) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), `nestjs-mcp-tasks-${name}-`));
   if (process.getuid?.() === 0) {
@@ -75,7 +87,7 @@ export async function startPrivatePostgres({ bin, name, settings = {}, track = (
       ctl(['-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']),
       'pg_ctl start',
     );
-  try {
+  const initdb = () =>
     check(
       run(join(bin, 'initdb'), [
         '-D',
@@ -89,6 +101,18 @@ export async function startPrivatePostgres({ bin, name, settings = {}, track = (
       ]),
       'initdb',
     );
+  // A fast checkpoint (the default spreads it out), the WAL streamed alongside, nothing synced.
+  const baseBackup = ({ port: source }) =>
+    check(
+      run(join(bin, 'pg_basebackup'), [
+        ...['-h', '127.0.0.1', '-p', String(source), '-U', 'postgres', '-D', data],
+        ...['-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'],
+      ]),
+      'pg_basebackup',
+    );
+  try {
+    if (baseBackupOf === undefined) initdb();
+    else baseBackup(baseBackupOf);
     start();
   } catch (error) {
     halt();
@@ -108,5 +132,7 @@ export async function startPrivatePostgres({ bin, name, settings = {}, track = (
     },
     halt,
     remove,
+    // Waits (-w) until the standby has left recovery: it takes writes once this returns.
+    promote: () => check(ctl(['-w', '-t', '30', 'promote']), 'pg_ctl promote'),
   };
 }
