@@ -21,6 +21,7 @@ export type {
   TasksModuleOptions,
   TasksResultWaitsOptions,
   TasksServerOptions,
+  TasksShutdownOptions,
   TasksTelemetryOptions,
 } from './interfaces/tasks-module-options.interface.js';
 export {
@@ -61,6 +62,7 @@ export { defaultPrincipal, type PrincipalResolver } from './principal.js';
 export {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
+  ServerShuttingDownError,
   TaskConflictError,
   TaskError,
   TaskInternalError,
@@ -71,6 +73,7 @@ export {
   TaskTooLargeError,
   TasksConfigError,
   type JsonRpcErrorObject,
+  type ShuttingDownData,
   type TaskErrorKind,
   type TaskLimitData,
 } from './errors.js';
