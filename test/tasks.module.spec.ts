@@ -287,7 +287,9 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
     ]);
     expect(error.message).toBe('janitor.intervalMs must be a positive integer, got -5');
     const drain = await bootError([
-      TasksModule.forRootAsync({ useFactory: async () => ({ shutdown: { drainMs: '5s' } }) }),
+      TasksModule.forRootAsync({
+        useFactory: async () => ({ shutdown: { drainMs: '5s' as never } }),
+      }),
     ]);
     expect(drain).toBeInstanceOf(TasksConfigError);
     expect(drain.message).toBe(

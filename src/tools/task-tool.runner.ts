@@ -247,6 +247,11 @@ export class TaskToolRunner
       if (!isTerminal(record.status)) await this.acknowledgeCancel(taskId);
       return 'settled';
     }
+    // Taken just before the drain began: not started yet, so it goes back for another worker.
+    if (this.stopping) {
+      running.stop();
+      return 'stopped';
+    }
     if (job.run > 1) {
       await this.settle(
         this.tasks.progress(taskId, `Restarted (run ${job.run}): the previous run stopped`),
