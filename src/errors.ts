@@ -21,7 +21,8 @@ export type TaskErrorKind =
   | 'quota'
   | 'too_large'
   | 'conflict'
-  | 'internal';
+  | 'internal'
+  | 'shutting_down';
 
 /** The standard headers disagree with the body (Streamable HTTP, 2026-07-28); HTTP 400. */
 export const HEADER_MISMATCH = -32020;
@@ -44,6 +45,7 @@ export const TASK_ERROR_CODES: Readonly<Record<TaskErrorKind, number>> = {
   too_large: ProtocolErrorCode.InvalidParams,
   conflict: ProtocolErrorCode.InternalError,
   internal: ProtocolErrorCode.InternalError,
+  shutting_down: SERVER_ERROR,
 };
 
 /** A JSON-RPC error object as it appears on the wire and in a failed task. */
@@ -200,6 +202,32 @@ export class TaskStoreUnreachableError extends TaskError {
   }
 }
 
+/** What a refused call carries in `data`: how soon to call again (on another instance). */
+export interface ShuttingDownData {
+  reason: 'shutting_down';
+  retryAfterMs: number;
+}
+
+/** How soon a call refused at shutdown may be made again: at once, on another instance. */
+export const SHUTDOWN_RETRY_AFTER_MS = 1_000;
+
+/**
+ * This instance is shutting down (its graceful drain): it starts no new task-tool call, and says
+ * so with -32000 so that the caller makes the call again, where another instance takes it.
+ * Nothing was created or run.
+ */
+export class ServerShuttingDownError extends TaskError {
+  declare readonly data: ShuttingDownData;
+
+  constructor() {
+    super(
+      'shutting_down',
+      'The server is shutting down and starts no new task: call the tool again',
+      { reason: 'shutting_down', retryAfterMs: SHUTDOWN_RETRY_AFTER_MS },
+    );
+  }
+}
+
 /** The HTTP status of each kind of TaskError, for REST controllers that call TasksService. */
 export const TASK_ERROR_HTTP_STATUS: Readonly<Record<TaskErrorKind, number>> = {
   not_found: 404,
@@ -212,6 +240,7 @@ export const TASK_ERROR_HTTP_STATUS: Readonly<Record<TaskErrorKind, number>> = {
   quota: 429,
   too_large: 413,
   internal: 503,
+  shutting_down: 503,
 };
 
 /**

@@ -21,6 +21,7 @@ export type {
   TasksModuleOptions,
   TasksResultWaitsOptions,
   TasksServerOptions,
+  TasksShutdownOptions,
   TasksTelemetryOptions,
 } from './interfaces/tasks-module-options.interface.js';
 export {
@@ -61,16 +62,19 @@ export { defaultPrincipal, type PrincipalResolver } from './principal.js';
 export {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
+  ServerShuttingDownError,
   TaskConflictError,
   TaskError,
   TaskInternalError,
   TaskNotFoundError,
   TaskQuotaError,
   TaskStoreFullError,
+  TaskStoreUnreachableError,
   TaskTerminalError,
   TaskTooLargeError,
   TasksConfigError,
   type JsonRpcErrorObject,
+  type ShuttingDownData,
   type TaskErrorKind,
   type TaskLimitData,
 } from './errors.js';

@@ -16,7 +16,9 @@ import {
   DEFAULT_MAX_TASK_BYTES,
   DEFAULT_MAX_TASKS_PER_OWNER,
   DEFAULT_TERMINAL_TTL_MS,
+  DEFAULT_SHUTDOWN_DRAIN_MS,
   DEFAULT_TTL_MS,
+  MAX_SHUTDOWN_DRAIN_MS,
   MIN_LEASE_TTL_MS,
 } from './tasks.constants.js';
 import { show, TasksConfigError } from './errors.js';
@@ -57,6 +59,7 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'listen',
   'resultWaits',
   'runningTasksOnShutdown',
+  'shutdown',
   'lease',
   'storeOutageMs',
   'telemetry',
@@ -70,6 +73,7 @@ const LISTEN_KEYS: ReadonlySet<string> = new Set([
 const RESULT_WAITS_KEYS: ReadonlySet<string> = new Set(['max', 'maxPerPrincipal']);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
 const LEASE_KEYS: ReadonlySet<string> = new Set(['ttlMs']);
+const SHUTDOWN_KEYS: ReadonlySet<string> = new Set(['drainMs']);
 const TELEMETRY_KEYS: ReadonlySet<string> = new Set([
   'meterProvider',
   'tracerProvider',
@@ -200,6 +204,7 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     listen: listenOptions(raw.listen),
     resultWaits: resultWaitsOptions(raw.resultWaits),
     runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
+    shutdown: shutdownOptions(raw.shutdown),
     lease: leaseOptions(raw.lease),
     storeOutageMs: nonNegativeInteger('storeOutageMs', raw.storeOutageMs, DEFAULT_STORE_OUTAGE_MS),
     telemetry: telemetryOptions(raw.telemetry),
@@ -264,6 +269,25 @@ function onShutdown(value: unknown): 'fail' | 'leave' {
     throw mustBe('runningTasksOnShutdown', '"fail" or "leave"', value);
   }
   return value;
+}
+
+/** The graceful shutdown: how long the calls running then may take (0: hand them over at once). */
+function shutdownOptions(value: unknown): TasksConfig['shutdown'] {
+  const given = value ?? {};
+  if (!isObject(given)) throw mustBe('shutdown', 'an object', given);
+  refuseUnknownKeys('shutdown.', given, SHUTDOWN_KEYS);
+  const drainMs = given.drainMs ?? DEFAULT_SHUTDOWN_DRAIN_MS;
+  if (
+    (drainMs !== 0 && !isPositiveInteger(drainMs)) ||
+    (drainMs as number) > MAX_SHUTDOWN_DRAIN_MS
+  ) {
+    throw mustBe(
+      'shutdown.drainMs',
+      `a positive integer or 0 (at most ${MAX_SHUTDOWN_DRAIN_MS})`,
+      drainMs,
+    );
+  }
+  return Object.freeze({ drainMs: drainMs as number });
 }
 
 function listenOptions(value: unknown): Readonly<Required<TasksListenOptions>> {

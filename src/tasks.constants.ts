@@ -41,6 +41,11 @@ export const DEFAULT_STORE_OUTAGE_MS = 120_000;
  */
 export const MIN_LEASE_TTL_MS = 300;
 
+/** How long calls running at shutdown may take to finish unless configured otherwise. */
+export const DEFAULT_SHUTDOWN_DRAIN_MS = 10_000;
+/** The longest drain: what a Node timer can wait (2^31 - 1 ms, about 24.8 days). */
+export const MAX_SHUTDOWN_DRAIN_MS = 2_147_483_647;
+
 /** Name of the janitor's interval in the SchedulerRegistry. */
 export const JANITOR_INTERVAL_NAME = 'nestjs-mcp-tasks:janitor';
 

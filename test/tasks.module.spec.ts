@@ -96,6 +96,7 @@ describe('TasksModule.forRoot', () => {
       },
       resultWaits: { max: 1_024, maxPerPrincipal: 32 },
       runningTasksOnShutdown: 'fail',
+      shutdown: { drainMs: 10_000 },
       lease: { ttlMs: 30_000 },
       storeOutageMs: 120_000,
       telemetry: {},
@@ -115,6 +116,15 @@ describe('TasksModule.forRoot', () => {
       maxRows: null,
       janitor: { intervalMs: 1000, terminalTtlMs: 3_600_000 },
     });
+  });
+
+  it('passes the drain through: 0 hands running calls over at once', async () => {
+    const none = await boot([TasksModule.forRoot({ shutdown: { drainMs: 0 } })]);
+    expect(none.get<TasksConfig>(TASKS_CONFIG).shutdown).toEqual({ drainMs: 0 });
+    const long = await boot([
+      TasksModule.forRootAsync({ useFactory: () => ({ shutdown: { drainMs: 25_000 } }) }),
+    ]);
+    expect(long.get<TasksConfig>(TASKS_CONFIG).shutdown).toEqual({ drainMs: 25_000 });
   });
 
   it('passes the stream and wait caps through, each merged with its own default', async () => {
@@ -215,6 +225,20 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
       { runningTasksOnShutdown: 'keep' as never },
       'runningTasksOnShutdown must be "fail" or "leave", got "keep"',
     ],
+    [{ shutdown: false as never }, 'shutdown must be an object, got false'],
+    [
+      { shutdown: { drainMs: -1 } },
+      'shutdown.drainMs must be a positive integer or 0 (at most 2147483647), got -1',
+    ],
+    [
+      { shutdown: { drainMs: 1.5 } },
+      'shutdown.drainMs must be a positive integer or 0 (at most 2147483647), got 1.5',
+    ],
+    [
+      { shutdown: { drainMs: 2_147_483_648 } },
+      'shutdown.drainMs must be a positive integer or 0 (at most 2147483647), got 2147483648',
+    ],
+    [{ shutdown: { drain: 5 } } as never, 'shutdown.drain is not an option'],
     [{ lease: 'on' as never }, 'lease must be an object or false, got "on"'],
     [{ lease: { ttlMs: 0 } }, 'lease.ttlMs must be a positive integer, got 0'],
     [{ lease: { ttlMs: 299 } }, 'lease.ttlMs must be at least 300, got 299'],
@@ -263,6 +287,15 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
       TasksModule.forRootAsync({ useFactory: async () => ({ janitor: { intervalMs: -5 } }) }),
     ]);
     expect(error.message).toBe('janitor.intervalMs must be a positive integer, got -5');
+    const drain = await bootError([
+      TasksModule.forRootAsync({
+        useFactory: async () => ({ shutdown: { drainMs: '5s' as never } }),
+      }),
+    ]);
+    expect(drain).toBeInstanceOf(TasksConfigError);
+    expect(drain.message).toBe(
+      'shutdown.drainMs must be a positive integer or 0 (at most 2147483647), got "5s"',
+    );
   });
 
   it('a store that is not a TaskStore fails the boot naming what is missing', async () => {

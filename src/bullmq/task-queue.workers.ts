@@ -24,9 +24,10 @@ const PUT_BACK_DELAY_MS = 1_000;
 /**
  * The BullMQ Workers of this process: one per queue that a `@TaskTool` names, started once the
  * app is ready (never before its providers are), each running its jobs through
- * TaskToolRunner.runJob. At shutdown they stop taking jobs first; the runner then stops the
- * methods still running, and their jobs go back to the queue (delayed a second) for another
- * worker; the workers close last.
+ * TaskToolRunner.runJob. At shutdown they stop taking jobs as the runner's drain starts, and let
+ * the jobs they run finish within it (`shutdown.drainMs`); the runner then stops the methods
+ * still running, and their jobs go back to the queue (delayed a second) for another worker; the
+ * workers close last.
  */
 @Injectable()
 export class TaskQueueWorkers
@@ -68,11 +69,13 @@ export class TaskQueueWorkers
       worker.on('error', (error) => this.logger.error(`Queue ${queue.name}: ${String(error)}`));
       this.workers.push(worker);
     }
+    // The drain starts in the runner's first shutdown hook, which may come before this module's.
+    void runner.whenStopping.then(() => this.onModuleDestroy());
   }
 
   /**
-   * Stops taking jobs. Closing a worker waits for its running jobs, which the runner's shutdown
-   * (after this hook) stops, so the close is awaited only at the end.
+   * Stops taking jobs. Closing a worker waits for its running jobs, which finish in the runner's
+   * drain or are stopped after it, so the close is awaited only at the end.
    */
   onModuleDestroy(): void {
     this.closed ??= Promise.all(this.workers.map((worker) => worker.close()));

@@ -92,12 +92,15 @@ export interface TasksModuleOptions {
   /** Waiting 2025-11-25 `tasks/result` requests. */
   resultWaits?: TasksResultWaitsOptions;
   /**
-   * What happens, at shutdown, to tool calls still running in this process. `'fail'` (default):
-   * each task fails with -32603 "The server shut down before the task finished", so no task stays
-   * `working` unnoticed. `'leave'`: tasks stay as they are, for a shared store where another
-   * instance or a worker takes them over.
+   * What happens, at shutdown, to tool calls still running in this process once the drain
+   * (`shutdown.drainMs`) is over. `'fail'` (default): each task fails with -32603 "The server shut
+   * down before the task finished", so no task stays `working` unnoticed. `'leave'`: tasks stay as
+   * they are, for a shared store where another instance or a worker takes them over. A queue job
+   * still running goes back to its queue either way.
    */
   runningTasksOnShutdown?: 'fail' | 'leave';
+  /** The graceful shutdown of this instance (`app.close()`, SIGTERM with shutdown hooks). */
+  shutdown?: TasksShutdownOptions;
   /**
    * The lease of this instance, on a store shared between processes (one with leases, such as
    * RedisTaskStore): it is renewed every third of `ttlMs`, and when an instance dies with tool
@@ -140,6 +143,24 @@ export interface TasksTelemetryOptions {
    * so it stays out of telemetry unless the app's trace backend is as private as its store.
    */
   recordTaskIds?: boolean;
+}
+
+/**
+ * What this instance does when the app closes. From the first shutdown hook it takes no new
+ * task-tool call (2026-07-28: HTTP 503 with `Retry-After` and a JSON-RPC error, so the client or
+ * the load balancer tries another instance; 2025-11-25: the same error on HTTP 200), while
+ * `tasks/get`, `tasks/update`, `tasks/cancel` and listen streams go on. Its queue workers take no
+ * new job. The calls and jobs running then get `drainMs` to finish; what is still running after it
+ * is handed over: jobs go back to their queue, in-process calls end as `runningTasksOnShutdown`
+ * says.
+ */
+export interface TasksShutdownOptions {
+  /**
+   * How long the running calls may take to finish, in ms; `0` hands them over at once. Default
+   * 10 s. Keep it, with a few seconds to spare, under the time the platform waits between SIGTERM
+   * and SIGKILL (Kubernetes' `terminationGracePeriodSeconds`, 30 s by default).
+   */
+  drainMs?: number;
 }
 
 export interface TasksLeaseOptions {
@@ -263,6 +284,7 @@ export interface TasksConfig {
   readonly listen: Readonly<Required<TasksListenOptions>>;
   readonly resultWaits: Readonly<Required<TasksResultWaitsOptions>>;
   readonly runningTasksOnShutdown: 'fail' | 'leave';
+  readonly shutdown: Readonly<Required<TasksShutdownOptions>>;
   readonly lease: Readonly<Required<TasksLeaseOptions>> | false;
   readonly storeOutageMs: number;
   readonly telemetry: Readonly<TasksTelemetryOptions> | false;

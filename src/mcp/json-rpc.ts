@@ -11,6 +11,8 @@ import {
   INTERNAL_ERROR_MESSAGE,
   type JsonRpcErrorObject,
   SERVER_ERROR,
+  ServerShuttingDownError,
+  SHUTDOWN_RETRY_AFTER_MS,
   TaskError,
 } from '../errors.js';
 import { isPlainObject, type TaskRecord, toWireTask } from '../task.js';
@@ -79,9 +81,15 @@ export const METHOD_NOT_ALLOWED = {
   id: null,
 };
 
-export function sendJson(res: ServerResponse, status: number, payload: unknown): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  payload: unknown,
+  headers?: Record<string, string>,
+): void {
   const body = JSON.stringify(payload);
   res.writeHead(status, {
+    ...headers,
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),
   });
@@ -104,6 +112,31 @@ export function sendError(
   status: number = httpStatusOf(error),
 ): void {
   sendJson(res, status, { jsonrpc: '2.0', id, error });
+}
+
+/**
+ * The answer to a task-tool call while this instance shuts down (ServerShuttingDownError: -32000,
+ * `data: { reason: 'shutting_down', retryAfterMs }`); nothing was created.
+ *
+ * - 2026-07-28: HTTP 503 with `Retry-After`, so that the client or a load balancer makes the call
+ *   again on another instance, and (HTTP/1) `Connection: close`, so that a client whose
+ *   connection is pinned to this instance opens one that may reach another.
+ * - 2025-11-25: HTTP 200. Clients of that era take any other status for a broken transport and
+ *   would lose the error (and may drop their session), so the error is the call's answer, in band;
+ *   its message says to call again.
+ */
+export function sendShuttingDown(
+  res: ServerResponse,
+  id: RequestId,
+  era: 'modern' | 'legacy',
+): void {
+  const error = new ServerShuttingDownError().toJsonRpcError();
+  if (era === 'legacy') return sendError(res, id, error);
+  const headers: Record<string, string> = {
+    'retry-after': String(Math.ceil(SHUTDOWN_RETRY_AFTER_MS / 1000)),
+  };
+  if (res.req?.httpVersionMajor === 1) headers.connection = 'close';
+  sendJson(res, 503, { jsonrpc: '2.0', id, error }, headers);
 }
 
 /** The endpoint itself failed before it could answer: HTTP 500, -32603 "Internal error". */

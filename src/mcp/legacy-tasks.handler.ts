@@ -1,11 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import {
-  type BeforeApplicationShutdown,
-  Inject,
-  Injectable,
-  Logger,
-  type OnModuleDestroy,
-} from '@nestjs/common';
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { ProtocolErrorCode, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import { InvalidTaskParamsError, type JsonRpcErrorObject, TaskError } from '../errors.js';
 import {
@@ -78,7 +72,7 @@ export function parseInputRequestId(id: unknown): { taskId: string; key: string 
  * `TasksService.update` (any instance can take it: the store holds what it needs).
  */
 @Injectable()
-export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDestroy {
+export class LegacyTasksHandler implements BeforeApplicationShutdown {
   private readonly logger = new Logger('LegacyTasksHandler');
   private readonly meta: Record<string, unknown>;
   /** The `tasks/result` requests waiting now, with what stops their wait. */
@@ -113,13 +107,13 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown, OnModuleDe
     return this.slots.held;
   }
 
-  /** Waiting `tasks/result` requests end at shutdown: a stream closes, a plain one gets -32603. */
+  /**
+   * Waiting `tasks/result` requests end at shutdown: a stream closes, a plain one gets -32603.
+   * Not earlier: they go on through the task-tool runner's drain, where their tasks may finish.
+   */
   beforeApplicationShutdown(): void {
     this.shuttingDown = true;
     for (const { stop } of [...this.waiting.values()]) stop.abort();
-  }
-
-  onModuleDestroy(): void {
     if (this.keepAlive !== undefined) clearInterval(this.keepAlive);
     this.keepAlive = undefined;
   }

@@ -1,11 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import {
-  type BeforeApplicationShutdown,
-  Inject,
-  Injectable,
-  Logger,
-  type OnModuleDestroy,
-} from '@nestjs/common';
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import {
   ProtocolErrorCode,
   SUBSCRIPTION_ID_META_KEY,
@@ -120,7 +114,7 @@ function stringArray(value: unknown): value is string[] {
  * - at shutdown every stream ends with the listen result, so `app.close()` never waits on them.
  */
 @Injectable()
-export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy {
+export class ListenHandler implements BeforeApplicationShutdown {
   private readonly logger = new Logger('ListenHandler');
   private readonly streams = new Set<ListenStream>();
   private readonly slots: OwnerSlots;
@@ -232,12 +226,14 @@ export class ListenHandler implements BeforeApplicationShutdown, OnModuleDestroy
     res.on('close', () => this.drop(stream));
   }
 
+  /**
+   * Ends every stream (with the listen result) and stops the keepalives. Not earlier: streams go
+   * on through the task-tool runner's drain (its first shutdown hook), where the calls they watch
+   * may still finish.
+   */
   beforeApplicationShutdown(): void {
     this.shuttingDown = true;
     for (const stream of [...this.streams]) this.end(stream);
-  }
-
-  onModuleDestroy(): void {
     this.unsubscribeBus?.();
     this.unsubscribeBus = undefined;
     if (this.keepAlive !== undefined) clearInterval(this.keepAlive);

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ProtocolErrorCode, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
-import { InvalidTaskParamsError } from '../errors.js';
+import { InvalidTaskParamsError, ServerShuttingDownError } from '../errors.js';
 import {
   type InputRequest,
   inputResponseProblem,
@@ -26,6 +26,7 @@ import {
   sendError,
   sendFailure,
   sendResult,
+  sendShuttingDown,
 } from './json-rpc.js';
 import { EMPTY_INPUT } from './mcp-server.factory.js';
 
@@ -129,6 +130,8 @@ export class TaskToolCallHandler {
         era === 'modern' ? createTaskResult(record, this.meta) : this.legacy(record),
       );
     } catch (error) {
+      // The drain began while this call was checked: it is refused as the front refuses it.
+      if (error instanceof ServerShuttingDownError) return sendShuttingDown(res, id, era);
       sendFailure(res, id, error, this.logger, `tools/call ${tool.name}`);
     }
   }

@@ -11,6 +11,7 @@ import {
   TaskToolRegistry,
   type TaskToolDefinition,
 } from '../tools/task-tool.registry.js';
+import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { classifyInbound } from './inbound-classifier.js';
 import {
   declaresTasks,
@@ -19,6 +20,7 @@ import {
   missingTasksCapability,
   type RequestId,
   sendError,
+  sendShuttingDown,
 } from './json-rpc.js';
 import {
   LEGACY_TASK_METHODS,
@@ -92,6 +94,7 @@ export class McpTasksFront {
     private readonly listen: ListenHandler,
     private readonly toolCalls: TaskToolCallHandler,
     private readonly legacy: LegacyTasksHandler,
+    private readonly runner: TaskToolRunner,
   ) {
     this.routes = {
       // 2026-07-28: the revision must be one served here and the standard headers must match the
@@ -106,6 +109,13 @@ export class McpTasksFront {
           serves: 'subscriptions/listen (an SSE stream of task and list changes)',
           when: (m) => m.isRequest && m.method === 'subscriptions/listen',
           serve: (m) => this.listen.open(m.res, m.id, m.params, m.owner()),
+        },
+        {
+          serves:
+            'tools/call of a task tool while this instance shuts down: -32000, HTTP 503 with ' +
+            'Retry-After (the call is for another instance)',
+          when: (m) => m.isRequest && m.tool !== undefined && this.runner.stopping,
+          serve: (m) => sendShuttingDown(m.res, m.id, 'modern'),
         },
         {
           serves: 'tools/call of a task tool from a client that declared the tasks extension',
@@ -134,6 +144,11 @@ export class McpTasksFront {
           serves: 'tasks/get, tasks/result, tasks/list, tasks/cancel',
           when: (m) => m.isRequest && LEGACY_TASK_METHODS.has(m.method!),
           serve: (m) => this.legacy.handle(m.req, m.res, m.id, m.method!, m.params, m.owner()),
+        },
+        {
+          serves: 'tools/call of a task tool while this instance shuts down: -32000 (HTTP 200)',
+          when: (m) => m.isRequest && m.tool !== undefined && this.runner.stopping,
+          serve: (m) => sendShuttingDown(m.res, m.id, 'legacy'),
         },
         {
           serves: 'tools/call of a task tool with params.task',

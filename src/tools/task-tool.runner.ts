@@ -4,12 +4,14 @@ import {
   Injectable,
   Logger,
   type OnApplicationBootstrap,
+  type OnModuleDestroy,
   Optional,
 } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import {
   INTERNAL_ERROR_MESSAGE,
+  ServerShuttingDownError,
   TaskInternalError,
   TaskNotFoundError,
   TaskStoreFullError,
@@ -177,7 +179,9 @@ export type JobOutcome = 'settled' | 'retry' | 'stopped';
  * is logged here, never sent). Work that ends after a cancel leaves the task cancelled.
  */
 @Injectable()
-export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationBootstrap {
+export class TaskToolRunner
+  implements OnModuleDestroy, BeforeApplicationShutdown, OnApplicationBootstrap
+{
   private readonly logger = new Logger('TaskToolRunner');
   private readonly running = new Map<string, RunningCall>();
   /** The ids of the running calls that are queue jobs: shutdown leaves their tasks as they are. */
@@ -186,6 +190,11 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
   private shuttingDown = false;
   /** Aborted at shutdown: ends the waits between tries to settle a task. */
   private readonly shutdown = new AbortController();
+  /** Set when the drain starts (see `onModuleDestroy`): no new call starts from then on. */
+  private draining = false;
+  private startStopping!: () => void;
+  /** Resolves when the app starts to shut down: queue workers take no new job from then on. */
+  readonly whenStopping = new Promise<void>((resolve) => (this.startStopping = resolve));
 
   constructor(
     private readonly tasks: TasksService,
@@ -208,9 +217,12 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     );
   }
 
-  /** Whether the app is shutting down: a queue worker then starts no job. */
+  /**
+   * Whether the app is shutting down (from the start of the drain): no new call starts, and a
+   * queue worker runs no job it takes.
+   */
   get stopping(): boolean {
-    return this.shuttingDown;
+    return this.draining || this.shuttingDown;
   }
 
   /** How many tool calls run in this process now. */
@@ -259,6 +271,11 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
       if (record instanceof Error) throw record;
       if (!isTerminal(record.status)) await this.acknowledgeCancel(taskId);
       return 'settled';
+    }
+    // Taken just before the drain began: not started yet, so it goes back for another worker.
+    if (this.stopping) {
+      running.stop();
+      return 'stopped';
     }
     if (job.run > 1) {
       await this.settle(
@@ -342,12 +359,48 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
   }
 
   /**
-   * Ends every call still running: its signal fires, and (option `runningTasksOnShutdown`,
-   * default `'fail'`) its task fails with a clear error, or is left for another instance. A
-   * queue job's task is left as it is: its job goes back to the queue (see `runJob`).
+   * The drain, the first step of a graceful shutdown: from here on no call starts (the endpoint
+   * refuses task-tool calls, the queue workers take no job), and the calls and jobs running may
+   * finish within `shutdown.drainMs`. It runs in the first shutdown hook, so every provider's
+   * `beforeApplicationShutdown` comes after it: the lease is still renewed, listen streams and
+   * `tasks/result` waits still answer, and the store (closed in `onApplicationShutdown`) is open.
+   * What still runs after it is handed over by `beforeApplicationShutdown`.
+   */
+  async onModuleDestroy(): Promise<void> {
+    this.draining = true;
+    this.startStopping();
+    const { drainMs } = this.config.shutdown;
+    if (this.running.size === 0 || drainMs === 0) return;
+    const started = Date.now();
+    this.logger.log(
+      `Shutting down: ${this.running.size} running tool call(s) get up to ${drainMs} ms to finish`,
+    );
+    const over = new AbortController();
+    let timeUp = false;
+    const timer = sleep(drainMs, undefined, { signal: over.signal }).then(
+      () => (timeUp = true),
+      () => undefined,
+    );
+    // A call that was starting as the drain began joins the running ones: wait for it too.
+    while (this.running.size > 0 && !timeUp) {
+      await Promise.race([Promise.all([...this.running.values()].map((call) => call.done)), timer]);
+    }
+    over.abort();
+    const left = this.running.size;
+    const took = Date.now() - started;
+    if (left === 0) this.logger.log(`Drained: every running tool call finished in ${took} ms`);
+    else this.logger.warn(`${left} tool call(s) still running after ${took} ms: handing over`);
+  }
+
+  /**
+   * Ends every call still running after the drain: its signal fires, and (option
+   * `runningTasksOnShutdown`, default `'fail'`) its task fails with a clear error, or is left for
+   * another instance. A queue job's task is left as it is: its job goes back to the queue (see
+   * `runJob`).
    */
   async beforeApplicationShutdown(): Promise<void> {
     const running = [...this.running.entries()];
+    this.startStopping();
     this.shuttingDown = true;
     this.shutdown.abort();
     const leave = this.config.runningTasksOnShutdown === 'leave';
@@ -380,6 +433,8 @@ export class TaskToolRunner implements BeforeApplicationShutdown, OnApplicationB
     requestedTtlMs?: number,
     firstInput?: Readonly<Record<string, InputResponse>>,
   ): Promise<TaskRecord> {
+    // Shutting down: the call is made again elsewhere, so nothing is created here.
+    if (this.stopping) throw new ServerShuttingDownError();
     const parent = this.telemetry?.parentOf(trace);
     const record = await this.create(tool, input, owner, requestedTtlMs);
     if (tool.options.queue !== undefined) {

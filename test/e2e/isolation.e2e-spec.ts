@@ -174,6 +174,8 @@ function isolationModule(
         principal,
         janitor: false,
         defaultTtlMs: DEFAULT_TTL_MS,
+        // Calls are left running: closing the app hands them over at once.
+        shutdown: { drainMs: 0 },
         ...extras,
       }),
     ],

@@ -24,6 +24,8 @@ import { docFigure } from '../docs/figures.js';
  */
 
 const LEASE_MS = 600;
+/** The instances' drain at shutdown: three leases, so a lease left unrenewed would run out. */
+const DRAIN_MS = 3 * LEASE_MS;
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
 /** Releases a waiting call; calls wait on them by name. */
@@ -86,6 +88,9 @@ function leaseModule(url: string, onShutdown: 'fail' | 'leave'): Type<unknown> {
         janitor: false,
         lease: { ttlMs: LEASE_MS },
         runningTasksOnShutdown: onShutdown,
+        // Longer than the lease: the lease is renewed through the drain, or another instance
+        // would fail the draining instance's calls (see the graceful shutdown tests below).
+        shutdown: { drainMs: DRAIN_MS },
         store: new RedisTaskStore(connection),
         notifier: redisNotifier(connection),
       }),
@@ -227,11 +232,15 @@ describe('the lease: instances sharing one Redis', () => {
     expect(before.status).toBe('working');
   });
 
-  it('a graceful shutdown with "fail" fails its calls as before; the lease finds nothing left', async () => {
+  it('a graceful shutdown with "fail" fails its calls itself after the drain; the lease finds nothing left', async () => {
     const b = await start();
     const c = await boot(redis.url, 'fail');
     const ended = await callTool(c.url, 'wait_for_gate', { gate: newGate().gate });
+    const began = Date.now();
     await c.close();
+    // C's lease was renewed through its drain (three leases long): B's sweeps never failed the
+    // call with "The server stopped before the task finished"; C failed it once the drain was over.
+    expect(Date.now() - began).toBeGreaterThanOrEqual(DRAIN_MS - 10);
     const task = await status(b, ended);
     expect(task.error).toEqual({
       code: -32603,

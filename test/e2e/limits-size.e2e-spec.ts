@@ -35,7 +35,10 @@ class HoldTools {
 
 function sizedModule(options: TasksModuleOptions): Type<unknown> {
   @Module({
-    imports: [TasksModule.forRoot({ principal, janitor: false, ...options })],
+    imports: [
+      // Calls are left running: closing the app hands them over at once.
+      TasksModule.forRoot({ principal, janitor: false, shutdown: { drainMs: 0 }, ...options }),
+    ],
     providers: [HoldTools],
   })
   class SizedTestModule {}

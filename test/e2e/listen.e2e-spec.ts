@@ -118,7 +118,16 @@ function listenModule(
   extras: Pick<TasksModuleExtras, 'notifier'> = {},
 ): Type<unknown> {
   @Module({
-    imports: [TasksModule.forRoot({ principal, janitor: false, ...options, ...extras })],
+    imports: [
+      // Scripted calls are left running: closing the app hands them over at once.
+      TasksModule.forRoot({
+        principal,
+        janitor: false,
+        shutdown: { drainMs: 0 },
+        ...options,
+        ...extras,
+      }),
+    ],
     providers: [ListenTools],
   })
   class ListenTestModule {}
@@ -514,7 +523,8 @@ describe.each(ADAPTERS)('listen streams (%s)', (adapter) => {
   // ----- 7. shutdown ----------------------------------------------------------------------------
 
   it('shutdown ends every open stream with the listen result, promptly', async () => {
-    const app = await start();
+    // The scripted call never ends: the streams end once a short drain is over.
+    const app = await start({ shutdown: { drainMs: 300 } });
     const { taskId } = await startScripted('alice');
     const first = await listen({ principal: 'alice', taskIds: [taskId], id: 'sub-1' });
     const second = await listen({ principal: 'alice', taskIds: [taskId], id: 'sub-2' });

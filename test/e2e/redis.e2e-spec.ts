@@ -129,6 +129,8 @@ function redisModule(url: string, timeoutMs?: number): Type<unknown> {
       TasksModule.forRoot({
         principal,
         janitor: false,
+        // Calls are left running: closing the app hands them over at once.
+        shutdown: { drainMs: 0 },
         store: new RedisTaskStore(connection),
         notifier: redisNotifier(connection),
       }),

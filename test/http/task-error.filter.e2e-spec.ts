@@ -17,6 +17,7 @@ import { Test } from '@nestjs/testing';
 import {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
+  ServerShuttingDownError,
   TASK_ERROR_HTTP_STATUS,
   TaskConflictError,
   TaskError,
@@ -215,6 +216,7 @@ describe('taskErrorStatus', () => {
       [new TaskQuotaError(5), 429],
       [new TaskTooLargeError(10, 11), 413],
       [new TaskInternalError(), 503],
+      [new ServerShuttingDownError(), 503],
     ];
     for (const [error, status] of cases) expect(taskErrorStatus(error)).toBe(status);
     const kinds: TaskErrorKind[] = cases.map(([error]) => error.kind);

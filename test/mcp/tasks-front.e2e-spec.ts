@@ -146,9 +146,11 @@ describe.each(ADAPTERS)('McpTasksFront before an app’s own MCP handler (%s)', 
 
   it('says what each route serves, per revision', () => {
     const routes = running.app.get(McpTasksFront).describeRoutes();
-    expect(routes['2026-07-28']).toHaveLength(4);
+    expect(routes['2026-07-28']).toHaveLength(5);
     expect(routes['2026-07-28'][0]).toMatch(/tasks\/get/);
-    expect(routes['2025-11-25']).toHaveLength(4);
+    expect(routes['2026-07-28'].join('\n')).toMatch(/shuts down: -32000, HTTP 503/);
+    expect(routes['2025-11-25']).toHaveLength(5);
+    expect(routes['2025-11-25'].join('\n')).toMatch(/shuts down: -32000 \(HTTP 200\)/);
     expect(routes['2025-11-25'].join('\n')).toMatch(/input request/);
   });
 });
