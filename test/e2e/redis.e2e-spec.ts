@@ -444,8 +444,6 @@ describe('two instances sharing one Redis', () => {
         .map((record) => record.version);
       expect(new Set(versions).size).toBe(versions.length);
       for (const version of versions) expect(version).toBeLessThan(fromA.version);
-      // Each write took its own version (versions are never reused), the end above them all.
-      expect(versions.length).toBeGreaterThan(0);
     }
   });
 

@@ -37,6 +37,8 @@ export class SteadyTools {
     const end = Date.now() + input.runMs;
     let steps = 0;
     while (Date.now() < end) {
+      // A call that gave up on its store (past storeOutageMs) stops here.
+      task.signal.throwIfAborted();
       await task.progress(`step ${++steps}`);
       await sleep(PROGRESS_MS);
     }

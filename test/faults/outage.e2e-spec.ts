@@ -3,7 +3,16 @@ import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { type FaultInstance, faultLog, misses, runThroughFault, startInstance } from './harness.js';
+import { docFigure } from '../docs/figures.js';
+import {
+  FAULT_LEASE_MS,
+  type FaultInstance,
+  faultLog,
+  misses,
+  PROGRESS_MS,
+  runThroughFault,
+  startInstance,
+} from './harness.js';
 
 /**
  * A store outage is not a task failure. Two instances share a store (Redis; PostgreSQL); 20 calls
@@ -23,6 +32,15 @@ function errorKinds(lines: readonly string[]): Record<string, number> {
   for (const line of lines) kinds[line.slice(0, 40)] = (kinds[line.slice(0, 40)] ?? 0) + 1;
   return kinds;
 }
+
+it('docs/reliability.md states the faults this suite runs', () => {
+  const page = 'docs/reliability.md';
+  expect(docFigure(page, 'faults.shortOutageMs')).toBe(OUTAGES[0]);
+  expect(docFigure(page, 'faults.longOutageMs')).toBe(OUTAGES[1]);
+  expect(docFigure(page, 'faults.calls')).toBe(20);
+  expect(docFigure(page, 'faults.progressMs')).toBe(PROGRESS_MS);
+  expect(docFigure(page, 'faults.leaseMs')).toBe(FAULT_LEASE_MS);
+});
 
 let instances: FaultInstance[] = [];
 afterEach(async () => {
