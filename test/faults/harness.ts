@@ -1,3 +1,4 @@
+import { expect } from '@jest/globals';
 import { Injectable, type LoggerService, Module, type Type } from '@nestjs/common';
 import * as z from 'zod/v4';
 import {
@@ -267,5 +268,41 @@ export async function runThroughFault(
     return { all, faultTookMs };
   } finally {
     await Promise.all(started.map((call) => call.stream.close()));
+  }
+}
+
+/** How many ERROR lines of each kind (their first 40 characters). */
+function errorKinds(lines: readonly string[]): Record<string, number> {
+  const kinds: Record<string, number> = {};
+  for (const line of lines) kinds[line.slice(0, 40)] = (kinds[line.slice(0, 40)] ?? 0) + 1;
+  return kinds;
+}
+
+/**
+ * The fault suite's case: two instances on the store `parts` makes, 20 steady calls through
+ * `fault` (see runThroughFault); every call completes with its own result and every stream hears
+ * it. Prints what the fault took and the ERROR lines logged meanwhile, by kind.
+ */
+export async function expectRideThrough(
+  label: string,
+  parts: Parameters<typeof startInstance>[0],
+  faultMs: number,
+  fault: () => Promise<void>,
+): Promise<void> {
+  const a = await startInstance(parts);
+  const b = await startInstance(parts);
+  try {
+    const errorsBefore = faultLog.errors.length;
+    const { all, faultTookMs } = await runThroughFault(a, b, faultMs, fault);
+    expect(misses(all)).toEqual([]);
+    expect(all).toHaveLength(20);
+    const errors = faultLog.errors.slice(errorsBefore);
+    console.log(
+      `${label}: the fault took ${faultTookMs} ms; ${all.length} completed; ${errors.length} ERROR lines`,
+      errorKinds(errors),
+    );
+  } finally {
+    await a.close();
+    await b.close();
   }
 }

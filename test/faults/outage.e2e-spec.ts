@@ -1,18 +1,10 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
 import { startTestRedis, type TestRedis } from '../redis-server.js';
 import { docFigure } from '../docs/figures.js';
-import {
-  FAULT_LEASE_MS,
-  type FaultInstance,
-  faultLog,
-  misses,
-  PROGRESS_MS,
-  runThroughFault,
-  startInstance,
-} from './harness.js';
+import { expectRideThrough, FAULT_LEASE_MS, PROGRESS_MS } from './harness.js';
 
 /**
  * A store outage is not a task failure. Two instances share a store (Redis; PostgreSQL); 20 calls
@@ -26,13 +18,6 @@ import {
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 const OUTAGES = [5_000, 60_000];
 
-/** How many ERROR lines of each kind (their first 40 characters). */
-function errorKinds(lines: readonly string[]): Record<string, number> {
-  const kinds: Record<string, number> = {};
-  for (const line of lines) kinds[line.slice(0, 40)] = (kinds[line.slice(0, 40)] ?? 0) + 1;
-  return kinds;
-}
-
 it('docs/reliability.md states the faults this suite runs', () => {
   const page = 'docs/reliability.md';
   expect(docFigure(page, 'faults.shortOutageMs')).toBe(OUTAGES[0]);
@@ -40,11 +25,6 @@ it('docs/reliability.md states the faults this suite runs', () => {
   expect(docFigure(page, 'faults.calls')).toBe(20);
   expect(docFigure(page, 'faults.progressMs')).toBe(PROGRESS_MS);
   expect(docFigure(page, 'faults.leaseMs')).toBe(FAULT_LEASE_MS);
-});
-
-let instances: FaultInstance[] = [];
-afterEach(async () => {
-  for (const instance of instances.splice(0)) await instance.close();
 });
 
 describe('Redis: running calls ride out a store outage', () => {
@@ -67,22 +47,11 @@ describe('Redis: running calls ride out a store outage', () => {
         store: new RedisTaskStore(connection),
         notifier: redisNotifier(connection),
       });
-      instances = [await startInstance(parts), await startInstance(parts)];
-      const [a, b] = instances as [FaultInstance, FaultInstance];
-      const errorsBefore = faultLog.errors.length;
-      const { all, faultTookMs } = await runThroughFault(a, b, outageMs, async () => {
+      await expectRideThrough(`Redis, a ${outageMs} ms outage`, parts, outageMs, async () => {
         await redis.kill();
         await sleep(outageMs);
         await redis.start();
       });
-      expect(misses(all)).toEqual([]);
-      expect(all).toHaveLength(20);
-      expect(faultTookMs).toBeGreaterThanOrEqual(outageMs);
-      console.log(
-        `Redis outage of ${outageMs} ms: ${all.length} completed, ` +
-          `${faultLog.errors.length - errorsBefore} ERROR lines`,
-        errorKinds(faultLog.errors.slice(errorsBefore)),
-      );
     },
     180_000,
   );
@@ -113,21 +82,15 @@ describe('Redis: running calls ride out a store outage', () => {
           store: new PostgresTaskStore(connection),
           notifier: postgresNotifier(connection),
         });
-        instances = [await startInstance(parts), await startInstance(parts)];
-        const [a, b] = instances as [FaultInstance, FaultInstance];
-        const errorsBefore = faultLog.errors.length;
-        const { all, faultTookMs } = await runThroughFault(a, b, outageMs, async () => {
-          await postgres.kill();
-          await sleep(outageMs);
-          await postgres.start();
-        });
-        expect(misses(all)).toEqual([]);
-        expect(all).toHaveLength(20);
-        expect(faultTookMs).toBeGreaterThanOrEqual(outageMs);
-        console.log(
-          `PostgreSQL outage of ${outageMs} ms: ${all.length} completed, ` +
-            `${faultLog.errors.length - errorsBefore} ERROR lines`,
-          errorKinds(faultLog.errors.slice(errorsBefore)),
+        await expectRideThrough(
+          `PostgreSQL, a ${outageMs} ms outage`,
+          parts,
+          outageMs,
+          async () => {
+            await postgres.kill();
+            await sleep(outageMs);
+            await postgres.start();
+          },
         );
       },
       180_000,
