@@ -73,10 +73,15 @@ class Tools {
   }
 }
 
-/** A module over `store` that leaves running tasks at shutdown, for the next instance. */
+/**
+ * A module over `store` that leaves running tasks at shutdown, at once (no drain), for the next
+ * instance.
+ */
 function restartModule(store: TaskStore): Type<unknown> {
   @Module({
-    imports: [TasksModule.forRoot({ store, runningTasksOnShutdown: 'leave' })],
+    imports: [
+      TasksModule.forRoot({ store, runningTasksOnShutdown: 'leave', shutdown: { drainMs: 0 } }),
+    ],
     providers: [Tools],
   })
   class RestartModule {}
