@@ -281,7 +281,8 @@ function errorKinds(lines: readonly string[]): Record<string, number> {
 /**
  * The fault suite's case: two instances on the store `parts` makes, 20 steady calls through
  * `fault` (see runThroughFault); every call completes with its own result and every stream hears
- * it. Prints what the fault took and the ERROR lines logged meanwhile, by kind.
+ * it. Prints what the fault took and the ERROR lines the process logged meanwhile, by kind (those
+ * of cases running at once included).
  */
 export async function expectRideThrough(
   label: string,

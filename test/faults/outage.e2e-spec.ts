@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
@@ -27,73 +27,68 @@ it('docs/reliability.md states the faults this suite runs', () => {
   expect(docFigure(page, 'faults.leaseMs')).toBe(FAULT_LEASE_MS);
 });
 
-describe('Redis: running calls ride out a store outage', () => {
-  let redis: TestRedis;
-  const prefix = `faults-${process.pid}-${Date.now()}`;
-  let run = 0;
+/** A store of its own for one case, and how to stop it for a while. */
+interface OutageStore {
+  parts: Parameters<typeof expectRideThrough>[1];
+  away(ms: number): Promise<void>;
+  stop(): Promise<void>;
+}
 
-  beforeAll(async () => {
-    redis = await startTestRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+/** Redis killed and started again on its append-only file. */
+async function redisStore(): Promise<OutageStore> {
+  const redis: TestRedis = await startTestRedis();
+  const connection = { connection: redis.url, prefix: 'faults:', timeoutMs: 1_000 };
+  return {
+    parts: () => ({ store: new RedisTaskStore(connection), notifier: redisNotifier(connection) }),
+    away: async (ms) => {
+      await redis.kill();
+      await sleep(ms);
+      await redis.start();
+    },
+    stop: () => redis.stop(),
+  };
+}
 
-  it.each(OUTAGES)(
-    'through a %d ms outage: 20/20 completed with their results, every listener hears it',
-    async (outageMs) => {
-      const connection = { connection: redis.url, prefix: `${prefix}-${++run}:`, timeoutMs: 1_000 };
-      const parts = () => ({
-        store: new RedisTaskStore(connection),
-        notifier: redisNotifier(connection),
-      });
-      await expectRideThrough(`Redis, a ${outageMs} ms outage`, parts, outageMs, async () => {
-        await redis.kill();
-        await sleep(outageMs);
-        await redis.start();
-      });
+/** PostgreSQL stopped with `pg_ctl stop -m immediate` (no checkpoint) and started again. */
+async function postgresStore(): Promise<OutageStore> {
+  // Every commit synced, as in production: what was answered must survive the stop.
+  const postgres: TestPostgres = await startTestPostgres({ fsync: true });
+  const connection = { connection: postgres.url, schema: 'outage', timeoutMs: 1_000 };
+  return {
+    parts: () => ({
+      store: new PostgresTaskStore(connection),
+      notifier: postgresNotifier(connection),
+    }),
+    away: async (ms) => {
+      await postgres.kill();
+      await sleep(ms);
+      await postgres.start();
+    },
+    stop: () => postgres.stop(),
+  };
+}
+
+const STORES = { Redis: redisStore, PostgreSQL: postgresStore };
+const CASES = (Object.keys(STORES) as (keyof typeof STORES)[])
+  // These tests stop and start PostgreSQL: only a private one (see canStopServer).
+  .filter((name) => name !== 'PostgreSQL' || canStopServer)
+  .flatMap((name) => OUTAGES.map((outageMs) => [name, outageMs] as const));
+
+// The cases run at once, each on a server of its own: they spend most of their time waiting for
+// their outage to end, and one after another they would take two and a half minutes.
+describe('running calls ride out a store outage', () => {
+  it.concurrent.each(CASES)(
+    '%s, a %d ms outage: 20/20 completed with their results, every listener hears it',
+    async (name, outageMs) => {
+      const store = await STORES[name]();
+      try {
+        await expectRideThrough(`${name}, a ${outageMs} ms outage`, store.parts, outageMs, () =>
+          store.away(outageMs),
+        );
+      } finally {
+        await store.stop();
+      }
     },
     180_000,
   );
 });
-
-(canStopServer ? describe : describe.skip)(
-  'PostgreSQL: running calls ride out a store outage',
-  () => {
-    let postgres: TestPostgres;
-    let run = 0;
-
-    beforeAll(async () => {
-      postgres = await startTestPostgres({ fsync: true });
-    }, 60_000);
-    afterAll(async () => {
-      await postgres?.stop();
-    });
-
-    it.each(OUTAGES)(
-      'through a %d ms outage: 20/20 completed with their results, every listener hears it',
-      async (outageMs) => {
-        const connection = {
-          connection: postgres.url,
-          schema: `outage_${++run}`,
-          timeoutMs: 1_000,
-        };
-        const parts = () => ({
-          store: new PostgresTaskStore(connection),
-          notifier: postgresNotifier(connection),
-        });
-        await expectRideThrough(
-          `PostgreSQL, a ${outageMs} ms outage`,
-          parts,
-          outageMs,
-          async () => {
-            await postgres.kill();
-            await sleep(outageMs);
-            await postgres.start();
-          },
-        );
-      },
-      180_000,
-    );
-  },
-);
