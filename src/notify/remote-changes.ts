@@ -222,10 +222,25 @@ export class RemoteChanges implements FeedWatcher {
         if (newest > version && deliveryMark(record) < newest) this.fetch(taskId, newest);
       },
       (error: unknown) => {
+        const newest = this.reading.get(taskId) ?? version;
         this.reading.delete(taskId);
-        this.logger.warn(`Could not read changed task ${taskId}: ${describe(error)}`);
+        // The store is away for a moment (it has just come back, say): read again in a while,
+        // while someone here still wants the task, or its listeners would miss this change.
+        this.logger.warn(`Could not read a changed task: ${describe(error)}; trying again`);
+        this.later(() => {
+          if (this.wants(taskId) && (this.delivered.get(taskId) ?? 0) < newest) {
+            this.fetch(taskId, newest);
+          }
+        });
       },
     );
+  }
+
+  /** Runs `retry` after RETRY_MS, unless closed by then. */
+  private later(retry: () => void): void {
+    setTimeout(() => {
+      if (!this.closed) retry();
+    }, RETRY_MS).unref();
   }
 
   /** Keeps the delivered versions of watched tasks only (every-task hearing adds the others). */
@@ -297,10 +312,12 @@ export class RemoteChanges implements FeedWatcher {
    * the connection was down (a few reads at a time): a watcher misses nothing across a reconnect.
    * A version the feeds had from this process may be delivered again, which they allow.
    */
-  private catchUp(): void {
-    const taskIds = [...this.watches.entries()]
-      .filter(([, watch]) => watch.refs > 0)
-      .map(([taskId]) => taskId);
+  private catchUp(only?: readonly string[]): void {
+    const taskIds = (only ?? [...this.watches.keys()]).filter(
+      (taskId) => (this.watches.get(taskId)?.refs ?? 0) > 0,
+    );
+    const failed: string[] = [];
+    let failure: unknown;
     let next = 0;
     const reader = async (): Promise<void> => {
       while (next < taskIds.length && !this.closed) {
@@ -309,11 +326,20 @@ export class RemoteChanges implements FeedWatcher {
           const record = await this.channels.read(taskId);
           if (record !== null) this.deliver(record);
         } catch (error) {
-          this.logger.warn(`Could not read watched task ${taskId}: ${describe(error)}`);
+          failed.push(taskId);
+          failure = error;
         }
       }
     };
-    for (let i = 0; i < Math.min(CATCH_UP_READS, taskIds.length); i++) void reader();
+    const readers = Array.from({ length: Math.min(CATCH_UP_READS, taskIds.length) }, reader);
+    void Promise.all(readers).then(() => {
+      if (failed.length === 0 || this.closed) return;
+      // Read again in a while (the store has just come back, say): a watcher misses nothing.
+      this.logger.warn(
+        `Could not read ${failed.length} watched task(s) after a reconnect: ${describe(failure)}; trying again`,
+      );
+      this.later(() => this.catchUp(failed));
+    });
   }
 
   /** Starts (once subscribed to every task's changes) or stops the heartbeat (see `announce`). */

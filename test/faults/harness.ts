@@ -87,8 +87,11 @@ export class GatedTools {
  */
 class CountingLogger implements LoggerService {
   errors: string[] = [];
+  warnings: string[] = [];
   log(): void {}
-  warn(): void {}
+  warn(message: unknown): void {
+    this.warnings.push(String(message));
+  }
   debug(): void {}
   verbose(): void {}
   error(message: unknown): void {
@@ -294,7 +297,14 @@ export async function expectRideThrough(
   const b = await startInstance(parts);
   try {
     const errorsBefore = faultLog.errors.length;
+    const warningsBefore = faultLog.warnings.length;
     const { all, faultTookMs } = await runThroughFault(a, b, faultMs, fault);
+    if (misses(all).length > 0) {
+      console.log(
+        `${label}: warnings meanwhile`,
+        errorKinds(faultLog.warnings.slice(warningsBefore)),
+      );
+    }
     expect(misses(all)).toEqual([]);
     expect(all).toHaveLength(20);
     const errors = faultLog.errors.slice(errorsBefore);
