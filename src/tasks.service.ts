@@ -169,6 +169,8 @@ const STORE_UNAVAILABLE = 'Task store unavailable';
 const STORE_FAULT_LOG_MS = 60_000;
 /** Writes kept to confirm when their task is read again (see TasksService.confirmed). */
 const MAX_UNCERTAIN = 10_000;
+/** Tries of one task's writes kept to confirm. */
+const MAX_UNCERTAIN_PER_TASK = 8;
 /** Changes kept for the notifier to send again while it fails (the latest per task). */
 const MAX_UNANNOUNCED = 10_000;
 /** The first wait before a change the notifier failed to send is sent again, and the longest. */
@@ -206,7 +208,7 @@ export class TasksService implements OnApplicationShutdown {
    */
   lastStoreFaultAt = 0;
   /** Writes whose compare-and-set failed without an answer, by task (see `confirmed`). */
-  private readonly uncertain = new Map<string, { record: TaskRecord; previous: TaskRecord }>();
+  private readonly uncertain = new Map<string, { record: TaskRecord; previous: TaskRecord }[]>();
   /** Changes the notifier failed to send, the latest per task, to send again (see `publish`). */
   private readonly unannounced = new Map<string, TaskRecord>();
   private reannouncing: ReturnType<typeof setTimeout> | undefined;
@@ -639,8 +641,12 @@ export class TasksService implements OnApplicationShutdown {
    * lost while the store was taking it): the store may have taken it all the same.
    */
   private unconfirmed(record: TaskRecord, previous: TaskRecord): void {
+    const tried = this.uncertain.get(record.taskId) ?? [];
     this.uncertain.delete(record.taskId);
-    this.uncertain.set(record.taskId, { record, previous });
+    // Several tries of one write may each lose their answer (the store slow to come back).
+    tried.push({ record, previous });
+    if (tried.length > MAX_UNCERTAIN_PER_TASK) tried.shift();
+    this.uncertain.set(record.taskId, tried);
     if (this.uncertain.size > MAX_UNCERTAIN) {
       this.uncertain.delete(this.uncertain.keys().next().value!);
     }
@@ -651,21 +657,23 @@ export class TasksService implements OnApplicationShutdown {
    * store holds that very write (versions are never reused, see `nextVersion`), it was taken, and
    * is published and announced now, as it would have been had the answer come back. Else a later
    * terminal write by someone else would find the task finished and nobody would ever hear of it.
+   * A write not found yet is kept: on a pool of connections it may still land.
    */
   private confirmed(current: TaskRecord): TaskRecord {
     if (this.uncertain.size === 0) return current;
-    const { record: tried, previous } = this.uncertain.get(current.taskId) ?? {};
+    const tried = this.uncertain.get(current.taskId);
     if (tried === undefined) return current;
+    const taken = tried.find(
+      ({ record }) =>
+        record.version === current.version &&
+        record.status === current.status &&
+        record.lastUpdatedAt === current.lastUpdatedAt,
+    );
+    if (taken === undefined) return current;
     this.uncertain.delete(current.taskId);
-    if (
-      tried.version === current.version &&
-      tried.status === current.status &&
-      tried.lastUpdatedAt === current.lastUpdatedAt
-    ) {
-      this.waiters.publish(current);
-      this.telemetry?.wrote(current, previous);
-      this.announce(current);
-    }
+    this.waiters.publish(current);
+    this.telemetry?.wrote(current, taken.previous);
+    this.announce(current);
     return current;
   }
 

@@ -22,8 +22,12 @@ import type { JsonRpcMessage } from '../e2e/wire.js';
 
 /** How often a steady call reports progress. */
 export const PROGRESS_MS = 100;
-/** The instances' lease: short, so that a store outage lets it run out. */
-export const FAULT_LEASE_MS = 2_000;
+/**
+ * The instances' lease: shorter than the shortest outage, so that the outage lets it run out (and
+ * the instances must renew before judging each other), but long enough that a busy test process
+ * renews in time.
+ */
+export const FAULT_LEASE_MS = 3_000;
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
