@@ -9,7 +9,7 @@ import { expectRideThrough, FAULT_LEASE_MS, PROGRESS_MS } from './harness.js';
 /**
  * A store outage is not a task failure. Two instances share a store (Redis; PostgreSQL); 20 calls
  * run on the first, reporting progress every 100 ms, each followed by a listen stream on one
- * instance or the other; the store stops for 5 s, then for 60 s (Redis: killed and restarted on
+ * instance or the other; the store stops for 5 s, then for 60 s (Redis: stopped and restarted on
  * its append-only file; PostgreSQL: `pg_ctl stop -m immediate` and a start). Half the calls end
  * while the store is away. Every call completes with its own result, every stream hears it, and
  * the lease (3 s, run out during the outage) fails none of them.
