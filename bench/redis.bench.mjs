@@ -448,7 +448,7 @@ try {
   const created = await service.create(OWNER);
   assert((await service.get(created.taskId, OWNER)).version === 1, 'get after create');
   const done = await service.complete(created.taskId, RESULT);
-  assert(done.status === 'completed' && done.version === 2, 'complete');
+  assert(done.status === 'completed' && done.version > 1, 'complete');
   await createMany(service, 1, { ttlMs: null }).then(([task]) =>
     service.complete(task.taskId, RESULT),
   );

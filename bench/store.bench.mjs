@@ -289,7 +289,10 @@ async function checkCycles(subject) {
   const created = await state.service.create(OWNER);
   await state.service.get(created.taskId, OWNER);
   const done = await state.service.complete(created.taskId, { content: [] });
-  assert(done.status === 'completed' && done.version === 2, 'subject cycle did not complete');
+  assert(
+    done.status === 'completed' && done.version > created.version,
+    'subject cycle did not complete',
+  );
   for (const baseline of [syncBaseline, asyncBaseline]) {
     const s = baseline.setup();
     await baseline.batch(s, 1);
