@@ -19,6 +19,13 @@ export const STOPPED_MESSAGE = 'The server stopped before the task finished';
 /** How many tasks of a dead instance are failed at once: a sweep never floods the store. */
 const SWEEP_BATCH = 32;
 
+/**
+ * After a store fault, how many whole TTLs this instance must reach the store before it judges
+ * others: the live ones need time to renew, and their own connections may come back later than
+ * this instance's (a pool handing out connections the restart broke, one failure each).
+ */
+const AFTER_FAULT_TTLS = 2;
+
 /** After a failed renewal, the next one comes this soon (or at the next tick, if sooner). */
 const RENEW_RETRY_MS = 1_000;
 
@@ -34,8 +41,8 @@ const RENEW_RETRY_MS = 1_000;
  * A renewal is one store call whatever the number of running tasks: tasks are held by the writes
  * that create and finish them, never by the timer.
  *
- * An instance judges others only once it has reached the store for a whole TTL on end, since it
- * started and since its last store fault (a renewal's or any other call's): a store outage (a
+ * An instance judges others only once it has reached the store for a whole TTL since it started,
+ * and for two since its last store fault (a renewal's or any other call's): a store outage (a
  * restart, a failover that lost the latest lease writes) lets every lease run out at once, and
  * the instances that were alive through it renew theirs within a third of the TTL of the store's
  * return (a failed renewal is tried again within a second). So no instance fails the tasks of
@@ -110,8 +117,8 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
    * on end (see the class's comment).
    */
   private mayJudge(ttlMs: number, now: number): boolean {
-    const since = Math.max(this.startedAt, this.renewFailedAt, this.tasks.lastStoreFaultAt);
-    return now - since >= ttlMs;
+    const lastFault = Math.max(this.renewFailedAt, this.tasks.lastStoreFaultAt);
+    return now - this.startedAt >= ttlMs && now - lastFault >= AFTER_FAULT_TTLS * ttlMs;
   }
 
   /**
