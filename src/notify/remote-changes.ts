@@ -464,16 +464,12 @@ export class RemoteChanges implements FeedWatcher {
     }
   }
 
-  /**
-   * A change failed: whoever waits goes on (waiters re-read as a safety net), and it is retried;
-   * once it is in place, the watched tasks are read, so what changed meanwhile is not missed.
-   */
+  /** A change failed: whoever waits goes on (waiters re-read as a safety net), and it is retried. */
   private settleAfterFailure(
     watch: readonly string[],
     unwatch: readonly string[],
     every: boolean | undefined,
   ): void {
-    this.catchUpAfterFlush = true;
     for (const taskId of [...watch, ...unwatch]) {
       const entry = this.watches.get(taskId)!;
       entry.pending = false;
