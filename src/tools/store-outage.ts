@@ -6,7 +6,7 @@ import { isStoreUnavailable } from '../tasks.service.js';
 export const OUTAGE_RETRY_FIRST_MS = 250;
 export const OUTAGE_RETRY_MAX_MS = 5_000;
 
-/** The next wait of a backoff: doubled up to the longest, with up to a quarter of jitter. */
+/** The next wait of a backoff: doubled, up to the longest (`jittered` spreads each wait). */
 export function backoff(delay: number): number {
   return Math.min(delay * 2, OUTAGE_RETRY_MAX_MS);
 }
