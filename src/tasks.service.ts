@@ -176,6 +176,7 @@ const MAX_UNANNOUNCED = 10_000;
 /** The first wait before a change the notifier failed to send is sent again, and the longest. */
 const REANNOUNCE_FIRST_MS = 250;
 const REANNOUNCE_MAX_MS = 5_000;
+const SENT = (): true => true;
 
 /** Whether `error` is TasksService's answer to a store fault (the store is down or too slow). */
 export function isStoreUnavailable(error: unknown): boolean {
@@ -212,6 +213,12 @@ export class TasksService implements OnApplicationShutdown {
   /** Changes the notifier failed to send, the latest per task, to send again (see `publish`). */
   private readonly unannounced = new Map<string, TaskRecord>();
   private reannouncing: ReturnType<typeof setTimeout> | undefined;
+  /**
+   * The wait before the next resend: doubled at each resend, back to the first once a resend is
+   * taken. (A send fails asynchronously, after its resend round has ended, so the round itself
+   * cannot tell whether it should back off.)
+   */
+  private reannounceDelay = REANNOUNCE_FIRST_MS;
   private notifierFaultLoggedAt = 0;
 
   constructor(
@@ -747,23 +754,25 @@ export class TasksService implements OnApplicationShutdown {
    * it: listeners on other instances hear a task's end even when it was written the moment the
    * store came back, before the notifier's own connection did.
    */
-  private publish(record: TaskRecord): void {
+  private publish(record: TaskRecord): boolean | Promise<boolean> {
     const notifier = this.notifier;
-    if (!notifier) return;
+    if (!notifier) return true;
     const unsent = this.unannounced.get(record.taskId);
-    if (unsent !== undefined && !isNews(record, deliveryMark(unsent))) return;
+    if (unsent !== undefined && !isNews(record, deliveryMark(unsent))) return true;
     this.unannounced.delete(record.taskId);
     try {
       const pending = notifier.notify(record);
       if (pending !== undefined && typeof pending.then === 'function') {
-        pending.then(undefined, (error: unknown) => this.notifierFailed(record, error));
+        return pending.then(SENT, (error: unknown) => this.notifierFailed(record, error));
       }
+      return true;
     } catch (error) {
-      this.notifierFailed(record, error);
+      return this.notifierFailed(record, error);
     }
   }
 
-  private notifierFailed(record: TaskRecord, error: unknown): void {
+  /** Keeps a change the notifier failed to send, to send again; false (it was not sent). */
+  private notifierFailed(record: TaskRecord, error: unknown): false {
     const now = Date.now();
     if (now - this.notifierFaultLoggedAt >= STORE_FAULT_LOG_MS) {
       this.notifierFaultLoggedAt = now;
@@ -772,27 +781,38 @@ export class TasksService implements OnApplicationShutdown {
       );
     }
     const unsent = this.unannounced.get(record.taskId);
-    if (unsent !== undefined && !isNews(record, deliveryMark(unsent))) return;
+    if (unsent !== undefined && !isNews(record, deliveryMark(unsent))) return false;
     this.unannounced.delete(record.taskId);
     this.unannounced.set(record.taskId, record);
     if (this.unannounced.size > MAX_UNANNOUNCED) {
       // The oldest change goes: its listeners read the task again when they reconnect.
       this.unannounced.delete(this.unannounced.keys().next().value!);
     }
-    if (this.reannouncing === undefined) this.reannounce(REANNOUNCE_FIRST_MS);
+    if (this.reannouncing === undefined) this.reannounce();
+    return false;
   }
 
-  /** Sends the changes the notifier failed to send again, after `delay`, backing off. */
-  private reannounce(delay: number): void {
+  /** Sends the changes the notifier failed to send again, after `reannounceDelay`, backing off. */
+  private reannounce(): void {
+    const delay = this.reannounceDelay;
+    this.reannounceDelay = Math.min(delay * 2, REANNOUNCE_MAX_MS);
     this.reannouncing = setTimeout(() => {
       this.reannouncing = undefined;
       const unsent = [...this.unannounced.values()];
       this.unannounced.clear();
-      for (const record of unsent) this.publish(record);
-      if (this.unannounced.size > 0 && this.reannouncing === undefined) {
-        this.reannounce(Math.min(delay * 2, REANNOUNCE_MAX_MS));
-      }
+      for (const record of unsent) this.resend(record);
     }, delay);
     this.reannouncing.unref();
+  }
+
+  /** One resend: once the notifier takes one, the next outage starts from the first wait. */
+  private resend(record: TaskRecord): void {
+    const sent = this.publish(record);
+    if (sent === true) this.reannounceDelay = REANNOUNCE_FIRST_MS;
+    else if (sent !== false) {
+      void sent.then((taken) => {
+        if (taken) this.reannounceDelay = REANNOUNCE_FIRST_MS;
+      });
+    }
   }
 }

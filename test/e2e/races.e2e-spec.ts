@@ -584,7 +584,9 @@ async function race(
       const over = j === 0 ? 0 : records[j - 1]!.version;
       if (j === 0 && record.version !== 1) fail(`${where}: created as v${record.version}`);
       if (history.madeOver(record) !== over) {
-        fail(`${where}: v${record.version} written over v${history.madeOver(record)}, not v${over}`);
+        fail(
+          `${where}: v${record.version} written over v${history.madeOver(record)}, not v${over}`,
+        );
       }
     });
     const terminal = records.filter((record) => isTerminal(record.status));
