@@ -2,6 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { ExpiryHeap } from '../store/expiry-heap.js';
 import { TaskFeed } from './task-feed.js';
 
+/** The longest delay `setTimeout` takes (2^31 − 1 ms); a longer one fires after 1 ms. */
+const LONGEST_TIMER_MS = 2_147_483_647;
+
 /**
  * The feed of this process's waiters: TasksService publishes every record it writes here, and
  * the code that waits on a task in this process hears it at once (waitForTask: a tool awaiting
@@ -69,7 +72,10 @@ export class WaiterFeed extends TaskFeed {
     if (next >= this.timerAt) return;
     clearTimeout(this.timer);
     this.timerAt = next;
-    this.timer = setTimeout(() => this.fire(), Math.max(0, next - Date.now()) + 1);
+    // A timer longer than Node's longest (about 24.8 days: a TTL with `maxTtlMs: null`) would fire
+    // at once; it fires at the longest instead, and is set again for the rest.
+    const delay = Math.min(Math.max(0, next - Date.now()) + 1, LONGEST_TIMER_MS);
+    this.timer = setTimeout(() => this.fire(), delay);
     this.timer.unref();
   }
 

@@ -14,6 +14,7 @@ import {
   ServerShuttingDownError,
   TaskInternalError,
   TaskNotFoundError,
+  TaskQuotaError,
   TaskStoreFullError,
   TaskTerminalError,
   TaskTooLargeError,
@@ -21,6 +22,7 @@ import {
 } from '../errors.js';
 import {
   type CallToolResult,
+  expiresAt,
   type InputRequest,
   type InputResponse,
   isCancellationRequested,
@@ -32,6 +34,7 @@ import {
   toCallToolResult,
   validateInputRequests,
 } from '../task.js';
+import { ownerKey } from '../store/task-listing.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { isStoreUnavailable, TasksService } from '../tasks.service.js';
@@ -47,6 +50,17 @@ import {
   type TraceParent,
   TasksTelemetry,
 } from '../telemetry/tasks.telemetry.js';
+
+/**
+ * Why a call's signal fires when its task expired (its TTL ran out) or was deleted while the call
+ * ran: nothing is left to settle, so the call's outcome is dropped.
+ */
+class TaskGone extends Error {
+  constructor() {
+    super('The task expired or was deleted before the call finished');
+    this.name = 'TaskGone';
+  }
+}
 
 class TaskCancelled extends Error {
   constructor() {
@@ -64,6 +78,9 @@ const settles = (error: unknown): boolean =>
   error instanceof TaskTerminalError ||
   error instanceof TaskTooLargeError ||
   error instanceof TaskStoreFullError;
+
+/** How often the calls stopped by their task's expiry are logged, at most. */
+const LOST_TASK_LOG_MS = 60_000;
 
 /** What a task fails with when its tool's own code threw a store fault (it called the store). */
 const STORE_FAULT_FAILURE: TaskFailure = [
@@ -86,6 +103,8 @@ class RunningCall extends TaskWatch {
   readonly outage: CallOutage;
   private controller: AbortController | undefined;
   private abortedWith: { reason: unknown } | undefined;
+  /** Set while the call waits for its task's expiry (see `expireAt`). */
+  private ends: (() => void) | undefined;
 
   constructor(
     tasks: TasksService,
@@ -97,6 +116,32 @@ class RunningCall extends TaskWatch {
     super(tasks, waiters, taskId, pollMs);
     this.outage = new CallOutage(outageMs, (error) => this.abort(error));
     this.watch();
+  }
+
+  /**
+   * Stops the call as its task expires, at `at` (the task's `expiresAt`; `null`: never): its TTL
+   * is fixed at creation, so the call needs no read of the store to know it is gone, and stops at
+   * once however seldom it re-reads the task.
+   */
+  expireAt(at: number | null): void {
+    if (at === null || this.ends !== undefined || this.aborted) return;
+    this.ends = () => {
+      this.ends = undefined;
+      this.gone();
+    };
+    this.waiters.atExpiry(this.taskId, at, this.ends);
+  }
+
+  override stop(): void {
+    super.stop();
+    if (this.ends === undefined) return;
+    this.waiters.cancelExpiry(this.taskId, this.ends);
+    this.ends = undefined;
+  }
+
+  /** Whether the call stopped because its task expired or was deleted. */
+  get lostTask(): boolean {
+    return this.abortedWith?.reason instanceof TaskGone;
   }
 
   /** Why the signal fired, when it did. */
@@ -132,7 +177,8 @@ class RunningCall extends TaskWatch {
   }
 
   protected gone(): void {
-    this.abort(new TaskCancelled());
+    this.stop();
+    this.abort(new TaskGone());
   }
 }
 
@@ -184,6 +230,15 @@ export class TaskToolRunner
 {
   private readonly logger = new Logger('TaskToolRunner');
   private readonly running = new Map<string, RunningCall>();
+  /**
+   * The in-process calls of each owner (ownerKey) that have not returned yet, counted from their
+   * start to their method's end, whether or not their task is still stored: `maxTasksPerOwner`
+   * bounds them too (see `reserve`).
+   */
+  private readonly runningByOwner = new Map<string, number>();
+  /** Calls whose task expired or was deleted while they ran, not logged yet (see `lostTask`). */
+  private lostTasks = 0;
+  private lostTasksLoggedAt = -Infinity;
   /** The ids of the running calls that are queue jobs: shutdown leaves their tasks as they are. */
   private readonly jobs = new Set<string>();
   /** Set at shutdown: ending calls then leave their tasks as shutdown decided. */
@@ -282,6 +337,7 @@ export class TaskToolRunner
         this.tasks.progress(taskId, `Restarted (run ${job.run}): the previous run stopped`),
       );
     }
+    running.expireAt(expiresAt(record));
     const context = new JobTaskContext(
       this.tasks,
       this.waiters,
@@ -436,11 +492,65 @@ export class TaskToolRunner
     // Shutting down: the call is made again elsewhere, so nothing is created here.
     if (this.stopping) throw new ServerShuttingDownError();
     const parent = this.telemetry?.parentOf(trace);
-    const record = await this.create(tool, input, owner, requestedTtlMs);
     if (tool.options.queue !== undefined) {
+      const record = await this.create(tool, input, owner, requestedTtlMs);
       await this.enqueue(tool, input, record, firstInput, parent);
-    } else this.run(tool, input, record, inline, firstInput, parent);
+      return record;
+    }
+    const release = this.reserve(owner);
+    let record: TaskRecord;
+    try {
+      record = await this.create(tool, input, owner, requestedTtlMs);
+    } catch (error) {
+      release();
+      throw error;
+    }
+    this.run(tool, input, record, inline, release, firstInput, parent);
     return record;
+  }
+
+  /**
+   * Counts an in-process call against its owner until `release` (its method's end), or refuses it
+   * with the quota error when the owner already has `maxTasksPerOwner` calls running here. The
+   * store counts the owner's stored tasks; this counts the calls, which outlive their task when
+   * it expires or is deleted while the method still runs (it is stopped through its signal, but
+   * a method may take its time to return). Taken synchronously, before anything is awaited, so a
+   * burst of concurrent calls never passes the bound.
+   */
+  private reserve(owner: TaskOwner): () => void {
+    const max = this.config.maxTasksPerOwner;
+    if (max === null) return () => undefined;
+    const key = ownerKey(owner);
+    const held = this.runningByOwner.get(key) ?? 0;
+    if (held >= max) throw new TaskQuotaError(max);
+    this.runningByOwner.set(key, held + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.runningByOwner.get(key) ?? 1) - 1;
+      if (left === 0) this.runningByOwner.delete(key);
+      else this.runningByOwner.set(key, left);
+    };
+  }
+
+  /**
+   * Notes a call whose task expired or was deleted while it ran: its outcome is dropped. Logged
+   * once, then at most once a minute with the count since, however many calls it stops.
+   */
+  private lostTask(tool: TaskToolDefinition | undefined): void {
+    this.lostTasks++;
+    const now = Date.now();
+    if (now - this.lostTasksLoggedAt < LOST_TASK_LOG_MS) return;
+    this.lostTasksLoggedAt = now;
+    this.logger.warn(
+      `${this.lostTasks} call(s) stopped because their task expired or was deleted while they ` +
+        `ran${tool === undefined ? '' : ` (the latest: task tool ${tool.name})`}; their outcome ` +
+        "was dropped. A client's short " +
+        'TTL (2025-11-25 task.ttl) ends its tasks this way; further ones are counted and logged ' +
+        'at most once a minute',
+    );
+    this.lostTasks = 0;
   }
 
   /**
@@ -521,6 +631,7 @@ export class TaskToolRunner
     input: unknown,
     record: TaskRecord,
     inline: boolean,
+    release: () => void,
     firstInput?: Readonly<Record<string, InputResponse>>,
     parent?: TraceParent,
   ): void {
@@ -543,8 +654,9 @@ export class TaskToolRunner
       pollMs,
     );
     call.traced = this.telemetry?.startRun(tool.name, taskId, parent);
+    call.expireAt(expiresAt(record));
     this.running.set(taskId, call);
-    call.done = this.execute(tool, input, context, call, firstInput);
+    call.done = this.execute(tool, input, context, call, firstInput).finally(release);
   }
 
   /**
@@ -573,6 +685,7 @@ export class TaskToolRunner
         const value = await tool.invoke(input, context);
         context.close();
         if (context.isHandedOff) return;
+        if (call.lostTask) return this.lostTask(tool);
         // A call that gave up on the store still writes a result its tool returned.
         if (call.aborted && call.outage.givenUp === undefined) {
           if (this.shuttingDown) return;
@@ -584,6 +697,7 @@ export class TaskToolRunner
         );
       } catch (error) {
         context.close();
+        if (call.lostTask) return this.lostTask(tool);
         const gaveUp = call.outage.givenUp;
         if (call.aborted && gaveUp === undefined) {
           if (this.shuttingDown) return;
@@ -657,6 +771,8 @@ export class TaskToolRunner
         return;
       } catch (error) {
         if (settles(error)) return;
+        // Gone meanwhile (expired or deleted): nothing is left to settle.
+        if (error instanceof TaskNotFoundError) return this.lostTask(tool);
         if (!isStoreUnavailable(error) || this.shuttingDown) throw error;
         if (tries === 1) {
           this.logger.warn(`${who} could not settle its task yet (the store is away): retrying`);
