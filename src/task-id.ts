@@ -1,4 +1,5 @@
 import { randomFillSync } from 'node:crypto';
+import { MAX_TASK_ID_LENGTH } from './tasks.constants.js';
 
 const ID_BYTES = 32;
 const IDS_PER_FILL = 128;
@@ -22,4 +23,13 @@ export function newTaskId(): string {
   pool.fill(0, offset, end);
   offset = end;
   return id;
+}
+
+/**
+ * Whether a client-named id may name a task at all: at most MAX_TASK_ID_LENGTH characters and no
+ * NUL (no task has such an id, and a store need not take it: PostgreSQL text cannot hold a NUL).
+ * Any other id is an unknown one, answered as such without a store read.
+ */
+export function couldBeTaskId(taskId: string): boolean {
+  return taskId.length <= MAX_TASK_ID_LENGTH && !taskId.includes('\0');
 }

@@ -73,3 +73,14 @@ export const DEFAULT_MAX_RESULT_WAITS = 1_024;
 /** Waiting `tasks/result` requests one principal may hold in a process unless configured otherwise. */
 export const DEFAULT_MAX_RESULT_WAITS_PER_PRINCIPAL = 32;
 export const DEFAULT_MAX_TASK_IDS = 256;
+/**
+ * The longest JSON-RPC request id (a string id, in UTF-16 code units) any route takes: a longer
+ * one is -32600, HTTP 400. Ids are echoed in answers and kept by long-lived requests (a listen
+ * stream writes its id into every message), so they are bounded apart from the body.
+ */
+export const MAX_REQUEST_ID_LENGTH = 256;
+/**
+ * The longest task id a client may name. The package's ids are 43 characters; a longer id (or
+ * one with a NUL character) names no task and is answered as an unknown id, without a store read.
+ */
+export const MAX_TASK_ID_LENGTH = 256;

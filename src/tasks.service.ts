@@ -54,7 +54,7 @@ import {
   validateTaskId,
   type TaskState,
 } from './task.js';
-import { newTaskId } from './task-id.js';
+import { couldBeTaskId, newTaskId } from './task-id.js';
 import {
   MAX_TRANSITION_ATTEMPTS,
   SAFETY_REREAD_MS,
@@ -282,7 +282,7 @@ export class TasksService implements OnApplicationShutdown {
    * "Task store unavailable", logged once.
    */
   async ownTaskIds(taskIds: readonly string[], owner: TaskOwner): Promise<string[]> {
-    const unique = [...new Set(taskIds)];
+    const unique = [...new Set(taskIds)].filter(couldBeTaskId);
     let found: (TaskRecord | null)[];
     try {
       found = await Promise.all(unique.map((taskId) => this.store.get(taskId, owner)));
@@ -582,6 +582,7 @@ export class TasksService implements OnApplicationShutdown {
 
   private async read(taskId: string, owner: TaskOwner | undefined): Promise<TaskRecord> {
     const id = validateTaskId(taskId);
+    if (!couldBeTaskId(id)) throw new TaskNotFoundError();
     let record: TaskRecord | null;
     try {
       record = await this.store.get(id, owner);

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { MAX_REQUEST_ID_LENGTH } from '../tasks.constants.js';
 import { sendError } from './json-rpc.js';
 import { pathOfTarget } from './request-target.js';
 
@@ -33,6 +34,24 @@ export const TOO_DEEP = {
   code: ProtocolErrorCode.InvalidRequest,
   message: `Bad Request: the request body nests deeper than ${MAX_BODY_DEPTH} levels`,
 };
+/** Answered with HTTP 400. */
+export const ID_TOO_LONG = {
+  code: ProtocolErrorCode.InvalidRequest,
+  message: `Bad Request: the JSON-RPC id is longer than ${MAX_REQUEST_ID_LENGTH} characters`,
+};
+
+/**
+ * Whether a parsed body is a request (it has a method) whose string id is longer than
+ * MAX_REQUEST_ID_LENGTH, or a batch holding one: answered ID_TOO_LONG before anything reads it.
+ * A response's id is the server's own (a 2025-11-25 input request's, which names the tool's input
+ * key): one that is not is dropped as unknown, and nothing keeps it.
+ */
+export function hasLongId(body: unknown): boolean {
+  if (Array.isArray(body)) return body.some(hasLongId);
+  const { id, method } = (body ?? {}) as { id?: unknown; method?: unknown };
+  return method !== undefined && typeof id === 'string' && id.length > MAX_REQUEST_ID_LENGTH;
+}
+
 export const NOT_A_MESSAGE = {
   code: ProtocolErrorCode.InvalidRequest,
   message: 'Bad Request: the request body is not a valid JSON-RPC message',

@@ -15,6 +15,8 @@ import {
   JSON_TYPE,
   TOO_DEEP,
   TOO_DEEP_BODY,
+  hasLongId,
+  ID_TOO_LONG,
   OVERSIZED_BODY,
   PARSE_ERROR,
   UNPARSABLE_BODY,
@@ -136,6 +138,7 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     if (body === UNPARSABLE_BODY) return sendError(res, null, PARSE_ERROR);
     if (body === TOO_DEEP_BODY) return sendError(res, null, TOO_DEEP);
     if (body === OVERSIZED_BODY) return sendError(res, null, BODY_TOO_LARGE, 413);
+    if (hasLongId(body)) return sendError(res, null, ID_TOO_LONG);
     if (await this.front.serve(request, req, res, body)) return;
     // The SDK runs the same classifier (and the same revision and standard-header checks) itself,
     // so what the front passed on is not classified twice.

@@ -34,6 +34,14 @@ function decodeHeaderValue(value: string): string | undefined {
   return Buffer.from(text, 'utf8').equals(decoded) ? text : undefined;
 }
 
+/** The most of a client's value an answer echoes (a task id may be long: see MAX_TASK_ID_LENGTH). */
+const SHOWN_CHARS = 64;
+
+/** `value`, cut to SHOWN_CHARS characters with an ellipsis when longer. */
+function shown(value: string): string {
+  return value.length <= SHOWN_CHARS ? value : `${value.slice(0, SHOWN_CHARS)}…`;
+}
+
 function mismatch(header: string, detail: string): JsonRpcErrorObject {
   return {
     code: HEADER_MISMATCH,
@@ -77,18 +85,18 @@ export function checkStandardHeaders(
     if (bodyValue === undefined) return undefined;
     return mismatch(
       '(missing)',
-      `the body carries params.${field}="${bodyValue}" but the required Mcp-Name header is absent`,
+      `the body carries params.${field}="${shown(bodyValue)}" but the required Mcp-Name header is absent`,
     );
   }
   const name = headers.name.trim();
   const decoded = decodeHeaderValue(name);
   if (decoded === undefined) {
-    return mismatch(name, 'the Mcp-Name header carries an invalid Base64 sentinel value');
+    return mismatch(shown(name), 'the Mcp-Name header carries an invalid Base64 sentinel value');
   }
   if (bodyValue !== undefined && decoded !== bodyValue) {
     return mismatch(
-      name,
-      `the body carries params.${field}="${bodyValue}" but the Mcp-Name header names "${decoded}"`,
+      shown(name),
+      `the body carries params.${field}="${shown(bodyValue)}" but the Mcp-Name header names "${shown(decoded)}"`,
     );
   }
   return undefined;
