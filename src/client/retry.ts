@@ -257,9 +257,12 @@ export class Backoff {
     return this.failures;
   }
 
-  /** How long since the window opened (the first failure), in ms; 0 before any. */
+  /**
+   * How long since the window opened (the first failure), in ms; 0 before a second try (no wait
+   * came between tries, however long the first failure took to be counted).
+   */
   get waitedMs(): number {
-    return this.since === undefined ? 0 : Date.now() - this.since;
+    return this.since === undefined || this.failures < 2 ? 0 : Date.now() - this.since;
   }
 
   /**
