@@ -14,6 +14,7 @@ import {
   TaskTooLargeError,
 } from './errors.js';
 import { TaskNotifier } from './notify/task-notifier.js';
+import { BoundedMap } from './store/bounded-map.js';
 import { WaiterFeed } from './notify/waiter-feed.js';
 import {
   hasLeases,
@@ -167,12 +168,20 @@ function validateListOptions(options: ListTasksOptions): {
 const STORE_UNAVAILABLE = 'Task store unavailable';
 /** While the store fails, how often the outage is logged again. */
 const STORE_FAULT_LOG_MS = 60_000;
-/** Writes kept to confirm when their task is read again (see TasksService.confirmed). */
+/**
+ * Writes kept to confirm when their task is read again (see TasksService.confirmed): tasks, and
+ * bytes of their records (what `maxTaskBytes` counts of each, plus KEPT_RECORD_BYTES).
+ */
 const MAX_UNCERTAIN = 10_000;
+const MAX_UNCERTAIN_BYTES = 32 * 1_048_576;
 /** Tries of one task's writes kept to confirm. */
 const MAX_UNCERTAIN_PER_TASK = 8;
-/** Changes kept for the notifier to send again while it fails (the latest per task). */
+/** Changes kept for the notifier to send again while it fails (the latest per task), and bytes. */
 const MAX_UNANNOUNCED = 10_000;
+const MAX_UNANNOUNCED_BYTES = 32 * 1_048_576;
+/** What a kept record is counted for beyond what `maxTaskBytes` counts (ids, owner, times). */
+const KEPT_RECORD_BYTES = 512;
+const heldBytes = (record: TaskRecord): number => (record.bytes ?? 0) + KEPT_RECORD_BYTES;
 /** The first wait before a change the notifier failed to send is sent again, and the longest. */
 const REANNOUNCE_FIRST_MS = 250;
 const REANNOUNCE_MAX_MS = 5_000;
@@ -209,9 +218,12 @@ export class TasksService implements OnApplicationShutdown {
    */
   lastStoreFaultAt = 0;
   /** Writes whose compare-and-set failed without an answer, by task (see `confirmed`). */
-  private readonly uncertain = new Map<string, { record: TaskRecord; previous: TaskRecord }[]>();
+  private readonly uncertain = new BoundedMap<{ record: TaskRecord; previous: TaskRecord }[]>(
+    MAX_UNCERTAIN,
+    MAX_UNCERTAIN_BYTES,
+  );
   /** Changes the notifier failed to send, the latest per task, to send again (see `publish`). */
-  private readonly unannounced = new Map<string, TaskRecord>();
+  private readonly unannounced = new BoundedMap<TaskRecord>(MAX_UNANNOUNCED, MAX_UNANNOUNCED_BYTES);
   private reannouncing: ReturnType<typeof setTimeout> | undefined;
   /**
    * The wait before the next resend: doubled at each resend, back to the first once a resend is
@@ -650,14 +662,13 @@ export class TasksService implements OnApplicationShutdown {
    */
   private unconfirmed(record: TaskRecord, previous: TaskRecord): void {
     const tried = this.uncertain.get(record.taskId) ?? [];
-    this.uncertain.delete(record.taskId);
     // Several tries of one write may each lose their answer (the store slow to come back).
     tried.push({ record, previous });
     if (tried.length > MAX_UNCERTAIN_PER_TASK) tried.shift();
-    this.uncertain.set(record.taskId, tried);
-    if (this.uncertain.size > MAX_UNCERTAIN) {
-      this.uncertain.delete(this.uncertain.keys().next().value!);
-    }
+    // The oldest tasks' tries go past the bounds: those writes are then announced only when a
+    // later write to the task is.
+    const bytes = tried.reduce((sum, kept) => sum + heldBytes(kept.record), 0);
+    this.uncertain.set(record.taskId, tried, bytes + heldBytes(previous));
   }
 
   /**
@@ -783,12 +794,9 @@ export class TasksService implements OnApplicationShutdown {
     }
     const unsent = this.unannounced.get(record.taskId);
     if (unsent !== undefined && !isNews(record, deliveryMark(unsent))) return false;
-    this.unannounced.delete(record.taskId);
-    this.unannounced.set(record.taskId, record);
-    if (this.unannounced.size > MAX_UNANNOUNCED) {
-      // The oldest change goes: its listeners read the task again when they reconnect.
-      this.unannounced.delete(this.unannounced.keys().next().value!);
-    }
+    // Past the bounds the oldest change goes: its listeners read the task again when they
+    // reconnect.
+    this.unannounced.set(record.taskId, record, heldBytes(record));
     if (this.reannouncing === undefined) this.reannounce();
     return false;
   }
@@ -799,9 +807,7 @@ export class TasksService implements OnApplicationShutdown {
     this.reannounceDelay = Math.min(delay * 2, REANNOUNCE_MAX_MS);
     this.reannouncing = setTimeout(() => {
       this.reannouncing = undefined;
-      const unsent = [...this.unannounced.values()];
-      this.unannounced.clear();
-      for (const record of unsent) this.resend(record);
+      for (const record of this.unannounced.drain()) this.resend(record);
     }, delay);
     this.reannouncing.unref();
   }
