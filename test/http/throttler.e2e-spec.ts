@@ -38,6 +38,8 @@ function buildApp(): void {
         join(ROOT, 'node_modules/typescript/bin/tsc'),
         '-p',
         'test/http/throttler-app/tsconfig.json',
+        // Emit only: the same files in half the time (npm run typecheck checks the types).
+        '--noCheck',
       ],
       { cwd: ROOT, stdio: 'inherit' },
     );

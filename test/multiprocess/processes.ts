@@ -26,6 +26,8 @@ export function buildFixture(name: string): void {
       join(ROOT, 'node_modules/typescript/bin/tsc'),
       '-p',
       'test/multiprocess/tsconfig.json',
+      // Emit only: the same files in half the time (npm run typecheck checks the types).
+      '--noCheck',
       '--outDir',
       outDir,
     ],
