@@ -35,6 +35,9 @@ const HEARERS_TTL_MS = 3 * HEARTBEAT_MS + 1_000;
 /** The body of a heartbeat message. */
 const HEARTBEAT = '!every';
 
+/** When the watched tasks are read again after a reconnect's first catch-up. */
+const CATCH_UP_AGAIN_MS = [2_000, 10_000];
+
 /** How many watched tasks are read at once after a reconnect. */
 const CATCH_UP_READS = 16;
 
@@ -444,6 +447,12 @@ export class RemoteChanges implements FeedWatcher {
         if (this.catchUpAfterFlush && this.dirty.size === 0) {
           this.catchUpAfterFlush = false;
           this.catchUp();
+          // Again a little later: another instance may write a change in the moments after the
+          // store came back, while its own notifier connection is still away, and the change it
+          // then sends may never come (seen once in a few dozen 60 s Redis outages under load).
+          for (const ms of CATCH_UP_AGAIN_MS) {
+            setTimeout(() => this.closed || this.catchUp(), ms).unref();
+          }
         }
       }
     } finally {
