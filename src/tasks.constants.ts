@@ -84,3 +84,12 @@ export const MAX_REQUEST_ID_LENGTH = 256;
  * one with a NUL character) names no task and is answered as an unknown id, without a store read.
  */
 export const MAX_TASK_ID_LENGTH = 256;
+/**
+ * A listen stream (or a task console stream) whose client reads too slowly to drain this much
+ * buffered output is closed: 1 MiB.
+ */
+export const MAX_STREAM_BUFFERED_BYTES = 1_048_576;
+/** The bytes of records kept while the notifier fails, to send again (see TasksService). */
+export const MAX_UNSENT_CHANGE_BYTES = 32 * 1_048_576;
+/** The bytes of records kept of writes whose answer was lost, to confirm (see TasksService). */
+export const MAX_UNCONFIRMED_WRITE_BYTES = 32 * 1_048_576;

@@ -61,6 +61,8 @@ import {
   SAFETY_REREAD_MS,
   TASKS_CONFIG,
   WATCH_POLL_MS,
+  MAX_UNCONFIRMED_WRITE_BYTES,
+  MAX_UNSENT_CHANGE_BYTES,
 } from './tasks.constants.js';
 import type { TasksConfig } from './interfaces/tasks-module-options.interface.js';
 import { TasksTelemetry } from './telemetry/tasks.telemetry.js';
@@ -173,12 +175,12 @@ const STORE_FAULT_LOG_MS = 60_000;
  * bytes of their records (what `maxTaskBytes` counts of each, plus KEPT_RECORD_BYTES).
  */
 const MAX_UNCERTAIN = 10_000;
-const MAX_UNCERTAIN_BYTES = 32 * 1_048_576;
+
 /** Tries of one task's writes kept to confirm. */
 const MAX_UNCERTAIN_PER_TASK = 8;
 /** Changes kept for the notifier to send again while it fails (the latest per task), and bytes. */
 const MAX_UNANNOUNCED = 10_000;
-const MAX_UNANNOUNCED_BYTES = 32 * 1_048_576;
+
 /** What a kept record is counted for beyond what `maxTaskBytes` counts (ids, owner, times). */
 const KEPT_RECORD_BYTES = 512;
 const heldBytes = (record: TaskRecord): number => (record.bytes ?? 0) + KEPT_RECORD_BYTES;
@@ -220,10 +222,13 @@ export class TasksService implements OnApplicationShutdown {
   /** Writes whose compare-and-set failed without an answer, by task (see `confirmed`). */
   private readonly uncertain = new BoundedMap<{ record: TaskRecord; previous: TaskRecord }[]>(
     MAX_UNCERTAIN,
-    MAX_UNCERTAIN_BYTES,
+    MAX_UNCONFIRMED_WRITE_BYTES,
   );
   /** Changes the notifier failed to send, the latest per task, to send again (see `publish`). */
-  private readonly unannounced = new BoundedMap<TaskRecord>(MAX_UNANNOUNCED, MAX_UNANNOUNCED_BYTES);
+  private readonly unannounced = new BoundedMap<TaskRecord>(
+    MAX_UNANNOUNCED,
+    MAX_UNSENT_CHANGE_BYTES,
+  );
   private reannouncing: ReturnType<typeof setTimeout> | undefined;
   /**
    * The wait before the next resend: doubled at each resend, back to the first once a resend is

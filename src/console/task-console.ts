@@ -14,7 +14,7 @@ import { ListenFeed } from '../notify/listen-feed.js';
 import type { TaskListPage } from '../store/task-store.js';
 import { type TaskOwner, type TaskRecord, type TaskState, expiresAt, isTerminal } from '../task.js';
 import { TASK_STATES } from '../task/rules.js';
-import { TASKS_CONFIG } from '../tasks.constants.js';
+import { MAX_STREAM_BUFFERED_BYTES, TASKS_CONFIG } from '../tasks.constants.js';
 import { MAX_LIST_LIMIT, TasksService } from '../tasks.service.js';
 import { type ConsoleFiles, escapeHtml, readConsoleFiles } from './console-assets.js';
 import { ConsoleHistory, type HeardChange } from './console-history.js';
@@ -75,7 +75,6 @@ const DEFAULT_LIMIT = 50;
 /** Console streams open at once in this process; beyond, 503. */
 export const MAX_CONSOLE_STREAMS = 64;
 /** A stream whose unsent output grows beyond this is closed (a client that does not read). */
-const MAX_STREAM_BUFFER = 1024 * 1024;
 const KEEPALIVE_FALLBACK_MS = 15_000;
 
 const SSE_HEADERS = {
@@ -225,7 +224,7 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
 
   private send(res: ServerResponse, frame: string): void {
     if (res.writableEnded || res.destroyed) return;
-    if (res.writableLength > MAX_STREAM_BUFFER) {
+    if (res.writableLength > MAX_STREAM_BUFFERED_BYTES) {
       res.destroy();
       return;
     }

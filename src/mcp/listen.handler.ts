@@ -18,7 +18,7 @@ import {
   type TaskRecord,
   toWire,
 } from '../task.js';
-import { TASKS_CONFIG } from '../tasks.constants.js';
+import { MAX_STREAM_BUFFERED_BYTES, TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
 import {
@@ -40,9 +40,6 @@ export interface ListenFilter {
   resourcesListChanged?: boolean;
   resourceSubscriptions?: string[];
 }
-
-/** A stream that buffers this much unsent output is too slow to keep: it is closed. */
-const MAX_BUFFERED_BYTES = 1 << 20;
 
 const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -77,7 +74,7 @@ class ListenStream {
   write(data: string): void {
     if (this.closed) return;
     this.res.write(data);
-    if (this.res.writableLength > MAX_BUFFERED_BYTES) this.res.destroy();
+    if (this.res.writableLength > MAX_STREAM_BUFFERED_BYTES) this.res.destroy();
   }
 }
 
