@@ -172,15 +172,14 @@ const STORE_UNAVAILABLE = 'Task store unavailable';
 const STORE_FAULT_LOG_MS = 60_000;
 /**
  * Writes kept to confirm when their task is read again (see TasksService.confirmed): tasks, and
- * bytes of their records (what `maxTaskBytes` counts of each, plus KEPT_RECORD_BYTES).
+ * bytes of their records (MAX_UNCONFIRMED_WRITE_BYTES: what `maxTaskBytes` counts of each, plus
+ * KEPT_RECORD_BYTES).
  */
 const MAX_UNCERTAIN = 10_000;
-
 /** Tries of one task's writes kept to confirm. */
 const MAX_UNCERTAIN_PER_TASK = 8;
-/** Changes kept for the notifier to send again while it fails (the latest per task), and bytes. */
+/** Changes kept for the notifier to send again while it fails (the latest per task); bytes: MAX_UNSENT_CHANGE_BYTES. */
 const MAX_UNANNOUNCED = 10_000;
-
 /** What a kept record is counted for beyond what `maxTaskBytes` counts (ids, owner, times). */
 const KEPT_RECORD_BYTES = 512;
 const heldBytes = (record: TaskRecord): number => (record.bytes ?? 0) + KEPT_RECORD_BYTES;
