@@ -138,11 +138,13 @@ class RunningCall extends TaskWatch {
 
 /**
  * The running call of a queue job: its first read of the task (made once it listens, so no change
- * falls between the two) is the job's look at the task before the method runs.
+ * falls between the two) is the job's look at the task before the method runs. A cancel (or an
+ * end) heard before that read stops the watch, and the read is then never made: the state heard
+ * is the job's look instead, or the job would wait for it forever.
  */
 class JobCall extends RunningCall {
   private settleFirst: ((outcome: TaskRecord | Error) => void) | undefined;
-  /** The task as first read, or the error of that read. */
+  /** The task as first read (or as heard, when a cancel came first), or the error of that read. */
   readonly first = new Promise<TaskRecord | Error>((resolve) => (this.settleFirst = resolve));
 
   protected override read(outcome: TaskRecord | unknown): void {
@@ -150,6 +152,16 @@ class JobCall extends RunningCall {
     if (settle === undefined) return;
     this.settleFirst = undefined;
     settle(outcome instanceof Error ? outcome : (outcome as TaskRecord));
+  }
+
+  protected override matched(task: TaskRecord): void {
+    super.matched(task);
+    this.read(task);
+  }
+
+  protected override gone(): void {
+    super.gone();
+    this.read(new TaskNotFoundError());
   }
 }
 
