@@ -508,13 +508,17 @@ export class TaskToolRunner
     // A promise only when the call arrived before the telemetry API had loaded.
     const trace = await this.telemetry?.fieldsOf(parent);
     try {
-      await this.queue!.enqueue(toolQueue(tool.options.queue!), {
-        tool: tool.name,
-        taskId,
-        input,
-        ...(firstInput !== undefined && { firstInput }),
-        ...(trace !== undefined && { trace }),
-      });
+      await this.queue!.enqueue(
+        toolQueue(tool.options.queue!),
+        {
+          tool: tool.name,
+          taskId,
+          input,
+          ...(firstInput !== undefined && { firstInput }),
+          ...(trace !== undefined && { trace }),
+        },
+        record.owner,
+      );
     } catch (error) {
       this.logger.error(`Task tool ${tool.name} could not enqueue its job: ${String(error)}`);
       await this.settle(
