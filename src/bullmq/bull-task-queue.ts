@@ -1,26 +1,44 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getQueueToken } from '@nestjs/bullmq';
-import type { JobsOptions, Queue } from 'bullmq';
+import type { Job, JobsOptions, Queue } from 'bullmq';
 import { TasksConfigError } from '../errors.js';
+import type { TaskOwner } from '../task.js';
 import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
+import { FairTurns, fairPriority } from './fair-turns.js';
+import {
+  isFairQueue,
+  TASKS_QUEUE_OPTIONS,
+  type TasksQueueModuleOptions,
+} from './tasks-queue.options.js';
 
 /** What a job carries: the call, and the answers its runs took (for a later run). */
 export interface TaskJobData extends QueuedCall {
   answers?: Readonly<Record<string, unknown>>;
+  /**
+   * On a fair queue: the key of the task's owner (a hash of principal and tenant), whose turn
+   * the job gives back when it ends.
+   */
+  ownerKey?: string;
 }
 
 /**
  * The TaskQueue on the app's BullMQ queues (registered with `@nestjs/bullmq`). A job is named
  * after its tool; its options are the queue's `defaultJobOptions` and the tool's `jobOptions`.
- * Unless either says otherwise, a completed job is removed (the result lives in the task).
+ * Unless either says otherwise, a completed job is removed (the result lives in the task). On a
+ * fair queue (the default, see `TasksQueueModuleOptions.fair`) the job's priority is its owner's
+ * turn (see FairTurns), within the level its `priority` option sets.
  */
 @Injectable()
 export class BullTaskQueue extends TaskQueue {
   private readonly queues = new Map<string, Queue>();
+  private readonly turns = new FairTurns();
 
-  constructor(private readonly modules: ModuleRef) {
+  constructor(
+    private readonly modules: ModuleRef,
+    @Inject(TASKS_QUEUE_OPTIONS) private readonly options: TasksQueueModuleOptions,
+  ) {
     super();
   }
 
@@ -41,7 +59,25 @@ export class BullTaskQueue extends TaskQueue {
     return queue;
   }
 
-  async enqueue(queue: Readonly<TaskToolQueue>, call: QueuedCall): Promise<void> {
+  /** Whether the queue of that name takes fair turns across owners. */
+  isFair(name: string): boolean {
+    return isFairQueue(this.options, name);
+  }
+
+  /**
+   * The priority level of a tool's jobs: its `priority` job option, else its queue's default
+   * (0 without either).
+   */
+  priorityLevel(queue: Readonly<TaskToolQueue>): number {
+    const own = (queue.jobOptions as JobsOptions | undefined)?.priority;
+    return own ?? this.queue(queue.name).defaultJobOptions?.priority ?? 0;
+  }
+
+  async enqueue(
+    queue: Readonly<TaskToolQueue>,
+    call: QueuedCall,
+    owner: Required<TaskOwner>,
+  ): Promise<void> {
     const target = this.queue(queue.name);
     const options = { ...(queue.jobOptions as JobsOptions | undefined) };
     if (
@@ -50,7 +86,31 @@ export class BullTaskQueue extends TaskQueue {
     ) {
       options.removeOnComplete = true;
     }
-    const data: TaskJobData = call;
+    const data: TaskJobData = { ...call };
+    if (this.isFair(queue.name)) {
+      // One round trip before the add: the owner's rank, with the job's id in its set.
+      const turn = await this.turns.take(target, owner);
+      options.jobId = turn.jobId;
+      options.priority = fairPriority(this.priorityLevel(queue), turn.rank);
+      data.ownerKey = turn.ownerKey;
+      try {
+        await target.add(call.tool, data, options);
+      } catch (error) {
+        await this.turns.give(target, turn.ownerKey, turn.jobId).catch(() => undefined);
+        throw error;
+      }
+      return;
+    }
     await target.add(call.tool, data, options);
+  }
+
+  /**
+   * Gives back the turn of a job that ended: completed, or failed for good. A job of a queue that
+   * is not fair (or was not when it was added) has none.
+   */
+  async ended(job: Job<TaskJobData>): Promise<void> {
+    const { ownerKey } = job.data;
+    if (ownerKey === undefined || job.id === undefined) return;
+    await this.turns.give(this.queue(job.queueName), ownerKey, job.id);
   }
 }

@@ -9,13 +9,15 @@ import {
 import { ModuleRef } from '@nestjs/core';
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
-import { INTERNAL_ERROR_MESSAGE, TaskTerminalError } from '../errors.js';
+import { INTERNAL_ERROR_MESSAGE, TaskTerminalError, TasksConfigError } from '../errors.js';
 import type { InputResponse } from '../task.js';
 import { TasksService } from '../tasks.service.js';
 import { toolQueue } from '../tools/task-queue.js';
+import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { type TaskJob, TaskToolRunner } from '../tools/task-tool.runner.js';
 import { BullTaskQueue, type TaskJobData } from './bull-task-queue.js';
+import { FAIR_MAX_LEVEL, FAIR_RANKS } from './fair-turns.js';
 import { TASKS_QUEUE_OPTIONS, type TasksQueueModuleOptions } from './tasks-queue.options.js';
 
 /** How long a job given back at shutdown waits before another worker may take it. */
@@ -46,11 +48,16 @@ export class TaskQueueWorkers
   onApplicationBootstrap(): void {
     // The registration's internals: found in the app, not exported by it.
     const registry = this.modules.get(TaskToolRegistry, { strict: false });
+    checkFairOption(this.options.fair);
     const names = new Set<string>();
     for (const tool of registry.all()) {
-      if (tool.options.queue !== undefined) names.add(toolQueue(tool.options.queue).name);
+      if (tool.options.queue === undefined) continue;
+      const queue = toolQueue(tool.options.queue);
+      names.add(queue.name);
+      // Every named queue must be registered, in a process that takes calls as in a worker.
+      this.queues.queue(queue.name);
+      if (this.queues.isFair(queue.name)) checkFairLevel(tool.name, queue, this.queues);
     }
-    // Every named queue must be registered, in a process that takes calls as in a worker.
     const queues = [...names].map((name) => this.queues.queue(name));
     if (this.options.worker === false) return;
     const runner = this.modules.get(TaskToolRunner, { strict: false });
@@ -65,6 +72,7 @@ export class TaskQueueWorkers
           ...(queue.opts.prefix !== undefined && { prefix: queue.opts.prefix }),
         },
       );
+      worker.on('completed', (job) => void this.ended(job));
       worker.on('failed', (job, error) => void this.failed(tasks, job, error));
       worker.on('error', (error) => this.logger.error(`Queue ${queue.name}: ${String(error)}`));
       this.workers.push(worker);
@@ -120,6 +128,20 @@ export class TaskQueueWorkers
   }
 
   /**
+   * A job ended (completed, or failed for good): its owner's turn on a fair queue is given back.
+   * Should Redis not take it now, the owner's next add finds the job ended and drops it then.
+   */
+  private async ended(job: Job<TaskJobData>): Promise<void> {
+    try {
+      await this.queues.ended(job);
+    } catch (error) {
+      this.logger.warn(
+        `Queue ${job.queueName}: could not give back a job's turn: ${String(error)}`,
+      );
+    }
+  }
+
+  /**
    * A job that failed for good (its attempts spent, stalled more often than `maxStalledCount`, or
    * unrecoverable) fails its task with a generic error, unless the run settled it already.
    */
@@ -134,6 +156,7 @@ export class TaskQueueWorkers
       error.name === 'UnrecoverableError' ||
       job.attemptsMade >= (job.opts.attempts ?? 1);
     if (!final) return;
+    void this.ended(job);
     try {
       await tasks.fail(job.data.taskId, [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE]);
     } catch (failure) {
@@ -141,4 +164,35 @@ export class TaskQueueWorkers
       this.logger.error(`Queue ${job.queueName}: could not fail a task: ${String(failure)}`);
     }
   }
+}
+
+/** `fair` is a boolean or an object of booleans by queue name; anything else fails the boot. */
+function checkFairOption(fair: unknown): void {
+  if (fair === undefined || typeof fair === 'boolean') return;
+  const valid =
+    fair !== null &&
+    typeof fair === 'object' &&
+    !Array.isArray(fair) &&
+    Object.values(fair).every((value) => typeof value === 'boolean');
+  if (!valid) {
+    throw new TasksConfigError(
+      'TasksQueueModule option "fair" must be true, false or an object of booleans by queue ' +
+        `name (e.g. { reports: false }), got ${JSON.stringify(fair) ?? String(fair)}`,
+    );
+  }
+}
+
+/**
+ * On a fair queue a job's priority is `level × FAIR_RANKS + rank`, within BullMQ's 2^21 − 1: a
+ * tool (or a queue) whose `priority` option leaves no room for the ranks fails the boot.
+ */
+function checkFairLevel(tool: string, queue: Readonly<TaskToolQueue>, queues: BullTaskQueue): void {
+  const level = queues.priorityLevel(queue);
+  if (Number.isInteger(level) && level >= 0 && level <= FAIR_MAX_LEVEL) return;
+  throw new TasksConfigError(
+    `Task tool "${tool}" runs on the fair queue "${queue.name}" with priority ${String(level)}: ` +
+      `on a fair queue a priority is an integer from 0 to ${FAIR_MAX_LEVEL} (each level holds ` +
+      `${FAIR_RANKS} owner ranks); lower it, or set fair: { '${queue.name}': false } in ` +
+      'TasksQueueModule.forRoot',
+  );
 }

@@ -1,4 +1,4 @@
-import type { InputResponse } from '../task.js';
+import type { InputResponse, TaskOwner } from '../task.js';
 import type { TaskToolQueue } from './task-tool.decorator.js';
 
 /** One call of a queue-run task tool, as a job carries it: enough for a worker to run it. */
@@ -20,10 +20,15 @@ export interface QueuedCall {
 /**
  * Where queue-run task tools send their calls (`@TaskTool({ queue })`). Bound by
  * `TasksQueueModule` of `nestjs-mcp-tasks/bullmq`; a custom queue may bind its own. `enqueue`
- * resolves once the job is stored; a rejection fails the call's task.
+ * resolves once the job is stored; a rejection fails the call's task. `owner` is the task's
+ * owner, for a queue that takes turns across owners (the BullMQ one does, see docs/queue.md).
  */
 export abstract class TaskQueue {
-  abstract enqueue(queue: Readonly<TaskToolQueue>, call: QueuedCall): Promise<void>;
+  abstract enqueue(
+    queue: Readonly<TaskToolQueue>,
+    call: QueuedCall,
+    owner: Required<TaskOwner>,
+  ): Promise<void>;
 }
 
 /** The queue of a tool, in one form. */

@@ -184,11 +184,13 @@ class RunningCall extends TaskWatch {
 
 /**
  * The running call of a queue job: its first read of the task (made once it listens, so no change
- * falls between the two) is the job's look at the task before the method runs.
+ * falls between the two) is the job's look at the task before the method runs. A cancel (or an
+ * end) heard before that read stops the watch, and the read is then never made: the state heard
+ * is the job's look instead, or the job would wait for it forever.
  */
 class JobCall extends RunningCall {
   private settleFirst: ((outcome: TaskRecord | Error) => void) | undefined;
-  /** The task as first read, or the error of that read. */
+  /** The task as first read (or as heard, when a cancel came first), or the error of that read. */
   readonly first = new Promise<TaskRecord | Error>((resolve) => (this.settleFirst = resolve));
 
   protected override read(outcome: TaskRecord | unknown): void {
@@ -196,6 +198,16 @@ class JobCall extends RunningCall {
     if (settle === undefined) return;
     this.settleFirst = undefined;
     settle(outcome instanceof Error ? outcome : (outcome as TaskRecord));
+  }
+
+  protected override matched(task: TaskRecord): void {
+    super.matched(task);
+    this.read(task);
+  }
+
+  protected override gone(): void {
+    super.gone();
+    this.read(new TaskNotFoundError());
   }
 }
 
@@ -606,13 +618,17 @@ export class TaskToolRunner
     // A promise only when the call arrived before the telemetry API had loaded.
     const trace = await this.telemetry?.fieldsOf(parent);
     try {
-      await this.queue!.enqueue(toolQueue(tool.options.queue!), {
-        tool: tool.name,
-        taskId,
-        input,
-        ...(firstInput !== undefined && { firstInput }),
-        ...(trace !== undefined && { trace }),
-      });
+      await this.queue!.enqueue(
+        toolQueue(tool.options.queue!),
+        {
+          tool: tool.name,
+          taskId,
+          input,
+          ...(firstInput !== undefined && { firstInput }),
+          ...(trace !== undefined && { trace }),
+        },
+        record.owner,
+      );
     } catch (error) {
       this.logger.error(`Task tool ${tool.name} could not enqueue its job: ${String(error)}`);
       await this.settle(

@@ -4,6 +4,7 @@ import { BullModule, getQueueToken } from '@nestjs/bullmq';
 import { Test } from '@nestjs/testing';
 import type { Queue } from 'bullmq';
 import { BullTaskQueue, TasksQueueModule } from '../../src/bullmq/index.js';
+import { FAIR_RANKS, fairOwnerKey } from '../../src/bullmq/fair-turns.js';
 import { TasksConfigError } from '../../src/errors.js';
 import { TaskQueue, TaskTool, TasksModule, TasksService } from '../../src/index.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
@@ -104,8 +105,14 @@ describe('TasksQueueModule', () => {
     // No worker in this process (worker: false): the job waits.
     const [job] = await queue.getJobs(['prioritized', 'waiting']);
     expect(job?.name).toBe('queued');
-    expect(job?.data).toEqual({ tool: 'queued', taskId: record.taskId, input: {} });
-    expect(job?.opts.priority).toBe(3);
+    expect(job?.data).toEqual({
+      tool: 'queued',
+      taskId: record.taskId,
+      input: {},
+      ownerKey: fairOwnerKey({ principal: 'alice' }),
+    });
+    // The queue is fair (the default): level 3 (the tool's priority), alice's first rank.
+    expect(job?.opts.priority).toBe(3 * FAIR_RANKS + 1);
     expect(job?.opts.removeOnComplete).toBe(true);
     await queue.obliterate({ force: true });
   });
@@ -123,7 +130,7 @@ describe('TasksQueueModule', () => {
     const tool = app.get(TaskToolRegistry).get('kept')!;
     await app.get(TaskToolRunner).start(tool, {}, { principal: 'alice' });
     const queue = app.get<Queue>(getQueueToken('kept'));
-    const [job] = await queue.getJobs(['waiting']);
+    const [job] = await queue.getJobs(['prioritized']);
     expect(job?.opts.removeOnComplete).toBe(false);
     await queue.obliterate({ force: true });
   });
