@@ -466,20 +466,23 @@ function statements(name: string) {
  * The page statement of one listing shape. Parameters: $1 now, $2 entries to look at, $3 records
  * to keep at most, then the owner, the cursor's createdAt and task id, the states, the tool, each
  * when the shape has it. An owner's tasks are read by the index on its key's hash, and kept when
- * their key is equal.
+ * their key is equal (a task of another owner whose hash is the same is looked at, never kept).
  */
 function listingStatement(name: string, shape: ListingShape): Statement {
   const schema = quoteIdentifier(name);
   let count = 3;
   const param = (type: string): string => `$${++count}::${type}`;
   const where: string[] = [];
+  const keep = ['(expires_at IS NULL OR expires_at > $1::bigint)'];
   if (shape.owner) {
+    // The window is read by the hash alone, newest first from the index; the key is compared
+    // among what was read. (With both in the window's WHERE the planner, taking them for
+    // independent, expects one row and reads all of the owner's tasks to sort them.)
     const owner = param('text');
     where.push(`${schema}.owner_hash(owner_key) = ${schema}.owner_hash(${owner})`);
-    where.push(`owner_key = ${owner}`);
+    keep.push(`owner_key = ${owner}`);
   }
   if (shape.cursor) where.push(`(created_at, task_id) < (${param('bigint')}, ${param('text')})`);
-  const keep = ['(expires_at IS NULL OR expires_at > $1::bigint)'];
   if (shape.status) keep.push(`status = ANY(${param('text[]')})`);
   if (shape.tool) keep.push(`tool_name = ${param('text')}`);
   const last =
@@ -490,7 +493,7 @@ function listingStatement(name: string, shape: ListingShape): Statement {
     // with no second look-up by id.
     return statement(
       `WITH looked AS MATERIALIZED (` +
-        `SELECT task_id, created_at, expires_at, record FROM ${schema}.tasks` +
+        `SELECT task_id, created_at, expires_at, owner_key, record FROM ${schema}.tasks` +
         (where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '') +
         ` ORDER BY created_at DESC, task_id DESC LIMIT $2::integer) ` +
         `(SELECT task_id, created_at::text AS created_at, record::text AS record, ` +
@@ -500,7 +503,7 @@ function listingStatement(name: string, shape: ListingShape): Statement {
   }
   const text =
     `WITH looked AS MATERIALIZED (` +
-    `SELECT task_id, created_at, status, expires_at, tool_name FROM ${schema}.tasks` +
+    `SELECT task_id, created_at, status, expires_at, owner_key, tool_name FROM ${schema}.tasks` +
     (where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '') +
     ` ORDER BY created_at DESC, task_id DESC LIMIT $2::integer), ` +
     `kept AS (SELECT task_id FROM looked WHERE ${keep.join(' AND ')} ` +

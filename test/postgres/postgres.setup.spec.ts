@@ -240,7 +240,8 @@ describe('PostgresTaskStore: the upgrade from version 1', () => {
         `EXPLAIN EXECUTE ${rows[0].name}(${Date.now()}, 11, 11, '${ownerKey(alice)}')`,
       );
       const text = plan.rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n');
-      expect(text).toMatch(/(Index Scan Backward using|Index Scan on) tasks_owner_hash_created /);
+      // Newest first from the index, not all of the owner's tasks read and sorted.
+      expect(text).toMatch(/Index Scan Backward using tasks_owner_hash_created /);
       // create_task's count of the owner's live tasks, as the function writes it.
       const count = await one.query(
         `EXPLAIN SELECT count(*) FROM planned.tasks WHERE planned.owner_hash(owner_key) = planned.owner_hash($1) AND owner_key = $1`.replaceAll(
