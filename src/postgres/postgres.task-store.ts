@@ -88,13 +88,13 @@ const ENCODED = '\u0001';
  * read back: the record holds the strings themselves.
  */
 export function textOf(value: string): string {
-  return ODD_TEXT.test(value) || value.startsWith(ENCODED)
+  return value.includes('\0') || !(value as WellFormed).isWellFormed() || value.startsWith(ENCODED)
     ? ENCODED + Buffer.from(value, 'utf16le').toString('base64')
     : value;
 }
 
-/** A NUL, or a surrogate without its other half. */
-const ODD_TEXT = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** ES2024's `String.prototype.isWellFormed` (Node 20), not in the ES2022 library the build targets. */
+type WellFormed = string & { isWellFormed(): boolean };
 
 /**
  * Whether `taskId` could name a stored task: an id with a NUL cannot (text holds none, and every
