@@ -67,15 +67,21 @@ function isPool(value: unknown): value is Pool {
  * here, with the rule, rather than at the first request.
  */
 export function schemaOf(options: PostgresConnectionOptions, role: string): string {
-  const schema = options.schema ?? DEFAULT_SCHEMA;
+  return checkSchemaName(options.schema ?? DEFAULT_SCHEMA, role);
+}
+
+/** `schema`, when PostgreSQL and the shipped SQL take it as a schema name; else a TasksConfigError. */
+export function checkSchemaName(schema: unknown, role: string): string {
   const refuse = (rule: string): never => {
     throw new TasksConfigError(`${role} schema ${rule}, got ${JSON.stringify(schema)}`);
   };
   if (typeof schema !== 'string' || !SCHEMA_NAME.test(schema)) {
-    refuse('must be ASCII letters, digits, _ and - (1 to 63 of them)');
-  } else if (schema.length > MAX_IDENTIFIER_BYTES) {
+    return refuse('must be ASCII letters, digits, _ and - (1 to 63 of them)');
+  }
+  if (schema.length > MAX_IDENTIFIER_BYTES) {
     refuse(`must be at most ${MAX_IDENTIFIER_BYTES} characters (PostgreSQL's identifier length)`);
-  } else if (schema.startsWith('pg_')) {
+  }
+  if (schema.startsWith('pg_')) {
     refuse('must not start with pg_ (PostgreSQL reserves that prefix for its own schemas)');
   }
   return schema;

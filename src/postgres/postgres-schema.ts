@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Pool, QueryConfig } from 'pg';
 import { TasksConfigError } from '../errors.js';
-import { DEFAULT_SCHEMA, quoteIdentifier } from './postgres-connection.js';
+import { checkSchemaName, DEFAULT_SCHEMA, quoteIdentifier } from './postgres-connection.js';
 
 /** One version of the schema: a file of `schema/`, applied in order. */
 interface Migration {
@@ -51,6 +51,7 @@ function fileSql(file: string, schema: string): string {
  * order), for a team that runs its own migrations: apply it, then give the store `setup: false`.
  */
 export function postgresSchemaSql(schema: string = DEFAULT_SCHEMA): string {
+  checkSchemaName(schema, 'postgresSchemaSql');
   return MIGRATIONS.map((migration) => fileSql(migration.file, schema)).join('\n');
 }
 

@@ -86,9 +86,6 @@ BEGIN
   RETURN 1;
 END $$;
 
--- Statistics of the new index's expression, for the planner to read it from the start.
-ANALYZE mcp_tasks.tasks;
-
 INSERT INTO mcp_tasks.schema_version (version, description)
   VALUES (2, 'owners indexed by owner_hash(owner_key); create_task finds an owner''s tasks by it')
   ON CONFLICT (version) DO NOTHING;
