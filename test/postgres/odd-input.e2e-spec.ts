@@ -52,20 +52,20 @@ class KeptLog implements LoggerService {
  * in a header, nor through encodeURIComponent): each UTF-16 code unit outside [A-Za-z0-9_-] as
  * `~` and 4 hex digits; the tenant, when there is one, after a `.`.
  */
-const escape = (value: string): string =>
+const tokenPart = (value: string): string =>
   value.replace(
     /[^A-Za-z0-9_-]/g,
     (unit) => `~${unit.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
-const unescape = (value: string): string =>
+const fromTokenPart = (value: string): string =>
   value.replace(/~([0-9a-f]{4})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
 const tokenOf = (owner: TaskOwner): string =>
-  escape(owner.principal!) + (owner.tenant == null ? '' : `.${escape(owner.tenant)}`);
+  tokenPart(owner.principal!) + (owner.tenant == null ? '' : `.${tokenPart(owner.tenant)}`);
 
 const bearer = (request: unknown): string[] | undefined => {
   const header = (request as { headers: Record<string, string | undefined> }).headers.authorization;
   const token = header === undefined ? undefined : /^Bearer\s+(\S+)$/i.exec(header)?.[1];
-  return token?.split('.').map(unescape);
+  return token?.split('.').map(fromTokenPart);
 };
 
 /** `Mcp-Name` for any task id: as it is when it can travel in a header, else the Base64 sentinel. */
