@@ -815,7 +815,7 @@ function listingTasks(now) {
 
 /**
  * The baseline's page: one plain keyset SELECT on the store's table, newest first by the index
- * the store's listing reads (owner, created_at, task_id; or created_at, task_id), 51 rows for 50
+ * the store's listing reads (owner hash, created_at, task_id; or created_at, task_id), 51 rows for 50
  * and whether there is more, live tasks only, the filters in the WHERE. Prepared per shape.
  */
 function plainPage(client, ownerKeys) {
@@ -827,7 +827,9 @@ function plainPage(client, ownerKeys) {
     const where = ['(expires_at IS NULL OR expires_at > $1)'];
     let count = 1;
     const param = () => `$${++count}`;
-    if (shape.owner) where.push(`owner_key = ${param()}`);
+    // The owner's index holds its key's hash (schema version 2): the plain walk of that index.
+    if (shape.owner)
+      where.push(`${SCHEMA}.owner_hash(owner_key) = ${SCHEMA}.owner_hash(${param()})`);
     if (shape.cursor) where.push(`(created_at, task_id) < (${param()}, ${param()})`);
     if (shape.status) where.push(`status = ANY(${param()})`);
     if (shape.tool) where.push(`tool_name = ${param()}`);

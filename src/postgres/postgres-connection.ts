@@ -10,8 +10,10 @@ export interface PostgresConnectionOptions {
    */
   connection: string | PoolConfig | Pool;
   /**
-   * The PostgreSQL schema of every table and function: lower-case letters, digits and `_`,
-   * starting with a letter or `_`. Default `mcp_tasks`.
+   * The PostgreSQL schema of every table and function: 1 to 63 ASCII letters, digits, `_` and
+   * `-`, not starting with `pg_` (PostgreSQL keeps that prefix for itself). It is quoted in every
+   * statement, so a reserved word (`user`) works and case counts (`Tasks` is not `tasks`).
+   * Default `mcp_tasks`.
    */
   schema?: string;
   /**
@@ -25,8 +27,14 @@ export interface PostgresConnectionOptions {
 export const DEFAULT_SCHEMA = 'mcp_tasks';
 export const DEFAULT_POSTGRES_TIMEOUT_MS = 5_000;
 
-/** Names the schema may take: plain lower-case identifiers, which need no quoting. */
-const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+/**
+ * The characters a schema name may hold. Every statement quotes the name, so any identifier
+ * would do for PostgreSQL; these are the ones that also stay inert where the shipped SQL puts the
+ * name (its comments, its function bodies between `$$`) and in a channel name.
+ */
+const SCHEMA_NAME = /^[A-Za-z0-9_-]+$/;
+/** PostgreSQL's longest identifier, in bytes (a longer one is cut, so two names would meet). */
+const MAX_IDENTIFIER_BYTES = 63;
 
 interface PgModule {
   Pool: new (config?: PoolConfig) => Pool;
@@ -54,15 +62,37 @@ function isPool(value: unknown): value is Pool {
   );
 }
 
-/** The schema name, checked: the part writes it into its SQL. */
+/**
+ * The schema name, checked when the part is made: a name PostgreSQL would refuse (or cut) fails
+ * here, with the rule, rather than at the first request.
+ */
 export function schemaOf(options: PostgresConnectionOptions, role: string): string {
-  const schema = options.schema ?? DEFAULT_SCHEMA;
+  return checkSchemaName(options.schema ?? DEFAULT_SCHEMA, role);
+}
+
+/** `schema`, when PostgreSQL and the shipped SQL take it as a schema name; else a TasksConfigError. */
+export function checkSchemaName(schema: unknown, role: string): string {
+  const refuse = (rule: string): never => {
+    throw new TasksConfigError(`${role} schema ${rule}, got ${JSON.stringify(schema)}`);
+  };
   if (typeof schema !== 'string' || !SCHEMA_NAME.test(schema)) {
-    throw new TasksConfigError(
-      `${role} schema must be a lower-case identifier (letters, digits, _), got ${JSON.stringify(schema)}`,
-    );
+    return refuse('must be ASCII letters, digits, _ and - (1 to 63 of them)');
+  }
+  if (schema.length > MAX_IDENTIFIER_BYTES) {
+    refuse(`must be at most ${MAX_IDENTIFIER_BYTES} characters (PostgreSQL's identifier length)`);
+  }
+  if (schema.startsWith('pg_')) {
+    refuse('must not start with pg_ (PostgreSQL reserves that prefix for its own schemas)');
   }
   return schema;
+}
+
+/**
+ * `name` as a quoted identifier (`"` doubled): reserved words and capitals keep their meaning.
+ * Every statement names the schema this way.
+ */
+export function quoteIdentifier(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
 }
 
 /** The timeout, checked. */

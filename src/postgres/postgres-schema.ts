@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
-import type { Pool } from 'pg';
+import type { Pool, QueryConfig } from 'pg';
 import { TasksConfigError } from '../errors.js';
-import { DEFAULT_SCHEMA } from './postgres-connection.js';
+import { checkSchemaName, DEFAULT_SCHEMA, quoteIdentifier } from './postgres-connection.js';
 
 /** One version of the schema: a file of `schema/`, applied in order. */
 interface Migration {
@@ -13,17 +13,27 @@ interface Migration {
  * The schema's versions, oldest first. A release that changes the schema adds a file (002-….sql)
  * that takes version 1 to 2 in place, recording itself in `schema_version` as 001 does.
  */
-const MIGRATIONS: readonly Migration[] = [{ version: 1, file: '001-initial.sql' }];
+const MIGRATIONS: readonly Migration[] = [
+  { version: 1, file: '001-initial.sql' },
+  { version: 2, file: '002-owner-hash.sql' },
+];
 
 /** The schema version this release reads and writes. */
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/**
+ * How long one upgrade may take: it builds indexes over every task (seconds for a million), more
+ * than a request's `timeoutMs`. Requests wait for it (with the app's own pool, `timeoutMs` at most).
+ */
+const MIGRATION_TIMEOUT_MS = 600_000;
 
 /** The name every shipped file uses for the schema, replaced by the configured one. */
 const PLACEHOLDER = new RegExp(`\\b${DEFAULT_SCHEMA}\\b`, 'g');
 
 /**
- * The SQL of one shipped file, for `schema`. The files live in `schema/` beside this module (in
- * the package: `dist/postgres/schema/`, copied there by the build).
+ * The SQL of one shipped file, for `schema` (quoted, so that a reserved word or capitals work).
+ * The files live in `schema/` beside this module (in the package: `dist/postgres/schema/`, copied
+ * there by the build).
  */
 function fileSql(file: string, schema: string): string {
   const url = new URL(`./schema/${file}`, import.meta.url);
@@ -33,7 +43,7 @@ function fileSql(file: string, schema: string): string {
   } catch {
     throw new TasksConfigError(`The PostgreSQL schema file ${file} is missing (looked in ${url})`);
   }
-  return schema === DEFAULT_SCHEMA ? text : text.replace(PLACEHOLDER, schema);
+  return schema === DEFAULT_SCHEMA ? text : text.replace(PLACEHOLDER, quoteIdentifier(schema));
 }
 
 /**
@@ -41,20 +51,20 @@ function fileSql(file: string, schema: string): string {
  * order), for a team that runs its own migrations: apply it, then give the store `setup: false`.
  */
 export function postgresSchemaSql(schema: string = DEFAULT_SCHEMA): string {
+  checkSchemaName(schema, 'postgresSchemaSql');
   return MIGRATIONS.map((migration) => fileSql(migration.file, schema)).join('\n');
 }
 
 /** The highest version recorded in `schema`, 0 when it has none (or no version table). */
 async function recordedVersion(
-  query: (text: string) => Promise<{ rows: Record<string, unknown>[] }>,
+  query: (text: string, values?: unknown[]) => Promise<{ rows: Record<string, unknown>[] }>,
   schema: string,
 ): Promise<number> {
-  const found = await query(
-    `SELECT to_regclass('${schema}.schema_version') IS NOT NULL AS present`,
-  );
+  const table = `${quoteIdentifier(schema)}.schema_version`;
+  const found = await query(`SELECT to_regclass($1) IS NOT NULL AS present`, [table]);
   if (found.rows[0]?.present !== true) return 0;
   const { rows } = await query(
-    `SELECT coalesce(max(version), 0)::integer AS version FROM ${schema}.schema_version`,
+    `SELECT coalesce(max(version), 0)::integer AS version FROM ${table}`,
   );
   return Number(rows[0]?.version ?? 0);
 }
@@ -73,9 +83,15 @@ export async function setUpSchema(pool: Pool, schema: string): Promise<void> {
       `SELECT pg_advisory_xact_lock(hashtext('nestjs-mcp-tasks schema'), hashtext($1))`,
       [schema],
     );
-    const current = await recordedVersion((text) => client.query(text), schema);
+    const current = await recordedVersion((text, values) => client.query(text, values), schema);
     for (const migration of MIGRATIONS) {
-      if (migration.version > current) await client.query(fileSql(migration.file, schema));
+      if (migration.version > current) {
+        // An upgrade rebuilds indexes over every task: it may take longer than a request may.
+        await client.query({
+          text: fileSql(migration.file, schema),
+          query_timeout: MIGRATION_TIMEOUT_MS,
+        } as QueryConfig);
+      }
     }
     await client.query('COMMIT');
     failed = false;
@@ -91,7 +107,7 @@ export async function setUpSchema(pool: Pool, schema: string): Promise<void> {
  * that says what to apply.
  */
 export async function checkSchema(pool: Pool, schema: string): Promise<void> {
-  const version = await recordedVersion((text) => pool.query(text), schema);
+  const version = await recordedVersion((text, values) => pool.query(text, values), schema);
   if (version < POSTGRES_SCHEMA_VERSION) {
     throw new TasksConfigError(
       `PostgresTaskStore: schema "${schema}" is at version ${version}, this release needs ${POSTGRES_SCHEMA_VERSION}: apply postgresSchemaSql("${schema}") (the files of nestjs-mcp-tasks/dist/postgres/schema/) or leave setup on`,

@@ -31,6 +31,7 @@ import type { TaskOwner, TaskRecord } from '../task.js';
 import {
   connectPool,
   type PostgresConnectionOptions,
+  quoteIdentifier,
   schemaOf,
   timeoutOf,
   within,
@@ -72,6 +73,35 @@ function statement(text: string): Statement {
   return { name: `nmt_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`, text };
 }
 
+/**
+ * What starts the kept form of a string PostgreSQL's text cannot hold as it is (see `textOf`). No
+ * owner key starts with it (they start with a digit or `-`), nor does any tool name in practice.
+ */
+const ENCODED = '\u0001';
+
+/**
+ * A string that may contain anything (an owner key, a tool name) as a text column keeps it,
+ * exactly: PostgreSQL's text holds no NUL, and the driver sends half of a surrogate pair as
+ * U+FFFD, which would make two owners one. Such a string, or one that starts with ENCODED, is
+ * kept as ENCODED and the base64 of its UTF-16 code units; any other as it is (as version 1 of
+ * the schema kept every one). No two strings share a kept form. The columns are compared, never
+ * read back: the record holds the strings themselves.
+ */
+export function textOf(value: string): string {
+  return value.includes('\0') || !(value as WellFormed).isWellFormed() || value.startsWith(ENCODED)
+    ? ENCODED + Buffer.from(value, 'utf16le').toString('base64')
+    : value;
+}
+
+/** ES2024's `String.prototype.isWellFormed` (Node 20), not in the ES2022 library the build targets. */
+type WellFormed = string & { isWellFormed(): boolean };
+
+/**
+ * Whether `taskId` could name a stored task: an id with a NUL cannot (text holds none, and every
+ * stored id is the package's base64url), so it is answered as unknown without a query.
+ */
+const storable = (taskId: string): boolean => !taskId.includes('\0');
+
 /** Which listing a page reads, and with which filters: each shape is one prepared statement. */
 interface ListingShape {
   owner: boolean;
@@ -85,7 +115,9 @@ interface ListingShape {
  * already runs.
  *
  * - One row per task in `<schema>.tasks`: the record as JSON, and beside it what the statements
- *   filter and order by (owner, status, creation, expiry, when it finished, holder, tool).
+ *   filter and order by (owner, status, creation, expiry, when it finished, holder, tool). The
+ *   owner and tool are kept as `textOf` gives them, so any string works (a NUL, half a surrogate
+ *   pair); the record keeps them as they are. The schema's name is quoted in every statement.
  * - Every operation is one round trip: a statement, or a function of the schema where the work
  *   needs several statements each with a fresh snapshot (`create_task`, `delete_task`,
  *   `cleanup_tasks`). Statements are prepared on each connection on first use.
@@ -97,7 +129,10 @@ interface ListingShape {
  * - `compareAndSet` is `UPDATE … WHERE version = $expected`: two instances racing on one task
  *   cannot both win; a task written terminal stops being held in the same statement.
  * - Listing reads an index by owner and creation (or by creation for `listAll`) with keyset
- *   cursors; a status or tool filter looks at a bounded window of entries per page.
+ *   cursors; a status or tool filter looks at a bounded window of entries per page. The owner's
+ *   index holds a 16-byte hash of its key (`<schema>.owner_hash`), so a key of any length fits,
+ *   and the key itself is compared for equality.
+ * - A task id with a NUL (no stored id has one) is unknown without a query.
  * - Leases: `<schema>.instances` holds each instance's lease on PostgreSQL's clock; a task's
  *   `held_by` names the instance that holds it.
  */
@@ -178,13 +213,13 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     const { maxRows, quota } = createLimits(options);
     const [row] = await this.run<{ status: number }>(this.sql.create, [
       record.taskId,
-      fields.ownerKey,
+      textOf(fields.ownerKey),
       record.status,
       record.createdAt,
       fields.expiresAt,
       fields.terminalAt,
       fields.heldBy,
-      fields.toolName,
+      fields.toolName === null ? null : textOf(fields.toolName),
       record.version,
       encodeRecord(record),
       Date.now(),
@@ -199,12 +234,13 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
    * neither sent nor parsed and answers like a missing id.
    */
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
+    if (!storable(taskId)) return null;
     const rows =
       owner === undefined
         ? await this.run<{ record: string }>(this.sql.get, [taskId, Date.now()])
         : await this.run<{ record: string }>(this.sql.getOwned, [
             taskId,
-            ownerKey(owner),
+            textOf(ownerKey(owner)),
             Date.now(),
           ]);
     const row = rows[0];
@@ -212,17 +248,18 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   }
 
   async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+    if (!storable(record.taskId)) return false;
     const fields = indexedFields(record);
     const rows = await this.run(this.sql.compareAndSet, [
       record.taskId,
       encodeRecord(record),
       record.version,
       record.status,
-      fields.ownerKey,
+      textOf(fields.ownerKey),
       record.createdAt,
       fields.expiresAt,
       fields.terminalAt,
-      fields.toolName,
+      fields.toolName === null ? null : textOf(fields.toolName),
       fields.terminal,
       expectedVersion,
       Date.now(),
@@ -231,6 +268,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   }
 
   async delete(taskId: string): Promise<boolean> {
+    if (!storable(taskId)) return false;
     const [row] = await this.run<{ deleted: boolean }>(this.sql.delete, [taskId]);
     return row?.deleted === true;
   }
@@ -248,15 +286,19 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   }
 
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
-    return this.page(ownerKey(owner), options, undefined);
+    return this.page(textOf(ownerKey(owner)), options, undefined);
   }
 
   async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
-    return this.page(undefined, options, options.toolName);
+    return this.page(
+      undefined,
+      options,
+      options.toolName === undefined ? undefined : textOf(options.toolName),
+    );
   }
 
   /**
-   * One page in one statement: the index entries after the cursor (at most `limit + 1`
+   * One page in one statement (`owner` and `toolName` as `textOf` keeps them): the index entries after the cursor (at most `limit + 1`
    * unfiltered, FILTERED_LOOKS with a filter), the records of the first `limit + 1` that are live
    * and pass the filters, and the last entry looked at with the number looked at. More than
    * `limit` records: the page ends at its last task. Fewer, with the window full: it goes on
@@ -359,8 +401,9 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   }
 }
 
-/** The fixed statements of a schema. */
-function statements(schema: string) {
+/** The fixed statements of a schema (`schema`: its name, quoted here). */
+function statements(name: string) {
+  const schema = quoteIdentifier(name);
   const tasks = `${schema}.tasks`;
   const live = `(expires_at IS NULL OR expires_at > $NOW::bigint)`;
   const clock = `clock AS (SELECT (extract(epoch FROM statement_timestamp()) * 1000)::bigint AS now)`;
@@ -373,6 +416,7 @@ function statements(schema: string) {
     get: statement(
       `SELECT record::text AS record FROM ${tasks} WHERE task_id = $1::text AND ${live.replace('$NOW', '$2')}`,
     ),
+    // By the primary key; the owner key is then compared for equality (no index needed).
     getOwned: statement(
       `SELECT record::text AS record FROM ${tasks} ` +
         `WHERE task_id = $1::text AND owner_key = $2::text AND ${live.replace('$NOW', '$3')}`,
@@ -421,15 +465,24 @@ function statements(schema: string) {
 /**
  * The page statement of one listing shape. Parameters: $1 now, $2 entries to look at, $3 records
  * to keep at most, then the owner, the cursor's createdAt and task id, the states, the tool, each
- * when the shape has it.
+ * when the shape has it. An owner's tasks are read by the index on its key's hash, and kept when
+ * their key is equal (a task of another owner whose hash is the same is looked at, never kept).
  */
-function listingStatement(schema: string, shape: ListingShape): Statement {
+function listingStatement(name: string, shape: ListingShape): Statement {
+  const schema = quoteIdentifier(name);
   let count = 3;
   const param = (type: string): string => `$${++count}::${type}`;
   const where: string[] = [];
-  if (shape.owner) where.push(`owner_key = ${param('text')}`);
-  if (shape.cursor) where.push(`(created_at, task_id) < (${param('bigint')}, ${param('text')})`);
   const keep = ['(expires_at IS NULL OR expires_at > $1::bigint)'];
+  if (shape.owner) {
+    // The window is read by the hash alone, newest first from the index; the key is compared
+    // among what was read. (With both in the window's WHERE the planner, taking them for
+    // independent, expects one row and reads all of the owner's tasks to sort them.)
+    const owner = param('text');
+    where.push(`${schema}.owner_hash(owner_key) = ${schema}.owner_hash(${owner})`);
+    keep.push(`owner_key = ${owner}`);
+  }
+  if (shape.cursor) where.push(`(created_at, task_id) < (${param('bigint')}, ${param('text')})`);
   if (shape.status) keep.push(`status = ANY(${param('text[]')})`);
   if (shape.tool) keep.push(`tool_name = ${param('text')}`);
   const last =
@@ -440,7 +493,7 @@ function listingStatement(schema: string, shape: ListingShape): Statement {
     // with no second look-up by id.
     return statement(
       `WITH looked AS MATERIALIZED (` +
-        `SELECT task_id, created_at, expires_at, record FROM ${schema}.tasks` +
+        `SELECT task_id, created_at, expires_at, owner_key, record FROM ${schema}.tasks` +
         (where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '') +
         ` ORDER BY created_at DESC, task_id DESC LIMIT $2::integer) ` +
         `(SELECT task_id, created_at::text AS created_at, record::text AS record, ` +
@@ -450,7 +503,7 @@ function listingStatement(schema: string, shape: ListingShape): Statement {
   }
   const text =
     `WITH looked AS MATERIALIZED (` +
-    `SELECT task_id, created_at, status, expires_at, tool_name FROM ${schema}.tasks` +
+    `SELECT task_id, created_at, status, expires_at, owner_key, tool_name FROM ${schema}.tasks` +
     (where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '') +
     ` ORDER BY created_at DESC, task_id DESC LIMIT $2::integer), ` +
     `kept AS (SELECT task_id FROM looked WHERE ${keep.join(' AND ')} ` +

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import pg from 'pg';
@@ -7,7 +8,9 @@ import {
   PostgresTaskStore,
   postgresSchemaSql,
 } from '../../src/postgres/index.js';
-import { newTask } from '../../src/task.js';
+import { encodeRecord, indexedFields } from '../../src/store/store-rules.js';
+import { ownerKey } from '../../src/store/task-listing.js';
+import { newTask, type TaskRecord } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
 import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
 
@@ -60,8 +63,9 @@ describe('PostgresTaskStore: the schema', () => {
         { table_name: 'schema_version' },
         { table_name: 'tasks' },
       ],
-      versions: [{ version: POSTGRES_SCHEMA_VERSION }],
+      versions: [{ version: 1 }, { version: POSTGRES_SCHEMA_VERSION }],
     });
+    expect(POSTGRES_SCHEMA_VERSION).toBe(2);
     // Instances that start together: each sets up, under one lock; the data stays.
     const others = Array.from(
       { length: 4 },
@@ -77,9 +81,10 @@ describe('PostgresTaskStore: the schema', () => {
   });
 
   it('with setup: false, works on the shipped SQL applied by hand', async () => {
-    // As a team's own migration would: the file as shipped, with its schema's name put in.
-    const file = new URL('../../src/postgres/schema/001-initial.sql', import.meta.url);
-    const sql = readFileSync(file, 'utf8').replaceAll('mcp_tasks', 'by_hand');
+    // As a team's own migration would: the files as shipped, with its schema's name put in.
+    const sql = SHIPPED.map((name) => shipped(name).replaceAll('mcp_tasks', '"by_hand"')).join(
+      '\n',
+    );
     expect(sql).toBe(postgresSchemaSql('by_hand'));
     await pool.query(sql);
     const store = new PostgresTaskStore({ connection: pool, schema: 'by_hand', setup: false });
@@ -87,7 +92,7 @@ describe('PostgresTaskStore: the schema', () => {
     await store.create(created, { maxRows: 10, maxTasksPerOwner: 5 });
     expect(await store.get(created.taskId, { principal: 'alice' })).toEqual(created);
     expect((await store.list({ principal: 'alice' }, { limit: 10 })).tasks).toEqual([created]);
-    expect(await layout('by_hand')).toMatchObject({ versions: [{ version: 1 }] });
+    expect(await layout('by_hand')).toMatchObject({ versions: [{ version: 1 }, { version: 2 }] });
   });
 
   it('with setup: false on a schema never set up, refuses with what to apply, and creates nothing', async () => {
@@ -98,15 +103,167 @@ describe('PostgresTaskStore: the schema', () => {
     );
     expect(error).toBeInstanceOf(TasksConfigError);
     expect((error as Error).message).toMatch(
-      /schema "never_set_up" is at version 0, this release needs 1: apply postgresSchemaSql\("never_set_up"\)/,
+      /schema "never_set_up" is at version 0, this release needs 2: apply postgresSchemaSql\("never_set_up"\)/,
     );
     const found = await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = 'never_set_up'`);
     expect(found.rowCount).toBe(0);
   });
 
-  it('refuses a schema name that is not a plain lower-case identifier', () => {
-    for (const schema of ['Tasks', 'a-b', '1x', 'x; DROP TABLE y', '', 'a'.repeat(64)]) {
+  it('refuses, when made, a schema name PostgreSQL would refuse or cut, or that could break its SQL', () => {
+    for (const schema of [
+      'x; DROP TABLE y',
+      '',
+      'a'.repeat(64),
+      'pg_tasks',
+      'a"b',
+      'a$$b',
+      'a\nb',
+      'é',
+      'a.b',
+    ]) {
       expect(() => new PostgresTaskStore({ connection: pool, schema })).toThrow(TasksConfigError);
+      expect(() => postgresSchemaSql(schema)).toThrow(TasksConfigError);
+    }
+    // Quoted in every statement: capitals, a dash, a leading digit, a reserved word, 63 characters.
+    for (const schema of ['Tasks', 'a-b', '1x', 'user', 'a'.repeat(63)]) {
+      expect(new PostgresTaskStore({ connection: pool, schema }).schema).toBe(schema);
+    }
+  });
+});
+
+/** The shipped schema files, in order. */
+const SHIPPED = ['001-initial.sql', '002-owner-hash.sql'];
+const shipped = (name: string): string =>
+  readFileSync(new URL(`../../src/postgres/schema/${name}`, import.meta.url), 'utf8');
+
+describe('PostgresTaskStore: the upgrade from version 1', () => {
+  const alice = { principal: 'alice' };
+  /** Makes `schema` as version 1 made it, with `count` tasks of alice created as version 1 did. */
+  async function versionOne(schema: string, count: number): Promise<TaskRecord[]> {
+    await pool.query(shipped('001-initial.sql').replaceAll('mcp_tasks', schema));
+    const now = Date.now();
+    const tasks = Array.from({ length: count }, (_, i) =>
+      newTask(newTaskId(), alice, { ttlMs: 60_000 }, now - count + i),
+    );
+    for (const record of tasks) {
+      const fields = indexedFields(record);
+      // The very call version 1's create made.
+      await pool.query(
+        `SELECT ${schema}.create_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+        [
+          record.taskId,
+          fields.ownerKey,
+          record.status,
+          record.createdAt,
+          fields.expiresAt,
+          fields.terminalAt,
+          fields.heldBy,
+          fields.toolName,
+          record.version,
+          encodeRecord(record),
+          now,
+          null,
+          null,
+        ],
+      );
+    }
+    return tasks;
+  }
+
+  const indexes = async (schema: string): Promise<string[]> =>
+    (
+      await pool.query(
+        `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'tasks' ORDER BY 1`,
+        [schema],
+      )
+    ).rows.map((row: { indexname: string }) => row.indexname);
+
+  it('is applied in place on first use: the tasks stay, are found by owner, and count for the quota', async () => {
+    const old = await versionOne('upgraded', 3);
+    expect(await indexes('upgraded')).toContain('tasks_owner_created');
+    const store = new PostgresTaskStore({ connection: pool, schema: 'upgraded' });
+    expect((await store.list(alice, { limit: 10 })).tasks).toEqual([...old].reverse());
+    expect(await layout('upgraded')).toMatchObject({ versions: [{ version: 1 }, { version: 2 }] });
+    expect(await indexes('upgraded')).toEqual([
+      'tasks_created',
+      'tasks_expiry',
+      'tasks_held',
+      'tasks_owner_hash_created',
+      'tasks_owner_hash_finished',
+      'tasks_pkey',
+      'tasks_terminal',
+    ]);
+    expect(await store.get(old[0]!.taskId, alice)).toEqual(old[0]);
+    expect(await store.get(old[0]!.taskId, { principal: 'bob' })).toBeNull();
+    // The three old tasks count: a fourth is over a quota of 3, and none is finished to make room.
+    await expect(store.create(task(), { maxRows: null, maxTasksPerOwner: 3 })).rejects.toThrow(
+      /quota|3/i,
+    );
+    // A finished old task makes room, found by the new finished-tasks index.
+    const done = { ...old[0]!, status: 'completed' as const, version: 2 };
+    expect(await store.compareAndSet(done, 1)).toBe(true);
+    const fourth = task();
+    await store.create(fourth, { maxRows: null, maxTasksPerOwner: 3 });
+    expect(await store.get(old[0]!.taskId)).toBeNull();
+    // An owner version 1 could not index.
+    const long = { principal: randomBytes(6_000).toString('base64url') };
+    const longs = task(long.principal);
+    await store.create(longs, { maxRows: null, maxTasksPerOwner: 3 });
+    expect((await store.list(long, { limit: 10 })).tasks).toEqual([longs]);
+    expect((await store.list(alice, { limit: 10 })).tasks).toHaveLength(3);
+    // Setting up again finds the work done; setup: false finds the version it needs.
+    const before = await layout('upgraded');
+    await new PostgresTaskStore({ connection: pool, schema: 'upgraded' }).ready();
+    expect(await layout('upgraded')).toEqual(before);
+    await new PostgresTaskStore({ connection: pool, schema: 'upgraded', setup: false }).ready();
+  });
+
+  it('with setup: false, a version-1 schema is refused with what to apply', async () => {
+    await versionOne('left_at_one', 1);
+    const store = new PostgresTaskStore({ connection: pool, schema: 'left_at_one', setup: false });
+    await expect(store.ready()).rejects.toThrow(
+      /schema "left_at_one" is at version 1, this release needs 2: apply postgresSchemaSql\("left_at_one"\)/,
+    );
+  });
+
+  it("an owner's page walks the index of the owner's hash newest first; the quota counts by it", async () => {
+    const one = new pg.Pool({ connectionString: postgres.url, max: 1 });
+    try {
+      const store = new PostgresTaskStore({ connection: one, schema: 'planned' });
+      await store.ready();
+      // 20 owners of 200 tasks each, as the store writes their rows, and the planner's statistics.
+      await one.query(
+        `INSERT INTO planned.tasks (task_id, owner_key, status, created_at, expires_at, version, record)
+         SELECT 'id' || g, length('owner-' || g % 20) || ':owner-' || g % 20 || '-', 'working',
+           g, NULL, 1, '{}'::json FROM generate_series(1, 4000) g;
+         ANALYZE planned.tasks`,
+      );
+      const owner = { principal: 'owner-7' };
+      expect((await store.list(owner, { limit: 10 })).tasks).toHaveLength(10);
+      const { rows } = await one.query(
+        `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%owner_hash%'`,
+      );
+      expect(rows).toHaveLength(1);
+      const plan = await one.query(
+        `EXPLAIN EXECUTE ${rows[0].name}(${Date.now()}, 11, 11, '${ownerKey(owner)}')`,
+      );
+      const text = plan.rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n');
+      // 11 entries from the index, not all 200 of the owner's tasks read and sorted.
+      expect(text).toMatch(/Index Scan Backward using tasks_owner_hash_created /);
+      expect(text).not.toMatch(/Sort Key: tasks\.created_at DESC/);
+      // create_task's count of the owner's live tasks, as the function writes it.
+      const count = await one.query(
+        `EXPLAIN SELECT count(*) FROM planned.tasks
+         WHERE planned.owner_hash(owner_key) = planned.owner_hash($1) AND owner_key = $1`.replaceAll(
+          '$1',
+          `'${ownerKey(owner)}'`,
+        ),
+      );
+      expect(count.rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n')).toMatch(
+        /tasks_owner_hash_created/,
+      );
+    } finally {
+      await one.end();
     }
   });
 });

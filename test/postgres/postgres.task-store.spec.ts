@@ -1,7 +1,8 @@
+import { jest } from '@jest/globals';
 import pg from 'pg';
 import { PostgresTaskStore } from '../../src/postgres/postgres.task-store.js';
 import { taskStoreContract } from '../../src/testing/index.js';
-import type { TaskRecord } from '../../src/task.js';
+import type { TaskOwner, TaskRecord } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
 import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
 
@@ -52,6 +53,157 @@ describe('PostgresTaskStore: listing', () => {
       } while (cursor !== undefined && ids.length < 10);
       expect(ids).toEqual([nine.taskId, eight.taskId]);
     } finally {
+      await store.onApplicationShutdown();
+    }
+  });
+});
+
+describe('PostgresTaskStore: owners and ids of any content', () => {
+  const task = (owner: TaskOwner, createdAt = Date.now(), toolName?: string): TaskRecord => ({
+    taskId: newTaskId(),
+    owner: { principal: owner.principal ?? null, tenant: owner.tenant ?? null },
+    status: 'working',
+    createdAt,
+    lastUpdatedAt: createdAt,
+    ttlMs: 60_000,
+    version: 1,
+    ...(toolName !== undefined && { toolName }),
+  });
+
+  it('owners are exact: a NUL, half a surrogate pair, U+0001 and 8,000 characters each stay apart', async () => {
+    const store = new PostgresTaskStore({ connection: postgres.url, schema: 'odd_owners' });
+    try {
+      const owners: TaskOwner[] = [
+        { principal: 'a\u0000b' },
+        { principal: 'a\u0000c' },
+        { principal: 'a' },
+        { principal: 'a', tenant: '\u0000' },
+        { principal: 'a', tenant: '' },
+        { principal: 'x\ud800' },
+        { principal: 'x\udbff' },
+        { principal: 'x\ufffd' },
+        { principal: 'x\udc00\ud800' },
+        { principal: '\u0001' },
+        { principal: 'p'.repeat(8_000) },
+        { principal: 'p'.repeat(7_999) },
+      ];
+      const tasks = owners.map((owner) => task(owner));
+      for (const created of tasks)
+        await store.create(created, { maxRows: null, maxTasksPerOwner: 1 });
+      for (const [i, owner] of owners.entries()) {
+        expect({ i, listed: (await store.list(owner, { limit: 10 })).tasks }).toEqual({
+          i,
+          listed: [tasks[i]],
+        });
+        expect(await store.get(tasks[i]!.taskId, owner)).toEqual(tasks[i]);
+        const other = tasks[(i + 1) % tasks.length]!;
+        expect(await store.get(other.taskId, owner)).toBeNull();
+      }
+      // Each owner's quota of 1 counts its own task only: a finished one makes room for the next.
+      const done = { ...tasks[0]!, status: 'completed' as const, version: 2 };
+      expect(await store.compareAndSet(done, 1)).toBe(true);
+      const next = task(owners[0]!);
+      await store.create(next, { maxRows: null, maxTasksPerOwner: 1 });
+      expect(await store.get(tasks[0]!.taskId)).toBeNull();
+      expect(await store.get(tasks[1]!.taskId)).toEqual(tasks[1]);
+      // The stored key is the plain one for a plain owner (as version 1 wrote it).
+      const raw = new pg.Pool({ connectionString: postgres.url, max: 1 });
+      try {
+        const { rows } = await raw.query(
+          `SELECT owner_key FROM odd_owners.tasks WHERE task_id = $1`,
+          [tasks[2]!.taskId],
+        );
+        expect(rows).toEqual([{ owner_key: '1:a-' }]);
+      } finally {
+        await raw.end();
+      }
+    } finally {
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it('tool names too: listAll by a tool name with a NUL finds its tasks only', async () => {
+    const store = new PostgresTaskStore({ connection: postgres.url, schema: 'odd_tools' });
+    try {
+      const owner = { principal: 'alice' };
+      const names = ['t\u0000', 't', 't\ud800', 't\ufffd'];
+      const tasks = names.map((name) => task(owner, Date.now(), name));
+      for (const created of tasks) await store.create(created, { maxRows: null });
+      for (const [i, toolName] of names.entries()) {
+        expect((await store.listAll({ limit: 10, toolName })).tasks).toEqual([tasks[i]]);
+      }
+    } finally {
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it('a task id with a NUL is unknown to get, delete and compareAndSet, without a query', async () => {
+    const store = new PostgresTaskStore({ connection: postgres.url, schema: 'odd_ids' });
+    try {
+      const owner = { principal: 'alice' };
+      const created = task(owner);
+      await store.create(created, { maxRows: null });
+      const queries = jest.spyOn(store.pool, 'query');
+      const odd = `${created.taskId}\u0000`;
+      expect(await store.get(odd)).toBeNull();
+      expect(await store.get(odd, owner)).toBeNull();
+      expect(await store.delete(odd)).toBe(false);
+      expect(await store.compareAndSet({ ...created, taskId: odd, version: 2 }, 1)).toBe(false);
+      expect(queries).not.toHaveBeenCalled();
+      queries.mockRestore();
+      expect(await store.get(created.taskId, owner)).toEqual(created);
+    } finally {
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it('owners whose hashes meet still never see each other: the key is compared', async () => {
+    const store = new PostgresTaskStore({ connection: postgres.url, schema: 'colliding' });
+    const raw = new pg.Pool({ connectionString: postgres.url, max: 1 });
+    try {
+      await store.ready();
+      // Every owner gets the same hash, as a collision would give two of them.
+      await raw.query(
+        `CREATE OR REPLACE FUNCTION colliding.owner_hash(text) RETURNS bytea
+           LANGUAGE sql IMMUTABLE STRICT AS $$ SELECT '\\x00'::bytea $$;
+         REINDEX TABLE colliding.tasks`,
+      );
+      const [alice, bob] = [{ principal: 'alice' }, { principal: 'bob' }];
+      const base = Date.now();
+      const ofAlice = [0, 2, 4].map((at) => task(alice, base + at));
+      const ofBob = [1, 3, 5].map((at) => task(bob, base + at));
+      for (const created of [...ofAlice, ...ofBob]) {
+        await store.create(created, { maxRows: null, maxTasksPerOwner: 3 });
+      }
+      // Pages of 1 walk alice's tasks only, newest first; bob's are looked at, never listed.
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      for (let pages = 0; pages < 20; pages++) {
+        const page = await store.list(alice, { limit: 1, ...(cursor !== undefined && { cursor }) });
+        seen.push(...page.tasks.map((listed) => listed.taskId));
+        cursor = page.nextCursor;
+        if (cursor === undefined) break;
+      }
+      expect(seen).toEqual(ofAlice.map((listed) => listed.taskId).reverse());
+      expect(await store.get(ofBob[0]!.taskId, alice)).toBeNull();
+      // Alice's quota of 3 counts her tasks only; at it, her finished task makes room, not bob's.
+      await expect(
+        store.create(task(alice), { maxRows: null, maxTasksPerOwner: 3 }),
+      ).rejects.toThrow();
+      expect(await store.compareAndSet({ ...ofBob[0]!, status: 'completed', version: 2 }, 1)).toBe(
+        true,
+      );
+      await expect(
+        store.create(task(alice), { maxRows: null, maxTasksPerOwner: 3 }),
+      ).rejects.toThrow();
+      expect(
+        await store.compareAndSet({ ...ofAlice[0]!, status: 'completed', version: 2 }, 1),
+      ).toBe(true);
+      await store.create(task(alice), { maxRows: null, maxTasksPerOwner: 3 });
+      expect(await store.get(ofAlice[0]!.taskId)).toBeNull();
+      expect(await store.get(ofBob[0]!.taskId)).not.toBeNull();
+    } finally {
+      await raw.end();
       await store.onApplicationShutdown();
     }
   });
