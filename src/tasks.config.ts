@@ -5,7 +5,11 @@ import {
   DEFAULT_STORE_OUTAGE_MS,
   DEFAULT_MCP_PATH,
   DEFAULT_KEEPALIVE_MS,
+  DEFAULT_BODY_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
   DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
+  DEFAULT_MAX_BODY_BYTES_IN_FLIGHT_PER_ADDRESS,
   DEFAULT_MAX_RESULT_WAITS,
   DEFAULT_MAX_RESULT_WAITS_PER_PRINCIPAL,
   DEFAULT_MAX_STREAMS,
@@ -26,6 +30,7 @@ import { isPositiveInteger } from './task.js';
 import { isTaskNotifier } from './notify/task-notifier.js';
 import { missingLeaseMethods, missingStoreMethods, type TaskStore } from './store/task-store.js';
 import type {
+  TasksBodiesOptions,
   TasksConfig,
   TasksListenOptions,
   TasksModuleExtras,
@@ -56,6 +61,7 @@ const OPTION_KEYS: ReadonlySet<string> = new Set([
   'allowedHosts',
   'allowedOrigins',
   'maxBodyBytes',
+  'bodies',
   'listen',
   'resultWaits',
   'runningTasksOnShutdown',
@@ -69,6 +75,12 @@ const LISTEN_KEYS: ReadonlySet<string> = new Set([
   'maxStreams',
   'maxStreamsPerPrincipal',
   'maxTaskIds',
+]);
+const BODIES_KEYS: ReadonlySet<string> = new Set([
+  'maxBytesInFlight',
+  'maxBytesInFlightPerAddress',
+  'timeoutMs',
+  'headersTimeoutMs',
 ]);
 const RESULT_WAITS_KEYS: ReadonlySet<string> = new Set(['max', 'maxPerPrincipal']);
 const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
@@ -182,6 +194,7 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
       serverOptions,
     );
   }
+  const maxBodyBytes = positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES);
   const allowedHosts = hostList('allowedHosts', raw.allowedHosts);
   const allowedOrigins = hostList('allowedOrigins', raw.allowedOrigins);
 
@@ -200,7 +213,8 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     serverOptions: Object.freeze({ ...(serverOptions as TasksServerOptions | undefined) }),
     allowedHosts,
     allowedOrigins,
-    maxBodyBytes: positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES),
+    maxBodyBytes,
+    bodies: bodiesOptions(raw.bodies, maxBodyBytes),
     listen: listenOptions(raw.listen),
     resultWaits: resultWaitsOptions(raw.resultWaits),
     runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
@@ -307,6 +321,57 @@ function listenOptions(value: unknown): Readonly<Required<TasksListenOptions>> {
       DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
     ),
     maxTaskIds: positiveInteger('listen.maxTaskIds', given.maxTaskIds, DEFAULT_MAX_TASK_IDS),
+  });
+}
+
+/** The longest a Node timer can wait (2^31 - 1 ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * The limits on bodies while they arrive. A byte budget smaller than `maxBodyBytes` would refuse
+ * every body of the largest size the endpoint accepts, so it is refused at startup; the defaults
+ * grow with `maxBodyBytes` instead.
+ */
+function bodiesOptions(
+  value: unknown,
+  maxBodyBytes: number,
+): Readonly<Required<TasksBodiesOptions>> {
+  const given = value ?? {};
+  if (!isObject(given)) throw mustBe('bodies', 'an object', given);
+  refuseUnknownKeys('bodies.', given, BODIES_KEYS);
+  const atLeastBody = (key: string, bytes: number | null): void => {
+    if (bytes !== null && bytes < maxBodyBytes) {
+      throw mustBe(`bodies.${key}`, `at least maxBodyBytes (${maxBodyBytes})`, bytes);
+    }
+  };
+  const maxBytesInFlight = positiveInteger(
+    'bodies.maxBytesInFlight',
+    given.maxBytesInFlight,
+    Math.max(DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, 4 * maxBodyBytes),
+  );
+  atLeastBody('maxBytesInFlight', maxBytesInFlight);
+  const maxBytesInFlightPerAddress = positiveIntegerOrNull(
+    'bodies.maxBytesInFlightPerAddress',
+    given.maxBytesInFlightPerAddress,
+    Math.max(DEFAULT_MAX_BODY_BYTES_IN_FLIGHT_PER_ADDRESS, maxBodyBytes),
+  );
+  atLeastBody('maxBytesInFlightPerAddress', maxBytesInFlightPerAddress);
+  const timer = (key: string, ms: unknown): void => {
+    if ((ms as number) > MAX_TIMER_MS) throw mustBe(`bodies.${key}`, `at most ${MAX_TIMER_MS}`, ms);
+  };
+  const timeoutMs = positiveInteger('bodies.timeoutMs', given.timeoutMs, DEFAULT_BODY_TIMEOUT_MS);
+  timer('timeoutMs', timeoutMs);
+  const headersTimeoutMs = positiveIntegerOrNull(
+    'bodies.headersTimeoutMs',
+    given.headersTimeoutMs,
+    DEFAULT_HEADERS_TIMEOUT_MS,
+  );
+  timer('headersTimeoutMs', headersTimeoutMs);
+  return Object.freeze({
+    maxBytesInFlight,
+    maxBytesInFlightPerAddress,
+    timeoutMs,
+    headersTimeoutMs,
   });
 }
 

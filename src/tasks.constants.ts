@@ -64,6 +64,27 @@ export const SAFETY_REREAD_MS = 30_000;
 export const MCP_PATH = Symbol('nestjs-mcp-tasks:path');
 /** The largest request body the endpoint reads unless configured otherwise: 1 MiB. */
 export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
+/**
+ * What the endpoint holds of request bodies still arriving, every client together, unless
+ * configured otherwise (`bodies.maxBytesInFlight`): 16 MiB, or 4 × `maxBodyBytes` when larger.
+ */
+export const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT = 16_777_216;
+/** The same per client address (`bodies.maxBytesInFlightPerAddress`): 4 MiB, or `maxBodyBytes`. */
+export const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT_PER_ADDRESS = 4_194_304;
+/** The longest a request body may take to arrive unless configured otherwise (`bodies.timeoutMs`). */
+export const DEFAULT_BODY_TIMEOUT_MS = 10_000;
+/**
+ * The HTTP server's `headersTimeout` the module sets when the server's is longer (or off), unless
+ * configured otherwise (`bodies.headersTimeoutMs`): Node's own default is 60 s.
+ */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 20_000;
+/** When a client refused for a full body budget may send again (its Retry-After). */
+export const BODY_BUDGET_RETRY_AFTER_MS = 1_000;
+/**
+ * What each chunk of a body kept in memory is charged beyond its bytes: a Buffer's own objects. A
+ * body trickled a few bytes at a time holds far more than its bytes; this counts that.
+ */
+export const BODY_CHUNK_OVERHEAD_BYTES = 512;
 export const DEFAULT_KEEPALIVE_MS = 15_000;
 export const DEFAULT_MAX_STREAMS = 1_024;
 /** Open listen streams one principal may hold in a process unless configured otherwise. */

@@ -88,6 +88,12 @@ describe('TasksModule.forRoot', () => {
       allowedHosts: undefined,
       allowedOrigins: undefined,
       maxBodyBytes: 1_048_576,
+      bodies: {
+        maxBytesInFlight: 16_777_216,
+        maxBytesInFlightPerAddress: 4_194_304,
+        timeoutMs: 10_000,
+        headersTimeoutMs: 20_000,
+      },
       listen: {
         keepAliveMs: 15_000,
         maxStreams: 1_024,
@@ -137,6 +143,25 @@ describe('TasksModule.forRoot', () => {
     expect(app.get<TasksConfig>(TASKS_CONFIG)).toMatchObject({
       listen: { maxStreams: 1_024, maxStreamsPerPrincipal: 4 },
       resultWaits: { max: 1_024, maxPerPrincipal: 2 },
+    });
+  });
+
+  it('passes the body limits through; their byte defaults grow with maxBodyBytes', async () => {
+    const given = await boot([
+      TasksModule.forRoot({
+        bodies: { maxBytesInFlightPerAddress: null, timeoutMs: 3_000, headersTimeoutMs: null },
+      }),
+    ]);
+    expect(given.get<TasksConfig>(TASKS_CONFIG).bodies).toEqual({
+      maxBytesInFlight: 16_777_216,
+      maxBytesInFlightPerAddress: null,
+      timeoutMs: 3_000,
+      headersTimeoutMs: null,
+    });
+    const large = await boot([TasksModule.forRoot({ maxBodyBytes: 8_388_608 })]);
+    expect(large.get<TasksConfig>(TASKS_CONFIG).bodies).toMatchObject({
+      maxBytesInFlight: 33_554_432,
+      maxBytesInFlightPerAddress: 8_388_608,
     });
   });
 
@@ -264,6 +289,33 @@ describe('TasksModule: bad options fail the boot naming the key and the value', 
     [{ resultWaits: { perPrincipal: 4 } } as never, 'resultWaits.perPrincipal is not an option'],
     [{ listen: { keepAliveMs: -1 } }, 'listen.keepAliveMs must be a positive integer or 0, got -1'],
     [{ maxBodyBytes: 1.5 }, 'maxBodyBytes must be a positive integer, got 1.5'],
+    [{ bodies: 5 as never }, 'bodies must be an object, got 5'],
+    [{ bodies: { timeout: 5 } } as never, 'bodies.timeout is not an option'],
+    [
+      { bodies: { maxBytesInFlight: 0 } },
+      'bodies.maxBytesInFlight must be a positive integer, got 0',
+    ],
+    [
+      { maxBodyBytes: 2_000_000, bodies: { maxBytesInFlight: 1_000_000 } },
+      'bodies.maxBytesInFlight must be at least maxBodyBytes (2000000), got 1000000',
+    ],
+    [
+      { bodies: { maxBytesInFlightPerAddress: 1_000 } },
+      'bodies.maxBytesInFlightPerAddress must be at least maxBodyBytes (1048576), got 1000',
+    ],
+    [
+      { bodies: { maxBytesInFlightPerAddress: '4MB' as never } },
+      'bodies.maxBytesInFlightPerAddress must be a positive integer or null, got "4MB"',
+    ],
+    [{ bodies: { timeoutMs: null as never } }, 'bodies.timeoutMs must be a positive integer'],
+    [
+      { bodies: { timeoutMs: 2 ** 31 } },
+      'bodies.timeoutMs must be at most 2147483647, got 2147483648',
+    ],
+    [
+      { bodies: { headersTimeoutMs: 0 } },
+      'bodies.headersTimeoutMs must be a positive integer or null, got 0',
+    ],
     [
       { serverInfo: { name: 'x' } as never },
       'serverInfo must be an object with string name and version',

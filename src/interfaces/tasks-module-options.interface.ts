@@ -87,6 +87,11 @@ export interface TasksModuleOptions {
    * 1 MiB. The endpoint reads its own bodies, so the app's body parser limit does not apply.
    */
   maxBodyBytes?: number;
+  /**
+   * What the endpoint holds of request bodies still arriving, and for how long. Bodies are read
+   * before any guard runs, so these bound what anonymous and slow clients can make it keep.
+   */
+  bodies?: TasksBodiesOptions;
   /** Listen streams (`subscriptions/listen`). */
   listen?: TasksListenOptions;
   /** Waiting 2025-11-25 `tasks/result` requests. */
@@ -187,6 +192,49 @@ export interface TasksListenOptions {
 }
 
 /**
+ * The endpoint's limits on request bodies while they arrive (it reads them before any guard runs).
+ * A refused client gets a JSON-RPC error with `id: null`, code -32000 and the option and its value
+ * in the message and `data`, and its connection is closed (`Connection: close`); nothing of its
+ * body is kept. A body over `maxBodyBytes` is still HTTP 413 (-32600).
+ */
+export interface TasksBodiesOptions {
+  /**
+   * Bytes of unfinished request bodies the endpoint keeps in memory, every client together (each
+   * chunk counts its bytes and 512 for its Buffer). A chunk beyond it is refused: HTTP 503 with
+   * `Retry-After: 1`, "Server busy: the request bodies being read fill their budget
+   * (bodies.maxBytesInFlight 16777216); retry later", `data: { limit, max, retryAfterMs }`. The chunk that completes a
+   * body of known length (Content-Length) is never refused for it: it is parsed at once, not
+   * kept, so a small request is served while the budget is full. Default 16 MiB, or
+   * 4 × `maxBodyBytes` when that is more; at least `maxBodyBytes`.
+   */
+  maxBytesInFlight?: number;
+  /**
+   * The same, for the bodies of one client address (the framework's `request.ip`, so the app's
+   * trust-proxy setting decides what an address is), refused naming
+   * `bodies.maxBytesInFlightPerAddress`. Default 4 MiB, or `maxBodyBytes` when that is more; at
+   * least `maxBodyBytes`; `null`: no cap per address (behind a proxy that the app does not
+   * trust, every client has the proxy's address).
+   */
+  maxBytesInFlightPerAddress?: number | null;
+  /**
+   * The longest a request body may take to arrive, in ms, from the moment the endpoint starts
+   * reading it. Past it the client gets HTTP 408, "Request body not received in time
+   * (bodies.timeoutMs 10000)", `data: { limit, max }` (413 if the body was already over
+   * `maxBodyBytes`). Default 10 s: 1 MiB in that time needs about 100 KiB/s; raise it with
+   * `maxBodyBytes` for slow clients.
+   */
+  timeoutMs?: number;
+  /**
+   * The app's HTTP server's `headersTimeout` (how long a client may take to send its request
+   * headers, for every route; Node answers 408 and closes), set when the module starts if the
+   * server's is longer or off, never raised. Node checks it every 30 s
+   * (`connectionsCheckingInterval`), so a slow client is cut between it and 30 s later. Default
+   * 20 s (Node's own is 60 s); `null` leaves the server's as it is.
+   */
+  headersTimeoutMs?: number | null;
+}
+
+/**
  * How many 2025-11-25 `tasks/result` requests may wait for their task at once in this process. A
  * wait beyond a cap is refused at once with -32603 naming it, e.g. "Result wait limit reached
  * (resultWaits.maxPerPrincipal 32)", `data: { limit, max }`; a task already finished is answered
@@ -281,6 +329,7 @@ export interface TasksConfig {
   readonly allowedHosts: readonly string[] | false | undefined;
   readonly allowedOrigins: readonly string[] | false | undefined;
   readonly maxBodyBytes: number;
+  readonly bodies: Readonly<Required<TasksBodiesOptions>>;
   readonly listen: Readonly<Required<TasksListenOptions>>;
   readonly resultWaits: Readonly<Required<TasksResultWaitsOptions>>;
   readonly runningTasksOnShutdown: 'fail' | 'leave';

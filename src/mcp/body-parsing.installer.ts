@@ -1,9 +1,14 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Inject, Injectable, type OnModuleInit, Optional } from '@nestjs/common';
 import { ApplicationConfig, HttpAdapterHost } from '@nestjs/core';
 import { MCP_PATH, TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
-import { installBodyParsing, installExpressParser } from './body-parsing.js';
+import { BodyBudget } from './body-budget.js';
+import {
+  type EndpointBodyLimits,
+  installBodyParsing,
+  installExpressParser,
+} from './body-parsing.js';
 import { METHOD_NOT_ALLOWED, sendJson } from './json-rpc.js';
 import { requestTarget } from './request-target.js';
 
@@ -41,6 +46,17 @@ interface FastifyReplyLike {
 }
 
 /**
+ * Lowers an HTTP server's `headersTimeout` to `ms` when it is longer or off (0), never raising
+ * it: a value the app set below `ms` stays. `null` leaves the server alone. Node reads the
+ * property on each of its periodic checks, so setting it after the server was created works.
+ */
+export function lowerHeadersTimeout(server: unknown, ms: number | null): void {
+  const http = server as Partial<Server> | null | undefined;
+  if (ms === null || typeof http?.headersTimeout !== 'number') return;
+  if (http.headersTimeout === 0 || http.headersTimeout > ms) http.headersTimeout = ms;
+}
+
+/**
  * Puts the endpoint's own body handling in front of the app's routes, so that every request the
  * endpoint serves went through its parsing and limits (see body-parsing.ts), and settles the
  * endpoint's full path (global prefix included) at module init:
@@ -49,12 +65,18 @@ interface FastifyReplyLike {
  *   Express, a first middleware that answers 405 to a method the endpoint does not serve (before
  *   any body parser reads, and refuses, its body), then the endpoint's own JSON parser;
  * - at module init: the parse-error translation (Express) or the endpoint's own parsers (Fastify),
- *   and under Fastify the 405 answers in an onRequest hook.
+ *   and under Fastify the 405 answers in an onRequest hook; and the HTTP server's
+ *   `headersTimeout` lowered to `bodies.headersTimeoutMs` (see lowerHeadersTimeout).
+ *
+ * One BodyBudget counts what the endpoint's bodies hold while they arrive, for both adapters.
  */
 @Injectable()
 export class BodyParsingInstaller implements OnModuleInit {
   /** The endpoint's full path (global prefix included), settled at module init. */
   private fullPath: string | undefined;
+  /** What the endpoint's bodies hold while they arrive (`bodies.maxBytesInFlight…`). */
+  readonly budget: BodyBudget;
+  private readonly limits: EndpointBodyLimits;
 
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
@@ -62,6 +84,12 @@ export class BodyParsingInstaller implements OnModuleInit {
     @Optional() private readonly adapterHost?: HttpAdapterHost,
     @Optional() private readonly appConfig?: ApplicationConfig,
   ) {
+    this.budget = new BodyBudget(config.bodies);
+    this.limits = {
+      maxBytes: config.maxBodyBytes,
+      budget: this.budget,
+      timeoutMs: config.bodies.timeoutMs,
+    };
     adapterHost?.init$.subscribe(() => {
       const adapter = adapterHost.httpAdapter;
       if (path === false || adapter?.getType() !== 'express') return;
@@ -74,7 +102,7 @@ export class BodyParsingInstaller implements OnModuleInit {
       installExpressParser(
         adapter.getInstance(),
         (pathname) => this.isEndpointPath(pathname),
-        config.maxBodyBytes,
+        this.limits,
       );
     });
   }
@@ -85,12 +113,8 @@ export class BodyParsingInstaller implements OnModuleInit {
     this.fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
       .replace(/\/{2,}/g, '/')
       .replace(/(.)\/$/, '$1');
-    installBodyParsing(
-      adapter.getType(),
-      adapter.getInstance(),
-      this.fullPath,
-      this.config.maxBodyBytes,
-    );
+    installBodyParsing(adapter.getType(), adapter.getInstance(), this.fullPath, this.limits);
+    lowerHeadersTimeout(adapter.getHttpServer(), this.config.bodies.headersTimeoutMs);
     if (adapter.getType() === 'fastify') this.answerUnroutedMethods(adapter.getInstance());
   }
 

@@ -2,7 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
-import { MAX_REQUEST_ID_LENGTH } from '../tasks.constants.js';
+import { type JsonRpcErrorObject, SERVER_ERROR } from '../errors.js';
+import { BODY_CHUNK_OVERHEAD_BYTES, MAX_REQUEST_ID_LENGTH } from '../tasks.constants.js';
+import type { BodyAccount, BodyBudget } from './body-budget.js';
 import { sendError } from './json-rpc.js';
 import { pathOfTarget } from './request-target.js';
 
@@ -78,8 +80,19 @@ interface TaggedRequest {
   method: string;
   url: string;
   headers: IncomingMessage['headers'];
+  /** The client's address, as Fastify gives it (its trustProxy setting decides). */
+  ip?: string;
+  raw?: IncomingMessage;
   [ORIGINAL_TYPE]?: string;
+  [REPLY]?: FastifyReplyLike;
 }
+interface FastifyReplyLike {
+  raw: ServerResponse;
+  hijack(): void;
+}
+/** Where the endpoint's Fastify request keeps its reply, for a body refused while it is read. */
+const REPLY = Symbol('nestjs-mcp-tasks: reply');
+
 /**
  * The media type the endpoint accepts: exactly `application/json`, with any parameters. The SDK's
  * isJsonContentType is not used: it refuses a parameter section with a comma in it
@@ -102,7 +115,7 @@ interface ExpressLike {
 interface FastifyLike {
   addHook(
     name: 'onRequest',
-    hook: (request: TaggedRequest, reply: unknown, done: () => void) => void,
+    hook: (request: TaggedRequest, reply: FastifyReplyLike, done: () => void) => void,
   ): void;
   addContentTypeParser(
     type: string,
@@ -114,36 +127,87 @@ interface FastifyLike {
   ): void;
 }
 
+/** What the endpoint allows a body while it reads it (`maxBodyBytes` and the `bodies` options). */
+export interface EndpointBodyLimits {
+  readonly maxBytes: number;
+  /** What the bodies being read hold, in all and per address. */
+  readonly budget: BodyBudget;
+  /** The longest a body may take to arrive, in ms. */
+  readonly timeoutMs: number;
+}
+
+/** The options of readJson for one request of the endpoint's. */
+function readOptions(
+  limits: EndpointBodyLimits,
+  headers: IncomingMessage['headers'],
+  address: () => string,
+): ReadJsonOptions {
+  return {
+    maxBytes: limits.maxBytes,
+    declaredLength: headers['content-length'],
+    account: limits.budget.open(address),
+    timeoutMs: limits.timeoutMs,
+  };
+}
+
 /**
- * Under Express, the endpoint reads its own JSON bodies, with its own limit (`maxBodyBytes`),
- * ahead of the app's body parser (which then finds the body read and skips it). Call it before
- * Nest registers its parser; `isEndpoint` is asked per request, so the path may be settled later
- * (a global prefix is set after the module is built).
+ * Reads a body of another media type to its end and drops it (the endpoint answers 415 whatever
+ * it holds), within `timeoutMs`: resolves a RefusedBody (408) when the time is up first.
+ */
+function drop(payload: Readable, timeoutMs: number): Promise<RefusedBody | undefined> {
+  return new Promise((resolve) => {
+    const finish = (refused?: RefusedBody): void => {
+      clearTimeout(timer);
+      payload.off('end', onEnd);
+      payload.off('error', onEnd);
+      payload.off('close', onEnd);
+      resolve(refused);
+    };
+    const onEnd = (): void => finish();
+    const timer = setTimeout(() => finish(bodyTimedOut(timeoutMs)), timeoutMs);
+    timer.unref();
+    payload.on('end', onEnd);
+    payload.on('error', onEnd);
+    payload.on('close', onEnd);
+    payload.resume();
+  });
+}
+
+/**
+ * Under Express, the endpoint reads its own JSON bodies, with its own limits (`maxBodyBytes`, the
+ * `bodies` options), ahead of the app's body parser (which then finds the body read and skips
+ * it). Call it before Nest registers its parser; `isEndpoint` is asked per request, so the path
+ * may be settled later (a global prefix is set after the module is built). A body refused while
+ * it arrives (budget full, too slow) is answered here and the request goes no further.
  */
 export function installExpressParser(
   instance: unknown,
   isEndpoint: (pathname: string) => boolean,
-  maxBytes: number,
+  limits: EndpointBodyLimits,
 ): void {
-  (instance as { use(handler: ExpressMiddleware): void }).use((req, _res, next) => {
+  (instance as { use(handler: ExpressMiddleware): void }).use((req, res, next) => {
     if (req.method !== 'POST' || !isEndpoint(pathnameOf(req.url ?? ''))) return next();
+    const request = req as IncomingMessage & { body?: unknown; ip?: string };
     const type = req.headers['content-type'];
     if (typeof type !== 'string' || !JSON_TYPE.test(type)) {
       // Another media type: the endpoint answers 415 whatever the body, so it is read and dropped
       // here, before the app's parsers (urlencoded, text) refuse it in their own words and limits.
-      (req as IncomingMessage & { body?: unknown }).body = UNSUPPORTED_BODY;
-      req.resume();
-      req.once('end', () => next());
-      req.once('error', () => next());
+      request.body = UNSUPPORTED_BODY;
+      void drop(req, limits.timeoutMs).then((refused) =>
+        refused === undefined ? next() : sendRefusal(res, refused),
+      );
       return;
     }
-    readJson(req, maxBytes, req.headers['content-length']).then(
+    // Express's `ip` follows the app's `trust proxy` setting.
+    const address = (): string => request.ip ?? req.socket.remoteAddress ?? '';
+    readJson(req, readOptions(limits, req.headers, address)).then(
       (body) => {
-        (req as IncomingMessage & { body?: unknown }).body = body;
+        if (body instanceof RefusedBody) return sendRefusal(res, body);
+        request.body = body;
         next();
       },
       () => {
-        (req as IncomingMessage & { body?: unknown }).body = UNPARSABLE_BODY;
+        request.body = UNPARSABLE_BODY;
         next();
       },
     );
@@ -178,7 +242,7 @@ export function installBodyParsing(
   adapterName: string,
   instance: unknown,
   path: string,
-  maxBytes: number,
+  limits: EndpointBodyLimits,
 ): void {
   if (adapterName === 'express') {
     (instance as ExpressLike).use(path, (error, _req, res, next) => {
@@ -196,25 +260,40 @@ export function installBodyParsing(
   }
   if (adapterName === 'fastify') {
     const fastify = instance as FastifyLike;
-    fastify.addHook('onRequest', (request, _reply, done) => {
+    fastify.addHook('onRequest', (request, reply, done) => {
       if (request.method === 'POST' && pathnameOf(request.url) === path) {
         const type = request.headers['content-type'];
         const json = typeof type === 'string' && JSON_TYPE.test(type);
         request[ORIGINAL_TYPE] = type;
+        request[REPLY] = reply;
         request.headers['content-type'] = json ? ENDPOINT_JSON : ENDPOINT_OTHER;
       }
       done();
     });
+    // A refused body is answered at once, on the raw response Fastify is told to leave alone
+    // (hijacked): Fastify then runs no handler for it, and the parser's done ends its part.
+    const refuse = (request: TaggedRequest, refused: RefusedBody): void => {
+      const reply = request[REPLY];
+      if (reply === undefined) return;
+      reply.hijack();
+      sendRefusal(reply.raw, refused);
+    };
     fastify.addContentTypeParser(ENDPOINT_OTHER, (request, payload, done) => {
       restoreType(request);
-      payload.resume();
-      payload.once('end', () => done(null, UNSUPPORTED_BODY));
-      payload.once('error', () => done(null, UNSUPPORTED_BODY));
+      void drop(payload, limits.timeoutMs).then((refused) => {
+        if (refused !== undefined) refuse(request, refused);
+        done(null, refused ?? UNSUPPORTED_BODY);
+      });
     });
     fastify.addContentTypeParser(ENDPOINT_JSON, (request, payload, done) => {
       restoreType(request);
-      readJson(payload, maxBytes, request.headers['content-length']).then(
-        (body) => done(null, body),
+      // Fastify's `ip` follows its trustProxy setting.
+      const address = (): string => request.ip ?? request.raw?.socket.remoteAddress ?? '';
+      readJson(payload, readOptions(limits, request.headers, address)).then(
+        (body) => {
+          if (body instanceof RefusedBody) refuse(request, body);
+          done(null, body);
+        },
         () => done(null, UNPARSABLE_BODY),
       );
     });
@@ -227,6 +306,104 @@ function restoreType(request: TaggedRequest): void {
   else request.headers['content-type'] = type;
 }
 
+/** How readJson reads one body. */
+export interface ReadJsonOptions {
+  /** The largest body kept, in bytes: past it the rest is read and dropped (OVERSIZED_BODY). */
+  maxBytes: number;
+  /**
+   * The request's Content-Length header, as sent: a body declared over `maxBytes` is dropped from
+   * its first byte, and the chunk that completes a declared body is not charged to `account`.
+   */
+  declaredLength?: string | string[];
+  /**
+   * What the body holds is charged to (BodyBudget.open), and given back when the read ends,
+   * however it ends: a body of known length reserves its declared length at its first chunk,
+   * and each further chunk kept costs BODY_CHUNK_OVERHEAD_BYTES; a chunked body costs each
+   * chunk's bytes and that. The chunk that completes a body of known length is never charged. A
+   * charge the budget refuses ends the read with a RefusedBody (503). None: nothing is counted.
+   */
+  account?: BodyAccount;
+  /**
+   * The longest the body may take to arrive, in ms from this call; past it the read ends with a
+   * RefusedBody: 408, or 413 for a body already over `maxBytes`. None: no limit.
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * A body the reader stopped reading before its end: its request is answered with this at once
+ * (sendRefusal), and its connection closed, since the rest of the body is still on the way.
+ * Nothing of it is kept.
+ */
+export class RefusedBody {
+  constructor(
+    /** 408 (too slow), 413 (over the size limit and too slow to drop), 503 (budget full). */
+    readonly status: 408 | 413 | 503,
+    readonly error: JsonRpcErrorObject,
+    /** For 503: when the client may send again (`Retry-After`, rounded up to seconds). */
+    readonly retryAfterMs?: number,
+  ) {}
+}
+
+/** The refusal of a body that did not arrive within `timeoutMs`. */
+export function bodyTimedOut(timeoutMs: number): RefusedBody {
+  return new RefusedBody(408, {
+    code: SERVER_ERROR,
+    message: `Request body not received in time (bodies.timeoutMs ${timeoutMs})`,
+    data: { limit: 'bodies.timeoutMs', max: timeoutMs },
+  });
+}
+
+/**
+ * How long a refused request's connection stays open after its answer, at most: closing a socket
+ * with unread bytes makes the kernel reset the connection, and a client still writing its body
+ * could lose the answer with it. Meanwhile nothing more of the body is read (the request is
+ * paused, so the socket stops reading once a few KiB wait): the refused body costs no more memory.
+ */
+export const REFUSAL_LINGER_MS = 1_000;
+
+/**
+ * Answers a refused body (HTTP 408, 413 or 503, with `Retry-After` for 503) with a JSON-RPC error
+ * and `id: null`, and closes the connection (`Connection: close`): the answer is written at once,
+ * whole (its Content-Length tells the client it is complete), and the response is ended, which
+ * makes Node close the socket, when the client closes or after REFUSAL_LINGER_MS. A slow client
+ * holds no socket longer than that. A response already under way is cut instead.
+ */
+export function sendRefusal(res: ServerResponse, refused: RefusedBody): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: refused.error });
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+  };
+  // HTTP/2 has no Connection header (and refuses one); its stream ends with the answer.
+  if (res.req?.httpVersionMajor === 1) headers.connection = 'close';
+  if (refused.retryAfterMs !== undefined) {
+    headers['retry-after'] = String(Math.ceil(refused.retryAfterMs / 1000));
+  }
+  res.writeHead(refused.status, headers);
+  res.write(body);
+  const req = res.req as IncomingMessage | undefined;
+  if (req === undefined || req.readableEnded || req.destroyed) {
+    res.end();
+    return;
+  }
+  const end = (): void => {
+    clearTimeout(timer);
+    req.off('close', end);
+    req.off('error', end);
+    res.end();
+  };
+  const timer = setTimeout(end, REFUSAL_LINGER_MS);
+  timer.unref();
+  req.on('close', end);
+  req.on('error', end);
+  req.pause();
+}
+
 /**
  * Reads a JSON body of at most `maxBytes`. Memory stays bounded by the limit whatever the client
  * sends: a body whose Content-Length is over the limit is read and dropped without keeping any of
@@ -235,24 +412,59 @@ function restoreType(request: TaggedRequest): void {
  * and scanned for nesting one by one, with no concatenated copy of the body. Broken JSON is a
  * parse error even when it is also deep (-32700 before -32600); the depth is read from the raw
  * bytes, without walking the parsed value.
+ *
+ * With an `account` and a `timeoutMs` (the endpoint's `bodies` options), what a body holds while
+ * it arrives, and for how long, is bounded too: the read ends early with a RefusedBody, its kept
+ * chunks dropped, when the budget refuses a chunk or the time is up. Every way the read ends
+ * (its end, an error, the client's close, an oversized body, a refusal, the timeout) gives the
+ * account back.
+ *
+ * Resolves the parsed value, OVERSIZED_BODY, TOO_DEEP_BODY or a RefusedBody; rejects with a
+ * SyntaxError for broken JSON, or an Error when the stream ends before the body (client gone).
  */
-export function readJson(
-  payload: Readable,
-  maxBytes: number,
-  declaredLength?: string | string[],
-): Promise<unknown> {
-  const declared = Number(Array.isArray(declaredLength) ? declaredLength[0] : declaredLength);
+export function readJson(payload: Readable, options: ReadJsonOptions): Promise<unknown> {
+  const { maxBytes, account, timeoutMs } = options;
+  const header = options.declaredLength;
+  const declared = Number(Array.isArray(header) ? header[0] : (header ?? NaN));
+  const known = Number.isSafeInteger(declared) && declared >= 0;
   let chunks: Buffer[] = [];
-  let size = declared > maxBytes ? maxBytes + 1 : 0;
+  let size = known && declared > maxBytes ? maxBytes + 1 : 0;
   // Plain listeners rather than an async iterator: a small body is one chunk, and the iterator's
   // promises and end-of-stream watch cost more than reading it.
   return new Promise((resolve, reject) => {
     if (payload.readableEnded) return reject(new Error('The request body was read already'));
+    if (payload.destroyed) return reject(new Error('The request closed before its body ended'));
+    let timer: NodeJS.Timeout | undefined;
+    const refuse = (refused: RefusedBody): void => {
+      done();
+      chunks = [];
+      resolve(refused);
+    };
     const onData = (chunk: Buffer): void => {
       if (size > maxBytes) return;
       size += chunk.length;
-      if (size <= maxBytes) chunks.push(chunk);
-      else chunks = [];
+      if (size > maxBytes) {
+        chunks = [];
+        account?.release();
+        return;
+      }
+      // The chunk that completes a body of known length is parsed at once, never kept waiting:
+      // it is not charged, so a request that arrives whole passes however full the budget is.
+      if (account !== undefined && !(known && size >= declared)) {
+        // A body of known length reserves all of it at its first chunk, so that one that cannot
+        // fit is refused before more of it is read; each chunk it keeps after that costs its
+        // Buffer. A chunked body pays for each chunk as it comes.
+        const cost = known
+          ? account.held === 0
+            ? declared
+            : BODY_CHUNK_OVERHEAD_BYTES
+          : chunk.length + BODY_CHUNK_OVERHEAD_BYTES;
+        const refusal = account.charge(cost);
+        if (refusal !== undefined) {
+          return refuse(new RefusedBody(503, refusal, refusal.data.retryAfterMs));
+        }
+      }
+      chunks.push(chunk);
     };
     const onEnd = (): void => {
       done();
@@ -272,11 +484,19 @@ export function readJson(
     // Closed before its end (the client went away): nothing more comes.
     const onClose = (): void => onError(new Error('The request closed before its body ended'));
     const done = (): void => {
+      clearTimeout(timer);
       payload.off('data', onData);
       payload.off('end', onEnd);
       payload.off('error', onError);
       payload.off('close', onClose);
+      account?.release();
     };
+    if (timeoutMs !== undefined) {
+      timer = setTimeout(() => {
+        refuse(size > maxBytes ? new RefusedBody(413, BODY_TOO_LARGE) : bodyTimedOut(timeoutMs));
+      }, timeoutMs);
+      timer.unref();
+    }
     payload.on('data', onData);
     payload.on('end', onEnd);
     payload.on('error', onError);

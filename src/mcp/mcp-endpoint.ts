@@ -19,6 +19,8 @@ import {
   ID_TOO_LONG,
   OVERSIZED_BODY,
   PARSE_ERROR,
+  RefusedBody,
+  sendRefusal,
   UNPARSABLE_BODY,
   UNSUPPORTED_MEDIA_TYPE,
 } from './body-parsing.js';
@@ -135,6 +137,8 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
     }
     const declaredLength = Number(header(request, 'content-length') ?? 0);
     const body = declaredLength > this.config.maxBodyBytes ? OVERSIZED_BODY : request.body;
+    // Answered by the parser as it refused the body; should one come this far, it is answered.
+    if (body instanceof RefusedBody) return res.writableEnded ? undefined : sendRefusal(res, body);
     if (body === UNPARSABLE_BODY) return sendError(res, null, PARSE_ERROR);
     if (body === TOO_DEEP_BODY) return sendError(res, null, TOO_DEEP);
     if (body === OVERSIZED_BODY) return sendError(res, null, BODY_TOO_LARGE, 413);

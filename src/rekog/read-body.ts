@@ -22,7 +22,7 @@ export async function readJsonBody(
 ): Promise<{ body: unknown } | undefined> {
   let body: unknown;
   try {
-    body = await readJson(req, maxBytes, req.headers['content-length']);
+    body = await readJson(req, { maxBytes, declaredLength: req.headers['content-length'] });
   } catch (error) {
     // Broken JSON (an empty body too); anything else is the stream's end before the body's.
     if (error instanceof SyntaxError) sendError(res, null, PARSE_ERROR);

@@ -1,5 +1,13 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join, resolve } from 'node:path';
 import { freePort } from '../redis-server.js';
 
@@ -20,21 +28,90 @@ export const SERVER_HEAP_MIB = 1024;
 
 const TAIL_CHARS = 16_384;
 
+/** The newest source time the last build started from (see `newestSource`). */
+const STAMP = join(ROOT, '.demo-build/hostile.stamp');
+/** Held while one spec builds, so that specs in parallel Jest workers build once between them. */
+const LOCK = join(ROOT, '.demo-build/hostile.lock');
+/** A lock older than this was left by a killed run. */
+const STALE_LOCK_MS = 5 * 60_000;
+/** What tsc reads from the tree: the tsconfig's `include` and the configs it extends. */
+const SOURCE_DIRS = ['src', 'examples', 'test/hostile/fixture'];
+const CONFIGS = ['tsconfig.json', 'tsconfig.examples.json', 'test/hostile/tsconfig.json'];
+
 /**
- * Compiles the demo and the fixture with the sources they import (tens of seconds). A type error
- * elsewhere does not stop tsc from writing the files; only missing entries fail the build here
- * (the typecheck is another job's).
+ * The newest modification time among the files tsc reads from the tree (a stat walk, a few ms),
+ * as a string to keep in the stamp. Type definitions under node_modules are not looked at: they
+ * change only with an install.
+ */
+function newestSource(): string {
+  let newest = 0;
+  for (const config of CONFIGS) newest = Math.max(newest, statSync(join(ROOT, config)).mtimeMs);
+  for (const dir of SOURCE_DIRS) {
+    for (const entry of readdirSync(join(ROOT, dir), { recursive: true, withFileTypes: true })) {
+      if (entry.isFile())
+        newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+    }
+  }
+  return String(newest);
+}
+
+/** Blocks this thread for `ms` (the build is synchronous, as its callers' beforeAll expect). */
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Takes the build lock (an atomic mkdir), waiting while another Jest worker holds it. */
+function lock(): void {
+  mkdirSync(join(ROOT, '.demo-build'), { recursive: true });
+  for (;;) {
+    try {
+      mkdirSync(LOCK);
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    let age: number;
+    try {
+      age = Date.now() - statSync(LOCK).mtimeMs;
+    } catch {
+      continue; // Released in between: try again at once.
+    }
+    if (age > STALE_LOCK_MS) rmSync(LOCK, { recursive: true, force: true });
+    else sleepSync(200);
+  }
+}
+
+/**
+ * Compiles the demo and the fixture with the sources they import (tens of seconds), once for all
+ * the spec files of a Jest run: tsc runs only when a source is newer than what the last build
+ * started from (the stamp) or an entry is missing. Spec files in parallel workers take a lock
+ * first, so the second one waits for the first one's build and then finds it current.
+ *
+ * A type error elsewhere does not stop tsc from writing the files; only missing entries fail the
+ * build here (the typecheck is another job's).
  */
 export function buildServers(): void {
+  lock();
   try {
-    execFileSync(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'test/hostile/tsconfig.json'],
-      { cwd: ROOT, stdio: 'pipe' },
-    );
-  } catch (error) {
-    const output = (error as { stdout?: Buffer }).stdout?.toString() ?? String(error);
-    process.stderr.write(`tsc -p test/hostile/tsconfig.json reported:\n${output}\n`);
+    const sources = newestSource();
+    const built = existsSync(STAMP) ? readFileSync(STAMP, 'utf8') : undefined;
+    const missing = [DEMO_ENTRY, FIXTURE_ENTRY].some((entry) => !existsSync(entry));
+    if (missing || built !== sources) {
+      try {
+        execFileSync(
+          process.execPath,
+          [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'test/hostile/tsconfig.json'],
+          { cwd: ROOT, stdio: 'pipe' },
+        );
+      } catch (error) {
+        const output = (error as { stdout?: Buffer }).stdout?.toString() ?? String(error);
+        process.stderr.write(`tsc -p test/hostile/tsconfig.json reported:\n${output}\n`);
+      }
+      // What the build started from: a source changed while tsc ran is newer, and builds again.
+      writeFileSync(STAMP, sources);
+    }
+  } finally {
+    rmSync(LOCK, { recursive: true, force: true });
   }
   for (const entry of [DEMO_ENTRY, FIXTURE_ENTRY]) {
     if (!existsSync(entry))
