@@ -1,5 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { Inject, Injectable, type OnModuleInit, Optional } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleInit, Optional } from '@nestjs/common';
 import { ApplicationConfig, HttpAdapterHost } from '@nestjs/core';
 import { MCP_PATH, TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
@@ -26,6 +26,38 @@ export function methodNotAllowed(res: ServerResponse): void {
 }
 
 type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
+
+interface ExpressSettings {
+  enabled(setting: string): boolean;
+}
+
+/** The metadata key `readBodiesOf` marks a controller method with. */
+const READS_BODIES = 'nestjs-mcp-tasks:reads-bodies';
+
+/**
+ * A test of a request's path (as sent) against an Express route path, as Express's router
+ * matches one: literal segments, case-insensitive unless the app's `case sensitive routing` is
+ * on, and `:name` parameters (one segment each), with a trailing slash optional unless `strict
+ * routing` is on. `undefined` for any other syntax (wildcards, optional parts).
+ */
+export function expressRouteMatcher(
+  route: string,
+  caseSensitive: boolean,
+  strict: boolean,
+): ((pathname: string) => boolean) | undefined {
+  const path = strict || route === '/' ? route : route.replace(/\/+$/, '');
+  const segments: string[] = [];
+  for (const segment of path.split('/')) {
+    if (/^:[A-Za-z_$][\w$]*$/.test(segment)) segments.push('[^/]+');
+    else if (/^[^:*?{}()[\]\\]*$/.test(segment)) segments.push(segment.replace(/[.+^$|]/g, '\\$&'));
+    else return undefined;
+  }
+  const pattern = new RegExp(
+    `^${segments.join('/')}${strict ? '' : '/?'}$`,
+    caseSensitive ? '' : 'i',
+  );
+  return (pathname) => pattern.test(pathname);
+}
 
 interface FastifyLike {
   addHook(
@@ -69,14 +101,26 @@ export function lowerHeadersTimeout(server: unknown, ms: number | null): void {
  *   `headersTimeout` lowered to `bodies.headersTimeoutMs` (see lowerHeadersTimeout).
  *
  * One BodyBudget counts what the endpoint's bodies hold while they arrive, for both adapters.
+ *
+ * The same parsers read the POST bodies of the routes another entry fronts with the package's
+ * front (the `/rekog` entry's TaskHttpTransport, see `readBodiesOf` and `readBodiesAt`), with the
+ * same limits and budget, so those routes refuse a malformed body as the endpoint does
+ * (bodyRefusal).
  */
 @Injectable()
 export class BodyParsingInstaller implements OnModuleInit {
+  private readonly logger = new Logger('BodyParsingInstaller');
   /** The endpoint's full path (global prefix included), settled at module init. */
   private fullPath: string | undefined;
   /** What the endpoint's bodies hold while they arrive (`bodies.maxBytesInFlight…`). */
   readonly budget: BodyBudget;
   private readonly limits: EndpointBodyLimits;
+  /** The fronted routes as registered (Fastify matches a request to one before any hook runs). */
+  private readonly frontedRoutes = new Set<string>();
+  /** The same routes as Express's router matches a request's path to them. */
+  private readonly frontedPaths: ((pathname: string) => boolean)[] = [];
+  /** Set once Nest has registered the app's routes (module init comes after). */
+  private routesRegistered = false;
 
   constructor(
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
@@ -92,35 +136,115 @@ export class BodyParsingInstaller implements OnModuleInit {
     };
     adapterHost?.init$.subscribe(() => {
       const adapter = adapterHost.httpAdapter;
-      if (path === false || adapter?.getType() !== 'express') return;
-      // First of all, so that no body parser reads (and refuses) the body of a method the
-      // endpoint does not serve.
-      (adapter.getInstance() as { use(handler: ExpressMiddleware): void }).use((req, res, next) => {
-        if (this.refusesMethod(req)) methodNotAllowed(res);
-        else next();
-      });
+      if (adapter === undefined) return;
+      this.watchRoutes(adapter);
+      if (adapter.getType() !== 'express') return;
+      if (path !== false) {
+        // First of all, so that no body parser reads (and refuses) the body of a method the
+        // endpoint does not serve.
+        (adapter.getInstance() as { use(handler: ExpressMiddleware): void }).use(
+          (req, res, next) => {
+            if (this.refusesMethod(req)) methodNotAllowed(res);
+            else next();
+          },
+        );
+      }
       installExpressParser(
         adapter.getInstance(),
-        (pathname) => this.isEndpointPath(pathname),
+        (pathname) => this.isEndpointPath(pathname) || this.isFrontedPath(pathname),
         this.limits,
       );
     });
   }
 
   onModuleInit(): void {
+    this.routesRegistered = true;
     const adapter = this.adapterHost?.httpAdapter;
-    if (this.path === false || !adapter) return;
-    this.fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
-      .replace(/\/{2,}/g, '/')
-      .replace(/(.)\/$/, '$1');
-    installBodyParsing(adapter.getType(), adapter.getInstance(), this.fullPath, this.limits);
+    // Every fronted route is known by now: Nest has registered the app's routes.
+    if (!adapter || (this.path === false && this.frontedRoutes.size === 0)) return;
+    if (this.path !== false) {
+      this.fullPath = `/${[this.appConfig?.getGlobalPrefix() ?? '', this.path].join('/')}`
+        .replace(/\/{2,}/g, '/')
+        .replace(/(.)\/$/, '$1');
+    }
+    installBodyParsing(
+      adapter.getType(),
+      adapter.getInstance(),
+      this.fullPath,
+      this.limits,
+      // The route as registered; Fastify builds `routeOptions` on each read, so only when needed.
+      (request) => {
+        if (this.frontedRoutes.size === 0) return false;
+        const route = request.routeOptions?.url;
+        return route !== undefined && this.frontedRoutes.has(route);
+      },
+    );
     lowerHeadersTimeout(adapter.getHttpServer(), this.config.bodies.headersTimeoutMs);
-    if (adapter.getType() === 'fastify') this.answerUnroutedMethods(adapter.getInstance());
+    if (this.path !== false && adapter.getType() === 'fastify') {
+      this.answerUnroutedMethods(adapter.getInstance());
+    }
   }
 
   /** Whether `pathname` (as sent, undecoded) is the endpoint's path: one exact spelling. */
   isEndpointPath(pathname: string): boolean {
     return this.fullPath !== undefined && pathname === this.fullPath;
+  }
+
+  /**
+   * Has the package read the POST bodies of the routes Nest registers for a controller method
+   * (its `@Post()` handler): Nest copies a route method's metadata onto the handler it registers,
+   * where `watchRoutes` finds this mark. `false`, and nothing marked, once the routes are
+   * registered (the app initialized): it is too late then.
+   */
+  readBodiesOf(method: object): boolean {
+    if (this.routesRegistered) return false;
+    Reflect.defineMetadata(READS_BODIES, true, method);
+    return true;
+  }
+
+  /**
+   * Has the package read the POST bodies of a route registered at `path` (the path as given to the
+   * HTTP adapter): a marked controller method's (see `readBodiesOf`), or one mounted on the
+   * adapter outside Nest's router (rekog's self-mounted route).
+   */
+  readBodiesAt(path: string): void {
+    this.frontedRoutes.add(path);
+    const instance = this.adapterHost?.httpAdapter?.getInstance() as ExpressSettings | undefined;
+    if (this.adapterHost?.httpAdapter?.getType() !== 'express' || instance === undefined) return;
+    const matches = expressRouteMatcher(
+      path,
+      instance.enabled('case sensitive routing'),
+      instance.enabled('strict routing'),
+    );
+    if (matches) this.frontedPaths.push(matches);
+    else {
+      this.logger.warn(
+        `The route ${path} uses path syntax the package does not match (wildcards, optional ` +
+          "parts): its bodies are read by the app's body parser, with that parser's limits",
+      );
+    }
+  }
+
+  private isFrontedPath(pathname: string): boolean {
+    return this.frontedPaths.some((matches) => matches(pathname));
+  }
+
+  /** Watches the routes Nest registers on the adapter for those `readBodiesOf` marked. */
+  private watchRoutes(adapter: object): void {
+    const router = adapter as { post(...args: unknown[]): unknown };
+    const post = router.post;
+    router.post = (...args: unknown[]): unknown => {
+      const [path] = args;
+      const handler = args[args.length - 1];
+      if (
+        typeof path === 'string' &&
+        typeof handler === 'function' &&
+        Reflect.getMetadata(READS_BODIES, handler) === true
+      ) {
+        this.readBodiesAt(path);
+      }
+      return post.apply(router, args);
+    };
   }
 
   /**

@@ -54,6 +54,50 @@ export function hasLongId(body: unknown): boolean {
   return method !== undefined && typeof id === 'string' && id.length > MAX_REQUEST_ID_LENGTH;
 }
 
+/** Why the endpoint refuses a POST's body, and the HTTP status it answers with. */
+export interface BodyRefusal {
+  readonly error: { readonly code: number; readonly message: string };
+  readonly status: number;
+}
+
+/**
+ * What the endpoint answers, with no id, a POST whose body it refuses before any handler reads
+ * it, or `undefined`; in order: a body the parser refused while it arrived (a RefusedBody, which
+ * the parser answered), a media type other than JSON (415), a body over `maxBytes` by its
+ * Content-Length or as read (413), broken JSON (-32700, 400), nesting deeper than MAX_BODY_DEPTH
+ * (-32600, 400), a request id longer than MAX_REQUEST_ID_LENGTH (-32600, 400). `body` is what
+ * the endpoint's reader made of the body: the parsed value, or the marker of what was wrong.
+ *
+ * The package's own endpoint and a rekog route fronted by TaskHttpTransport both answer with it
+ * (sendBodyRefusal), their bodies read by the same reader, so the two refuse a malformed request
+ * alike.
+ */
+export function bodyRefusal(
+  contentType: string | undefined,
+  declaredLength: string | undefined,
+  body: unknown,
+  maxBytes: number,
+): BodyRefusal | RefusedBody | undefined {
+  if (body instanceof RefusedBody) return body;
+  if (!JSON_TYPE.test(contentType ?? '')) return { error: UNSUPPORTED_MEDIA_TYPE, status: 415 };
+  if (body === OVERSIZED_BODY || Number(declaredLength ?? 0) > maxBytes) {
+    return { error: BODY_TOO_LARGE, status: 413 };
+  }
+  if (body === UNPARSABLE_BODY) return { error: PARSE_ERROR, status: 400 };
+  if (body === TOO_DEEP_BODY) return { error: TOO_DEEP, status: 400 };
+  if (hasLongId(body)) return { error: ID_TOO_LONG, status: 400 };
+  return undefined;
+}
+
+/** Answers a bodyRefusal; a RefusedBody only if its parser has not (see sendRefusal). */
+export function sendBodyRefusal(res: ServerResponse, refusal: BodyRefusal | RefusedBody): void {
+  if (refusal instanceof RefusedBody) {
+    if (!res.writableEnded) sendRefusal(res, refusal);
+    return;
+  }
+  sendError(res, null, refusal.error, refusal.status);
+}
+
 export const NOT_A_MESSAGE = {
   code: ProtocolErrorCode.InvalidRequest,
   message: 'Bad Request: the request body is not a valid JSON-RPC message',
@@ -83,6 +127,8 @@ interface TaggedRequest {
   /** The client's address, as Fastify gives it (its trustProxy setting decides). */
   ip?: string;
   raw?: IncomingMessage;
+  /** The route Fastify matched the request to (as registered). */
+  routeOptions?: { url?: string };
   [ORIGINAL_TYPE]?: string;
   [REPLY]?: FastifyReplyLike;
 }
@@ -228,23 +274,26 @@ function pathnameOf(url: string): string {
 /**
  * Makes a body the framework cannot parse reach the endpoint as a JSON-RPC error instead of the
  * framework's own error page: malformed JSON → -32700 (HTTP 400), an oversized body → -32600
- * (HTTP 413). Only requests to the endpoint's path are touched; the app's other routes keep the
- * framework's behaviour.
+ * (HTTP 413). Only requests to the endpoint's path (`undefined`: none) and to the routes
+ * `isFronted` names are touched; the app's other routes keep the framework's behaviour.
  *
  * - Express: the endpoint parses its own bodies (installExpressParser); should the app's parser
  *   still get one first, an error-handling middleware on the path, ahead of Nest's exception
  *   handler, translates its errors.
  * - Fastify: the endpoint's JSON requests are parsed by a parser of ours (Fastify's parsers are
  *   per media type, so the request is tagged with a private one on arrival), which hands the
- *   endpoint a marker instead of failing.
+ *   endpoint a marker instead of failing. A fronted route is told by the route Fastify matched
+ *   the request to (`isFronted` reads it).
  */
 export function installBodyParsing(
   adapterName: string,
   instance: unknown,
-  path: string,
+  path: string | undefined,
   limits: EndpointBodyLimits,
+  isFronted: (request: { routeOptions?: { url?: string } }) => boolean = () => false,
 ): void {
   if (adapterName === 'express') {
+    if (path === undefined) return;
     (instance as ExpressLike).use(path, (error, _req, res, next) => {
       const type = (error as { type?: unknown } | null)?.type;
       if (type === 'entity.parse.failed') {
@@ -261,7 +310,7 @@ export function installBodyParsing(
   if (adapterName === 'fastify') {
     const fastify = instance as FastifyLike;
     fastify.addHook('onRequest', (request, reply, done) => {
-      if (request.method === 'POST' && pathnameOf(request.url) === path) {
+      if (request.method === 'POST' && (pathnameOf(request.url) === path || isFronted(request))) {
         const type = request.headers['content-type'];
         const json = typeof type === 'string' && JSON_TYPE.test(type);
         request[ORIGINAL_TYPE] = type;

@@ -10,24 +10,11 @@ import { type AuthInfo, createMcpHandler, type McpHttpHandler } from '@modelcont
 import { ownerOf } from '../principal.js';
 import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
-import {
-  BODY_TOO_LARGE,
-  JSON_TYPE,
-  TOO_DEEP,
-  TOO_DEEP_BODY,
-  hasLongId,
-  ID_TOO_LONG,
-  OVERSIZED_BODY,
-  PARSE_ERROR,
-  RefusedBody,
-  sendRefusal,
-  UNPARSABLE_BODY,
-  UNSUPPORTED_MEDIA_TYPE,
-} from './body-parsing.js';
+import { bodyRefusal, sendBodyRefusal } from './body-parsing.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';
-import { declaresTasks, namesClient, sendError, sendFault } from './json-rpc.js';
+import { declaresTasks, namesClient, sendFault } from './json-rpc.js';
 import { ListenHandler } from './listen.handler.js';
 import { McpServerNotifier } from './mcp-server.notifier.js';
 import {
@@ -72,8 +59,8 @@ function header(request: FrameworkRequest, name: string): string | undefined {
 /**
  * The package's own MCP endpoint: one HTTP request, in order:
  * - a method other than POST goes to the SDK (GET and DELETE: it answers 405) or is answered 405;
- * - the body: a media type other than JSON is 415, a body the parser refused is 400 (broken JSON,
- *   nested too deep) or 413 (over `maxBodyBytes`);
+ * - the body (bodyRefusal): a media type other than JSON is 415, a body the parser refused is 400
+ *   (broken JSON, nested too deep) or 413 (over `maxBodyBytes`), an over-long request id 400;
  * - task traffic is McpTasksFront's (see its table of routes per protocol revision);
  * - everything else goes to the official SDK handler with a per-request McpServer
  *   (McpServerFactory), told who the owner is and, for a task tool called inline, which tool.
@@ -131,18 +118,15 @@ export class McpEndpoint implements OnModuleInit, OnApplicationShutdown {
       if (!SDK_METHODS.has(req.method ?? '')) return methodNotAllowed(res);
       return this.toSdk(req, res, undefined, { owner: this.ownerOf(request), tasks: false });
     }
-    const contentType = header(request, 'content-type') ?? '';
-    if (!JSON_TYPE.test(contentType)) {
-      return sendError(res, null, UNSUPPORTED_MEDIA_TYPE, 415);
-    }
-    const declaredLength = Number(header(request, 'content-length') ?? 0);
-    const body = declaredLength > this.config.maxBodyBytes ? OVERSIZED_BODY : request.body;
-    // Answered by the parser as it refused the body; should one come this far, it is answered.
-    if (body instanceof RefusedBody) return res.writableEnded ? undefined : sendRefusal(res, body);
-    if (body === UNPARSABLE_BODY) return sendError(res, null, PARSE_ERROR);
-    if (body === TOO_DEEP_BODY) return sendError(res, null, TOO_DEEP);
-    if (body === OVERSIZED_BODY) return sendError(res, null, BODY_TOO_LARGE, 413);
-    if (hasLongId(body)) return sendError(res, null, ID_TOO_LONG);
+    const body = request.body;
+    const refusal = bodyRefusal(
+      header(request, 'content-type'),
+      header(request, 'content-length'),
+      body,
+      this.config.maxBodyBytes,
+    );
+    // A RefusedBody was answered by the parser as it refused the body (sendBodyRefusal leaves it).
+    if (refusal) return sendBodyRefusal(res, refusal);
     if (await this.front.serve(request, req, res, body)) return;
     // The SDK runs the same classifier (and the same revision and standard-header checks) itself,
     // so what the front passed on is not classified twice.

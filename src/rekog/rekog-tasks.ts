@@ -1,5 +1,5 @@
 import { type INestApplicationContext, Logger, type Type } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
+import { DiscoveryService, ModuleRef } from '@nestjs/core';
 import type { CallToolResult, ServerCapabilities } from '@modelcontextprotocol/server';
 import {
   MCP_PUBLIC_METADATA_KEY,
@@ -14,6 +14,7 @@ import {
 } from '@rekog/mcp-nest';
 import { TasksConfigError } from '../errors.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
+import { BodyParsingInstaller } from '../mcp/body-parsing.installer.js';
 import { ListenHandler } from '../mcp/listen.handler.js';
 import { EMPTY_INPUT, legacyTasksCapability } from '../mcp/mcp-server.factory.js';
 import { McpServerNotifier } from '../mcp/mcp-server.notifier.js';
@@ -32,6 +33,7 @@ import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import {
   connectTransport,
   TaskHttpTransport,
+  transportBehind,
   type TransportTasks,
   type Verb,
 } from './task-http.transport.js';
@@ -71,6 +73,30 @@ export function attachTasks(app: INestApplicationContext, strategy: McpStrategy)
   const tasks = new RekogTasks(app, strategy);
   tasks.assertSameServer();
   for (const transport of transports) connectTransport(transport, tasks);
+  tasks.readRouteBodies(transports);
+}
+
+/**
+ * The classes rekog's `McpHttpControllerFor(transport)` made among a controller's bases (it names
+ * each `BoundMcpHttpController`): their `post` hands the request to the transport's handler.
+ */
+function rekogControllerBases(
+  controller: unknown,
+): { post(req: unknown, res: unknown): unknown }[] {
+  const bases: { post(req: unknown, res: unknown): unknown }[] = [];
+  let prototype = (controller as { prototype?: unknown } | undefined)?.prototype;
+  while (prototype !== null && typeof prototype === 'object' && prototype !== Object.prototype) {
+    const own = prototype as { constructor?: { name?: unknown }; post?: unknown };
+    if (
+      Object.hasOwn(own, 'post') &&
+      typeof own.post === 'function' &&
+      own.constructor?.name === 'BoundMcpHttpController'
+    ) {
+      bases.push(own as { post(req: unknown, res: unknown): unknown });
+    }
+    prototype = Object.getPrototypeOf(prototype) as unknown;
+  }
+  return bases;
 }
 
 /** What a strategy's TaskHttpTransports share: the app's task parts, and the tools' rekog side. */
@@ -85,6 +111,8 @@ export class RekogTasks implements TransportTasks {
   private readonly capabilities: ServerCapabilities;
   private readonly listen: ListenHandler;
   private readonly notifier: McpServerNotifier;
+  private readonly bodyParsing: BodyParsingInstaller;
+  private readonly discovery: DiscoveryService;
   private readonly authorization = new ToolAuthorizationService();
   /** Each task tool as rekog sees it, for its access checks. */
   private readonly metadata = new Map<string, ToolMetadata>();
@@ -120,6 +148,31 @@ export class RekogTasks implements TransportTasks {
     };
     this.listen = part(ListenHandler);
     this.notifier = part(McpServerNotifier);
+    this.bodyParsing = part(BodyParsingInstaller);
+    this.discovery = part(DiscoveryService);
+  }
+
+  /**
+   * Has the package's parsers read the POST bodies of each controller route a TaskHttpTransport
+   * of the strategy serves (a controller extending `McpHttpControllerFor(transport)`), ahead of
+   * the app's body parser and with the TasksModule's limits, as they read the package's own
+   * endpoint's: a malformed body is then refused as the endpoint refuses it. Nest registers the
+   * routes when the app initializes, so this comes first (TasksConfigError otherwise).
+   */
+  readRouteBodies(transports: readonly TaskHttpTransport[]): void {
+    for (const controller of this.discovery.getControllers()) {
+      for (const base of rekogControllerBases(controller.metatype)) {
+        const transport = transportBehind((req, res) => base.post(req, res));
+        if (transport === undefined || !transports.includes(transport)) continue;
+        if (this.bodyParsing.readBodiesOf(base.post)) continue;
+        throw new TasksConfigError(
+          'attachTasks: the app has initialized already (app.init() or app.listen() ran), so ' +
+            `the route of ${controller.name} was registered before the package could read its ` +
+            'bodies. Call attachTasks(app, strategy) after NestFactory.create and before ' +
+            'app.init(), app.listen() and app.startAllMicroservices()',
+        );
+      }
+    }
   }
 
   /**
@@ -168,8 +221,14 @@ export class RekogTasks implements TransportTasks {
       (httpAdapter as unknown as { post(path: string, handler: Verb): unknown }).post = (
         path: string,
         handler: Verb,
-      ) =>
-        (adapter as unknown as { post(path: string, h: Verb): unknown }).post(path, front(handler));
+      ) => {
+        // A self-mounted route is outside Nest's router: the package's parsers read its bodies.
+        this.bodyParsing.readBodiesAt(path);
+        return (adapter as unknown as { post(path: string, h: Verb): unknown }).post(
+          path,
+          front(handler),
+        );
+      };
     }
     return {
       ...ctx,

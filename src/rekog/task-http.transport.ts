@@ -15,12 +15,18 @@ import {
   type StreamableHttpTransportOptions,
 } from '@rekog/mcp-nest';
 import { SERVER_ERROR } from '../errors.js';
-import { JSON_TYPE } from '../mcp/body-parsing.js';
+import {
+  type BodyRefusal,
+  bodyRefusal,
+  JSON_TYPE,
+  type RefusedBody,
+  sendBodyRefusal,
+} from '../mcp/body-parsing.js';
 import { sendError, sendFault } from '../mcp/json-rpc.js';
 import { type FrameworkReply, type FrameworkRequest, handOver } from '../mcp/mcp-endpoint.js';
 import { headerValue } from '../mcp/standard-headers.js';
 import { isPlainObject } from '../task.js';
-import { readJsonBody } from './read-body.js';
+import { readBody } from './read-body.js';
 import type { McpTasksFront } from '../mcp/tasks-front.js';
 
 /** A framework request as rekog hands it over, with what the app's guards put on it. */
@@ -44,6 +50,47 @@ export interface TransportTasks {
 /** The bridge each transport serves task traffic through, set by `attachTasks`. */
 const bridges = new WeakMap<TaskHttpTransport, TransportTasks>();
 
+/**
+ * What `transportBehind` hands a handler as its request and response: a TaskHttpTransport's POST
+ * handler knows it and says which transport it is; anything else fails on its first look at it
+ * (every read throws), before it does anything.
+ */
+const PROBE: object = new Proxy(
+  {},
+  {
+    get: () => {
+      throw new Error('nestjs-mcp-tasks: a route probe is not a request');
+    },
+    has: () => {
+      throw new Error('nestjs-mcp-tasks: a route probe is not a request');
+    },
+  },
+);
+/** The transport that answered the probe last. */
+let probed: TaskHttpTransport | undefined;
+
+/**
+ * The TaskHttpTransport whose POST handler `post` calls, or `undefined`: `post` is rekog's
+ * controller method (`McpHttpControllerFor(transport)`), which hands its request to the
+ * transport's handler with nothing in between. Called with a probe no other handler can read, so
+ * nothing is served and nothing written.
+ */
+export function transportBehind(
+  post: (req: unknown, res: unknown) => unknown,
+): TaskHttpTransport | undefined {
+  probed = undefined;
+  try {
+    const result = post(PROBE, PROBE);
+    // Another transport's handler is async: the probe's refusal comes as a rejected promise.
+    if (result instanceof Promise) result.catch(() => undefined);
+  } catch {
+    // Another transport's handler, refusing the probe at once.
+  }
+  const transport = probed;
+  probed = undefined;
+  return transport;
+}
+
 /** Connects a transport to the app's tasks (`attachTasks`; not part of the public API). */
 export function connectTransport(transport: TaskHttpTransport, tasks: TransportTasks): void {
   bridges.set(transport, tasks);
@@ -58,11 +105,13 @@ export function connectTransport(transport: TaskHttpTransport, tasks: TransportT
  *
  * The route is whichever rekog serves: a controller extending `McpHttpControllerFor(transport)`
  * (its guards, interceptors and filters run for every request, task traffic included) or the
- * transport's self-mounted route. What rekog checks inside its own POST handler is checked here
- * too, for every request, with the options given: the Origin and Host allowlists (`security`),
- * and for a task tool's call the tool's `@ToolScopes`/`@ToolRoles` (a 403 step-up challenge with
- * `stepUpAuthorization`). On a self-mounted route, which no Nest body parser reaches, the body is
- * read here with the TasksModule's `maxBodyBytes` and handed on to rekog parsed.
+ * transport's self-mounted route. Its POST bodies are read by the package's own reader, ahead of
+ * the app's body parser, with the TasksModule's `maxBodyBytes` and nesting limit (`attachTasks`
+ * arranges it), and a body the package's endpoint would refuse (bodyRefusal) is refused here in
+ * the same words, rekog's traffic included. What rekog checks inside its own POST handler is
+ * checked here too, with the options given: the Origin and Host allowlists (`security`), and for
+ * a task tool's call the tool's `@ToolScopes`/`@ToolRoles` (a 403 step-up challenge with
+ * `stepUpAuthorization`).
  */
 export class TaskHttpTransport extends StreamableHttpTransport {
   /** `undefined`: the header is not checked (rekog's default). */
@@ -118,21 +167,37 @@ export class TaskHttpTransport extends StreamableHttpTransport {
   }
 
   /**
-   * rekog's POST with the front before it. A parsed body the front does not claim goes to rekog
-   * at once, as it would without tasks (rekog checks its own headers): rekog's traffic pays one
-   * look at the body and no await.
+   * rekog's POST with the front before it. A body the package's reader read, and did not refuse
+   * (see `refusal`), that the front does not claim goes to rekog at once, as it would without
+   * tasks (rekog checks its own headers): rekog's traffic pays one look at the body and no await.
    */
   private post(request: unknown, reply: unknown, next: Verb): unknown {
+    if (request === PROBE) {
+      probed = this;
+      return undefined;
+    }
     const tasks = bridges.get(this);
     const framework = request as HandlerRequest;
-    const parsed = framework.body ?? (framework.raw as { body?: unknown } | undefined)?.body;
-    if (tasks === undefined || (parsed !== undefined && !tasks.front.claims(parsed))) {
+    // A JSON `null` is a body read; only `undefined` is none.
+    const parsed =
+      framework.body !== undefined
+        ? framework.body
+        : (framework.raw as { body?: unknown } | undefined)?.body;
+    if (
+      tasks === undefined ||
+      (parsed !== undefined &&
+        refusal(framework, parsed, tasks) === undefined &&
+        !tasks.front.claims(parsed))
+    ) {
       return next(request, reply);
     }
     return this.serveTasks(tasks, framework, reply as FrameworkReply, next, parsed);
   }
 
-  /** Task traffic, or a body still to be read (a self-mounted route, which no Nest parser reads). */
+  /**
+   * Task traffic, a body the package refuses, or a body still to be read (a route the package's
+   * parsers did not reach).
+   */
   private async serveTasks(
     tasks: TransportTasks,
     request: HandlerRequest,
@@ -143,15 +208,20 @@ export class TaskHttpTransport extends StreamableHttpTransport {
     const req = request.raw ?? (request as unknown as IncomingMessage);
     const res = reply.raw ?? (reply as unknown as ServerResponse);
     try {
+      // The Host and Origin first, as the package's endpoint checks them before the body.
       if (this.refusesHeaders(req, res)) return;
       let body = parsed;
       if (body === undefined && JSON_TYPE.test(req.headers['content-type'] ?? '')) {
-        // Read once here; rekog reads it from `body` after (it prefers a parsed body to the
-        // stream).
-        const read = await readJsonBody(req, res, tasks.maxBodyBytes);
-        if (read === undefined) return;
-        body = read.body;
+        // Read once here, with the package's reader; rekog reads it from `body` after (it
+        // prefers a parsed body to the stream).
+        body = await readBody(req, tasks.maxBodyBytes);
+        if (body === undefined) return void res.destroy();
         (req as { body?: unknown }).body = body;
+      }
+      const refused = refusal(request, body, tasks);
+      if (refused !== undefined) {
+        handOver(reply, res);
+        return sendBodyRefusal(res, refused);
       }
       if (!tasks.front.claims(body)) return void (await next(request, reply));
       if (this.refusesToolCall(tasks, request, req, res, body)) return;
@@ -234,6 +304,25 @@ export class TaskHttpTransport extends StreamableHttpTransport {
     sendError(res, id, denial, 200);
     return true;
   }
+}
+
+/**
+ * What the package's endpoint would answer this request's body instead of serving it (a media
+ * type other than JSON, a body over `maxBodyBytes`, broken JSON, nesting too deep, an over-long
+ * id), or `undefined`: the body was read by the package's reader, with its limits, as the
+ * endpoint's are, and the one rule answers both routes.
+ */
+function refusal(
+  request: HandlerRequest,
+  body: unknown,
+  tasks: TransportTasks,
+): BodyRefusal | RefusedBody | undefined {
+  return bodyRefusal(
+    headerValue(request.headers['content-type']),
+    headerValue(request.headers['content-length']),
+    body,
+    tasks.maxBodyBytes,
+  );
 }
 
 /** rekog's allowlist option as the SDK's validators take it; `undefined`: not checked. */

@@ -132,13 +132,22 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `entry` on a free port and resolves once it prints its endpoint. */
+/** Starts `entry` on a free port and resolves once it prints its endpoint; `env` adds variables. */
 export async function startServer(
   entry: string,
-  { redisUrl, postgresUrl }: { redisUrl?: string; postgresUrl?: string } = {},
+  {
+    redisUrl,
+    postgresUrl,
+    env: extra,
+  }: { redisUrl?: string; postgresUrl?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<ServerProcess> {
   const port = await freePort();
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: '127.0.0.1' };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...extra,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+  };
   delete env.REDIS_URL;
   delete env.POSTGRES_URL;
   if (redisUrl !== undefined) env.REDIS_URL = redisUrl;
