@@ -5,11 +5,16 @@ import { DemoAuthGuard } from '../demo-auth.guard.js';
 
 /**
  * rekog's HTTP transport with task traffic in front of it. It takes the options of rekog's
- * `StreamableHttpTransport`; the Host allowlist here is checked on every request to the route,
- * task traffic included, so a DNS-rebinding page cannot reach a task either.
+ * `StreamableHttpTransport`. The Host and Origin allowlists here are checked on every request to
+ * the route, task traffic included, so neither a DNS-rebinding page (a foreign Host) nor another
+ * site's page (a foreign Origin) reaches a tool or a task: the lists the package's own endpoint
+ * applies by default to a server on this machine. A deployed server lists its own hostnames.
  */
 export const mcpTransport = new TaskHttpTransport({
-  security: { allowedHosts: ['localhost', '127.0.0.1', '[::1]'] },
+  security: {
+    allowedHosts: ['localhost', '127.0.0.1', '[::1]'],
+    allowedOrigins: ['localhost', '127.0.0.1', '[::1]'],
+  },
 });
 
 /**

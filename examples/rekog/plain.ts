@@ -6,12 +6,15 @@ import { DemoAuthGuard } from '../demo-auth.guard.js';
 import { EchoTools } from './echo.tools.js';
 
 /**
- * The rekog demo without tasks: the same `echo`, guard, Host check and route as
+ * The rekog demo without tasks: the same `echo`, guard, Host and Origin checks and route as
  * examples/rekog/main.ts, on rekog's own `StreamableHttpTransport`, and nothing of this package
  * loaded. It is the baseline the bench compares the rekog app with tasks against.
  */
 const transport = new StreamableHttpTransport({
-  security: { allowedHosts: ['localhost', '127.0.0.1', '[::1]'] },
+  security: {
+    allowedHosts: ['localhost', '127.0.0.1', '[::1]'],
+    allowedOrigins: ['localhost', '127.0.0.1', '[::1]'],
+  },
 });
 
 @Controller('mcp')

@@ -570,6 +570,65 @@ describe('a @rekog/mcp-nest 2.0.5 app with tasks (examples/rekog, a real process
       expect(messageOf(good)?.result?.tasks).toEqual([]);
     });
 
+    it('the example checks Origin too: Origin http://evil.example is refused 403 as the package’s own endpoint refuses it, on rekog’s traffic and task traffic; same-origin and no Origin are served', async () => {
+      const port = server!.port;
+      const self = `127.0.0.1:${port}`;
+      const withOrigin = (origin: string | undefined, request: RawRequest) =>
+        postWithHost(port, self, {
+          headers: { ...request.headers, ...(origin !== undefined && { origin }) },
+          body: request.body,
+        });
+      // McpHostGuard's answer to a foreign Origin (the SDK's validator words the message).
+      const refusal = {
+        status: 403,
+        body: {
+          jsonrpc: '2.0',
+          id: null,
+          error: { code: -32000, message: 'Invalid Origin: evil.example' },
+        },
+      };
+      const requests: [string, RawRequest][] = [
+        ['rekog’s echo', mcpRequest('tools/call', { name: 'echo', arguments: { text: 'x' } })],
+        [
+          '2026 tools/call of a task tool',
+          mcpRequest(
+            'tools/call',
+            { name: 'add_slowly', arguments: { a: 1, b: 2 } },
+            { principal: 'oscar' },
+          ),
+        ],
+        ['2026 tasks/get', mcpRequest('tasks/get', { taskId: 'any' }, { principal: 'oscar' })],
+        ['2025 tasks/list', legacyRequest('tasks/list', {}, 'oscar')],
+      ];
+      for (const [what, request] of requests) {
+        for (const origin of ['http://evil.example', 'https://evil.example:8443']) {
+          const answer = await withOrigin(origin, request);
+          expect({ what, origin, status: answer.status, body: answer.json }).toEqual({
+            what,
+            origin,
+            ...refusal,
+          });
+        }
+      }
+      const listed = await withOrigin(undefined, legacyRequest('tasks/list', {}, 'oscar'));
+      expect(messageOf(listed)?.result?.tasks).toEqual([]);
+
+      // This machine's own pages, and clients that send no Origin, are served.
+      for (const origin of [`http://${self}`, 'http://localhost:5173', undefined]) {
+        const echo = await withOrigin(
+          origin,
+          mcpRequest('tools/call', { name: 'echo', arguments: { text: 'here' } }),
+        );
+        expect({ origin, status: echo.status }).toEqual({ origin, status: 200 });
+        expect(messageOf(echo)?.result?.content).toEqual([{ type: 'text', text: 'here' }]);
+        const task = await withOrigin(
+          origin,
+          mcpRequest('tasks/get', { taskId: 'any' }, { principal: 'oscar' }),
+        );
+        expect(messageOf(task)?.error).toMatchObject({ code: -32602, message: 'Task not found' });
+      }
+    });
+
     // Last: it adds a tool to rekog's list, which the tools/list cases above do not expect.
     it('a rekog list change (strategy.registerTool at run time) reaches the listen stream that asked for tool list changes', async () => {
       const tools = await openListen(url(), {
