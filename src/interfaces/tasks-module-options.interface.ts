@@ -84,7 +84,8 @@ export interface TasksModuleOptions {
   allowedOrigins?: string[] | false;
   /**
    * The largest request body the endpoint accepts, in bytes (-32600, HTTP 413 beyond). Default
-   * 1 MiB. The endpoint reads its own bodies, so the app's body parser limit does not apply.
+   * 1 MiB. The endpoint reads its own bodies, and those of a rekog route fronted by
+   * `TaskHttpTransport` (`nestjs-mcp-tasks/rekog`), so the app's body parser limit does not apply.
    */
   maxBodyBytes?: number;
   /**

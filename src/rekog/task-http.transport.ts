@@ -69,6 +69,10 @@ const PROBE: object = new Proxy(
 /** The transport that answered the probe last. */
 let probed: TaskHttpTransport | undefined;
 
+function answerProbe(transport: TaskHttpTransport): void {
+  probed = transport;
+}
+
 /**
  * The TaskHttpTransport whose POST handler `post` calls, or `undefined`: `post` is rekog's
  * controller method (`McpHttpControllerFor(transport)`), which hands its request to the
@@ -172,10 +176,7 @@ export class TaskHttpTransport extends StreamableHttpTransport {
    * tasks (rekog checks its own headers): rekog's traffic pays one look at the body and no await.
    */
   private post(request: unknown, reply: unknown, next: Verb): unknown {
-    if (request === PROBE) {
-      probed = this;
-      return undefined;
-    }
+    if (request === PROBE) return void answerProbe(this);
     const tasks = bridges.get(this);
     const framework = request as HandlerRequest;
     // A JSON `null` is a body read; only `undefined` is none.

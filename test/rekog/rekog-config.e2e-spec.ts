@@ -133,6 +133,15 @@ describe('attachTasks refuses a misconfigured rekog app with a TasksConfigError 
     },
   );
 
+  it('an app initialized before attachTasks (its controller route registered): the message says to call attachTasks before app.init() and app.listen()', async () => {
+    const outcome = await outcomeOf('initialized');
+    expect(refusal(outcome)).toEqual(REFUSED_BY_ATTACH_TASKS);
+    const message = outcome.printed.message ?? outcome.output;
+    expect(message).toContain('initialized already');
+    expect(message).toContain('MisconfiguredMcpController');
+    expect(message).toContain('before app.init(), app.listen()');
+  });
+
   it('a TaskHttpTransport whose strategy starts without attachTasks: app.startAllMicroservices() rejects, naming attachTasks', async () => {
     const outcome = await outcomeOf('not-attached');
     expect(refusal(outcome)).toMatchObject({ code: 1, stage: 'startAllMicroservices' });
