@@ -100,7 +100,13 @@ export function buildServers(): void {
       try {
         execFileSync(
           process.execPath,
-          [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'test/hostile/tsconfig.json'],
+          // Emit only (--noCheck): the same files in half the time; npm run typecheck checks types.
+          [
+            join(ROOT, 'node_modules/typescript/bin/tsc'),
+            '-p',
+            'test/hostile/tsconfig.json',
+            '--noCheck',
+          ],
           { cwd: ROOT, stdio: 'pipe' },
         );
       } catch (error) {
