@@ -136,7 +136,8 @@ export class BodyParsingInstaller implements OnModuleInit {
     };
     adapterHost?.init$.subscribe(() => {
       const adapter = adapterHost.httpAdapter;
-      if (adapter === undefined) return;
+      // None in an application context (a queue worker): nothing to parse there.
+      if (!adapter) return;
       this.watchRoutes(adapter);
       if (adapter.getType() !== 'express') return;
       if (path !== false) {
