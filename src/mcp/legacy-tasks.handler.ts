@@ -25,7 +25,7 @@ import {
   sendJson,
   sendResult,
 } from './json-rpc.js';
-import { isRefusal, OwnerSlots } from './owner-slots.js';
+import { isRefusal, OwnerSlots } from '../owner-slots.js';
 
 /** The task methods of 2025-11-25 (SEP-1686), served in front of the SDK. */
 export const LEGACY_TASK_METHODS: ReadonlySet<string> = new Set([

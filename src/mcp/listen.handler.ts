@@ -30,7 +30,7 @@ import {
   sendError,
   sendFailure,
 } from './json-rpc.js';
-import { isRefusal, type OwnerSlot, OwnerSlots } from './owner-slots.js';
+import { isRefusal, type OwnerSlot, OwnerSlots } from '../owner-slots.js';
 
 /** The filter a listen request asks for, and the part of it the server honours. */
 export interface ListenFilter {

@@ -37,6 +37,7 @@ import {
   within,
 } from './postgres-connection.js';
 import { checkSchema, postgresSchemaSql, setUpSchema } from './postgres-schema.js';
+import { couldBeTaskId } from '../task-id.js';
 
 export interface PostgresTaskStoreOptions extends PostgresConnectionOptions {
   /**
@@ -95,12 +96,6 @@ export function textOf(value: string): string {
 
 /** ES2024's `String.prototype.isWellFormed` (Node 20), not in the ES2022 library the build targets. */
 type WellFormed = string & { isWellFormed(): boolean };
-
-/**
- * Whether `taskId` could name a stored task: an id with a NUL cannot (text holds none, and every
- * stored id is the package's base64url), so it is answered as unknown without a query.
- */
-const storable = (taskId: string): boolean => !taskId.includes('\0');
 
 /** Which listing a page reads, and with which filters: each shape is one prepared statement. */
 interface ListingShape {
@@ -234,7 +229,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
    * neither sent nor parsed and answers like a missing id.
    */
   async get(taskId: string, owner?: TaskOwner): Promise<TaskRecord | null> {
-    if (!storable(taskId)) return null;
+    if (!couldBeTaskId(taskId)) return null;
     const rows =
       owner === undefined
         ? await this.run<{ record: string }>(this.sql.get, [taskId, Date.now()])
@@ -248,7 +243,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   }
 
   async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
-    if (!storable(record.taskId)) return false;
+    if (!couldBeTaskId(record.taskId)) return false;
     const fields = indexedFields(record);
     const rows = await this.run(this.sql.compareAndSet, [
       record.taskId,
@@ -268,7 +263,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   }
 
   async delete(taskId: string): Promise<boolean> {
-    if (!storable(taskId)) return false;
+    if (!couldBeTaskId(taskId)) return false;
     const [row] = await this.run<{ deleted: boolean }>(this.sql.delete, [taskId]);
     return row?.deleted === true;
   }

@@ -34,7 +34,7 @@ import {
   toCallToolResult,
   validateInputRequests,
 } from '../task.js';
-import { ownerKey } from '../store/task-listing.js';
+import { isRefusal, OwnerSlots } from '../owner-slots.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { isStoreUnavailable, TasksService } from '../tasks.service.js';
@@ -243,11 +243,11 @@ export class TaskToolRunner
   private readonly logger = new Logger('TaskToolRunner');
   private readonly running = new Map<string, RunningCall>();
   /**
-   * The in-process calls of each owner (ownerKey) that have not returned yet, counted from their
-   * start to their method's end, whether or not their task is still stored: `maxTasksPerOwner`
-   * bounds them too (see `reserve`).
+   * The in-process calls of each owner that have not returned yet, counted from their start to
+   * their method's end, whether or not their task is still stored: `maxTasksPerOwner` bounds them
+   * too (see `reserve`). None when the option is `null`.
    */
-  private readonly runningByOwner = new Map<string, number>();
+  private readonly runningSlots: OwnerSlots | undefined;
   /** Calls whose task expired or was deleted while they ran, not logged yet (see `lostTask`). */
   private lostTasks = 0;
   private lostTasksLoggedAt = -Infinity;
@@ -270,7 +270,19 @@ export class TaskToolRunner
     private readonly registry: TaskToolRegistry,
     @Optional() @Inject(TaskQueue) private readonly queue: TaskQueue | null,
     @Optional() private readonly telemetry?: TasksTelemetry,
-  ) {}
+  ) {
+    const max = config.maxTasksPerOwner;
+    if (max !== null) {
+      // Per owner only: the store's `maxRows` bounds the calls of every owner together.
+      this.runningSlots = new OwnerSlots({
+        refusal: 'Task quota reached',
+        max: Number.POSITIVE_INFINITY,
+        maxOption: 'maxRows',
+        maxPerPrincipal: max,
+        maxPerPrincipalOption: 'maxTasksPerOwner',
+      });
+    }
+  }
 
   /** A queue-run tool without a queue to send its calls to fails the boot, naming the fix. */
   onApplicationBootstrap(): void {
@@ -530,20 +542,11 @@ export class TaskToolRunner
    * burst of concurrent calls never passes the bound.
    */
   private reserve(owner: TaskOwner): () => void {
-    const max = this.config.maxTasksPerOwner;
-    if (max === null) return () => undefined;
-    const key = ownerKey(owner);
-    const held = this.runningByOwner.get(key) ?? 0;
-    if (held >= max) throw new TaskQuotaError(max);
-    this.runningByOwner.set(key, held + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const left = (this.runningByOwner.get(key) ?? 1) - 1;
-      if (left === 0) this.runningByOwner.delete(key);
-      else this.runningByOwner.set(key, left);
-    };
+    const slots = this.runningSlots;
+    if (slots === undefined) return () => undefined;
+    const slot = slots.take(owner);
+    if (isRefusal(slot)) throw new TaskQuotaError(this.config.maxTasksPerOwner!);
+    return () => slot.release();
   }
 
   /**

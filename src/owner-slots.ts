@@ -1,7 +1,7 @@
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
-import type { JsonRpcErrorObject } from '../errors.js';
-import { ownerKey } from '../store/task-listing.js';
-import type { TaskOwner } from '../task.js';
+import type { JsonRpcErrorObject } from './errors.js';
+import { ownerKey } from './store/task-listing.js';
+import type { TaskOwner } from './task.js';
 
 /** One slot taken by `OwnerSlots.take`: `release` gives it back, once however often it is called. */
 export interface OwnerSlot {
@@ -22,7 +22,8 @@ export interface OwnerSlotLimits {
 
 /**
  * Counts what the callers of this process hold of something long-lived (listen streams, waiting
- * `tasks/result` requests), per owner and in all, so that one principal cannot take every slot.
+ * `tasks/result` requests, running tool calls), per owner and in all, so that one principal
+ * cannot take every slot.
  * A slot is taken synchronously, counted at once: callers take it before they await anything, so
  * a burst of concurrent requests never holds more than the caps, whatever the store's latency.
  */
