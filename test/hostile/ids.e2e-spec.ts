@@ -5,41 +5,22 @@
  * every store, answered as one without an ERROR line, and a listen naming one still serves the
  * others. Real HTTP on loopback; memory, a real Redis and a real PostgreSQL.
  */
-import { type LoggerService, Module, type Type } from '@nestjs/common';
+import { Module, type Type } from '@nestjs/common';
 import {
   InMemoryTaskStore,
   TasksModule,
   type TasksModuleExtras,
   TasksService,
 } from '../../src/index.js';
-import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
-import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { MAX_REQUEST_ID_LENGTH, MAX_TASK_ID_LENGTH } from '../../src/tasks.constants.js';
 import { type RunningApp, startApp } from '../e2e/app.js';
 import { mcpRequest, post } from '../e2e/raw.js';
 import { openListen, type SseReader } from '../e2e/sse.js';
-import { startTestPostgres } from '../postgres-server.js';
-import { startTestRedis } from '../redis-server.js';
-
-class KeptLog implements LoggerService {
-  errors: string[] = [];
-  log(): void {}
-  debug(): void {}
-  verbose(): void {}
-  warn(): void {}
-  error(message: unknown): void {
-    this.errors.push(String(message));
-  }
-}
-
-const principal = (request: unknown): string | undefined => {
-  const header = (request as { headers: Record<string, string | undefined> }).headers.authorization;
-  return header === undefined ? undefined : /^Bearer\s+(\S+)$/i.exec(header)?.[1];
-};
+import { bearerPrincipal, KeptLog, type Storage, STORES } from './in-process.js';
 
 function idsModule(storage: TasksModuleExtras): Type<unknown> {
   @Module({
-    imports: [TasksModule.forRoot({ principal, janitor: false, ...storage })],
+    imports: [TasksModule.forRoot({ principal: bearerPrincipal, janitor: false, ...storage })],
   })
   class IdsModule {}
   return IdsModule;
@@ -55,34 +36,6 @@ const ID_TOO_LONG = {
   message: `Bad Request: the JSON-RPC id is longer than ${MAX_REQUEST_ID_LENGTH} characters`,
 };
 
-interface Storage {
-  parts: () => TasksModuleExtras;
-  stop: () => Promise<void>;
-}
-
-const STORES: Record<string, () => Promise<Storage>> = {
-  memory: async () => ({ parts: () => ({ store: new InMemoryTaskStore() }), stop: async () => {} }),
-  redis: async () => {
-    const redis = await startTestRedis();
-    const connection = { connection: redis.url, prefix: 'ids:' };
-    return {
-      parts: () => ({ store: new RedisTaskStore(connection), notifier: redisNotifier(connection) }),
-      stop: () => redis.stop(),
-    };
-  },
-  postgres: async () => {
-    const postgres = await startTestPostgres();
-    const connection = { connection: postgres.url, schema: 'ids' };
-    return {
-      parts: () => ({
-        store: new PostgresTaskStore(connection),
-        notifier: postgresNotifier(connection),
-      }),
-      stop: () => postgres.stop(),
-    };
-  },
-};
-
 describe.each(Object.keys(STORES))('ids have limits (%s store)', (name) => {
   let storage: Storage;
   let app: RunningApp;
@@ -90,7 +43,7 @@ describe.each(Object.keys(STORES))('ids have limits (%s store)', (name) => {
   const log = new KeptLog();
 
   beforeAll(async () => {
-    storage = await STORES[name]();
+    storage = await STORES[name]!('ids');
     app = await startApp(idsModule(storage.parts()), 'express', '/mcp', (nest) =>
       nest.useLogger(log),
     );

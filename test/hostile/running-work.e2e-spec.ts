@@ -6,20 +6,16 @@
  * in-memory store, a real Redis and a real PostgreSQL (each with its notifier, as deployed), over
  * real HTTP, with the server's log read: no ERROR line per call.
  */
-import { Injectable, type LoggerService, Module, type Type } from '@nestjs/common';
+import { Injectable, Module, type Type } from '@nestjs/common';
 import {
-  InMemoryTaskStore,
   type TaskContext,
   TaskTool,
   TasksModule,
   type TasksModuleExtras,
 } from '../../src/index.js';
-import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
-import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { type RunningApp, startApp } from '../e2e/app.js';
 import { legacyHeaders } from '../e2e/wire.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { bearerPrincipal, KeptLog, type Storage, STORES } from './in-process.js';
 
 const QUOTA = 100;
 const CALLS = 1_000;
@@ -78,31 +74,11 @@ class RunningTools {
   }
 }
 
-/** What the server logs at WARN and ERROR level. */
-class KeptLog implements LoggerService {
-  errors: string[] = [];
-  warnings: string[] = [];
-  log(): void {}
-  debug(): void {}
-  verbose(): void {}
-  warn(message: unknown): void {
-    this.warnings.push(String(message));
-  }
-  error(message: unknown): void {
-    this.errors.push(String(message));
-  }
-}
-
-const principal = (request: unknown): string | undefined => {
-  const header = (request as { headers: Record<string, string | undefined> }).headers.authorization;
-  return header === undefined ? undefined : /^Bearer\s+(\S+)$/i.exec(header)?.[1];
-};
-
 function runningModule(storage: TasksModuleExtras): Type<unknown> {
   @Module({
     imports: [
       TasksModule.forRoot({
-        principal,
+        principal: bearerPrincipal,
         maxTasksPerOwner: QUOTA,
         shutdown: { drainMs: 0 },
         ...storage,
@@ -144,41 +120,13 @@ async function until(check: () => boolean, ms: number): Promise<void> {
   while (!check() && Date.now() < end) await sleep(20);
 }
 
-interface Storage {
-  parts: () => TasksModuleExtras;
-  stop: () => Promise<void>;
-}
-
-const STORES: Record<string, () => Promise<Storage>> = {
-  memory: async () => ({ parts: () => ({ store: new InMemoryTaskStore() }), stop: async () => {} }),
-  redis: async () => {
-    const redis: TestRedis = await startTestRedis();
-    const connection = { connection: redis.url, prefix: 'running:' };
-    return {
-      parts: () => ({ store: new RedisTaskStore(connection), notifier: redisNotifier(connection) }),
-      stop: () => redis.stop(),
-    };
-  },
-  postgres: async () => {
-    const postgres: TestPostgres = await startTestPostgres();
-    const connection = { connection: postgres.url, schema: 'running' };
-    return {
-      parts: () => ({
-        store: new PostgresTaskStore(connection),
-        notifier: postgresNotifier(connection),
-      }),
-      stop: () => postgres.stop(),
-    };
-  },
-};
-
 describe.each(Object.keys(STORES))('running work counts against its owner (%s store)', (name) => {
   let storage: Storage;
   let app: RunningApp;
   const log = new KeptLog();
 
   beforeAll(async () => {
-    storage = await STORES[name]();
+    storage = await STORES[name]!('running');
     app = await startApp(runningModule(storage.parts()), 'express', '/mcp', (nest) =>
       nest.useLogger(log),
     );
