@@ -1,14 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { lock, newestSource, unlock } from '../build-once.js';
 import { freePort } from '../redis-server.js';
 
 /**
@@ -32,54 +25,9 @@ const TAIL_CHARS = 16_384;
 const STAMP = join(ROOT, '.demo-build/hostile.stamp');
 /** Held while one spec builds, so that specs in parallel Jest workers build once between them. */
 const LOCK = join(ROOT, '.demo-build/hostile.lock');
-/** A lock older than this was left by a killed run. */
-const STALE_LOCK_MS = 5 * 60_000;
 /** What tsc reads from the tree: the tsconfig's `include` and the configs it extends. */
 const SOURCE_DIRS = ['src', 'examples', 'test/hostile/fixture'];
 const CONFIGS = ['tsconfig.json', 'tsconfig.examples.json', 'test/hostile/tsconfig.json'];
-
-/**
- * The newest modification time among the files tsc reads from the tree (a stat walk, a few ms),
- * as a string to keep in the stamp. Type definitions under node_modules are not looked at: they
- * change only with an install.
- */
-function newestSource(): string {
-  let newest = 0;
-  for (const config of CONFIGS) newest = Math.max(newest, statSync(join(ROOT, config)).mtimeMs);
-  for (const dir of SOURCE_DIRS) {
-    for (const entry of readdirSync(join(ROOT, dir), { recursive: true, withFileTypes: true })) {
-      if (entry.isFile())
-        newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
-    }
-  }
-  return String(newest);
-}
-
-/** Blocks this thread for `ms` (the build is synchronous, as its callers' beforeAll expect). */
-function sleepSync(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-/** Takes the build lock (an atomic mkdir), waiting while another Jest worker holds it. */
-function lock(): void {
-  mkdirSync(join(ROOT, '.demo-build'), { recursive: true });
-  for (;;) {
-    try {
-      mkdirSync(LOCK);
-      return;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    let age: number;
-    try {
-      age = Date.now() - statSync(LOCK).mtimeMs;
-    } catch {
-      continue; // Released in between: try again at once.
-    }
-    if (age > STALE_LOCK_MS) rmSync(LOCK, { recursive: true, force: true });
-    else sleepSync(200);
-  }
-}
 
 /**
  * Compiles the demo and the fixture with the sources they import (tens of seconds), once for all
@@ -91,9 +39,9 @@ function lock(): void {
  * build here (the typecheck is another job's).
  */
 export function buildServers(): void {
-  lock();
+  lock(LOCK);
   try {
-    const sources = newestSource();
+    const sources = newestSource(ROOT, SOURCE_DIRS, CONFIGS);
     const built = existsSync(STAMP) ? readFileSync(STAMP, 'utf8') : undefined;
     const missing = [DEMO_ENTRY, FIXTURE_ENTRY].some((entry) => !existsSync(entry));
     if (missing || built !== sources) {
@@ -117,7 +65,7 @@ export function buildServers(): void {
       writeFileSync(STAMP, sources);
     }
   } finally {
-    rmSync(LOCK, { recursive: true, force: true });
+    unlock(LOCK);
   }
   for (const entry of [DEMO_ENTRY, FIXTURE_ENTRY]) {
     if (!existsSync(entry))

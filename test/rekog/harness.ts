@@ -7,16 +7,9 @@
  * sources they import into .demo-build/rekog-e2e, and the specs start them with `node`.
  */
 import { execFile } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { lock, newestSource, unlock } from '../build-once.js';
 import { promisify } from 'node:util';
 import { exchange, type RawRequest, type RawResponse } from '../e2e/raw.js';
 import type { SseReader } from '../e2e/sse.js';
@@ -41,51 +34,11 @@ const BUILD_INFO = join(BUILD, 'rekog-e2e.tsbuildinfo');
 const STAMP = join(BUILD, 'rekog-e2e.stamp');
 /** Held while one spec builds, so that specs in parallel workers build once between them. */
 const LOCK = join(ROOT, '.demo-build/rekog-e2e.lock');
-/** A lock older than this was left by a killed run. */
-const STALE_LOCK_MS = 5 * 60_000;
 /** What tsc reads: the tsconfig's `include` and the configs it extends. */
 const SOURCE_DIRS = ['src', 'examples', 'test/rekog/fixture'];
 const CONFIGS = ['tsconfig.json', 'tsconfig.examples.json', 'test/rekog/tsconfig.json'];
 
 const run = promisify(execFile);
-
-/**
- * The newest modification time among the files tsc reads from the tree, as a string to keep in
- * the stamp. Type definitions under node_modules are not looked at: they change only with an
- * install, which an unchanged tree of sources does not need rebuilt for.
- */
-function newestSource(): string {
-  let newest = 0;
-  for (const config of CONFIGS) newest = Math.max(newest, statSync(join(ROOT, config)).mtimeMs);
-  for (const dir of SOURCE_DIRS) {
-    for (const entry of readdirSync(join(ROOT, dir), { recursive: true, withFileTypes: true })) {
-      if (entry.isFile())
-        newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
-    }
-  }
-  return String(newest);
-}
-
-/** Takes the build lock, waiting while another spec holds it. */
-async function lock(): Promise<void> {
-  mkdirSync(join(ROOT, '.demo-build'), { recursive: true });
-  for (;;) {
-    try {
-      mkdirSync(LOCK);
-      return;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    let age: number;
-    try {
-      age = Date.now() - statSync(LOCK).mtimeMs;
-    } catch {
-      continue; // Released in between: try again at once.
-    }
-    if (age > STALE_LOCK_MS) rmSync(LOCK, { recursive: true, force: true });
-    else await sleep(200);
-  }
-}
 
 /**
  * Compiles the rekog apps and fixtures, once for all the specs of a Jest run: tsc runs only when a
@@ -97,11 +50,11 @@ async function lock(): Promise<void> {
  * entries fail here (the typecheck is another job's), and tsc's report is printed to say why.
  */
 export async function buildRekogApps(entries: readonly string[]): Promise<void> {
-  await lock();
+  lock(LOCK);
   try {
     const missing = entries.some((entry) => !existsSync(entry));
     if (missing) rmSync(BUILD_INFO, { force: true });
-    const sources = newestSource();
+    const sources = newestSource(ROOT, SOURCE_DIRS, CONFIGS);
     const built = existsSync(STAMP) ? readFileSync(STAMP, 'utf8') : undefined;
     if (missing || built !== sources) {
       const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
@@ -119,7 +72,7 @@ export async function buildRekogApps(entries: readonly string[]): Promise<void> 
       writeFileSync(STAMP, sources);
     }
   } finally {
-    rmSync(LOCK, { recursive: true, force: true });
+    unlock(LOCK);
   }
   for (const entry of entries) {
     if (!existsSync(entry)) throw new Error(`the rekog apps did not build: no ${entry}`);
