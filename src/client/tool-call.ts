@@ -186,12 +186,13 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
    * Stops following the task and leaves it running on the server: no `tasks/cancel` is sent.
    * From the moment it is called, `result()` rejects with {@link TaskDetachedError} (and
    * `outcome()` gives `{ status: 'detached', error }`), unless the call had already settled: then
-   * it changes nothing. Resolves once the client has let go of the task, so `follow(taskId)` on
-   * the same client can take it up again. Idempotent; nothing to do for an immediate result.
+   * it changes nothing. It waits for nothing (not even an input handler still running), so it
+   * cannot hang; `follow(taskId)` on the same client takes the task up again once the session has
+   * let go of it. Idempotent; nothing to do for an immediate result.
    */
-  async detach(): Promise<void> {
+  detach(): Promise<void> {
     this.stopFollowing('detach');
-    await this.released;
+    return Promise.resolve();
   }
 
   /** @internal Stops following for `reason` (the client's `close()` uses it for every call). */

@@ -135,6 +135,11 @@ describe('TasksClient leaves tasks running (issue 35)', () => {
     );
     expect((await second.getTask(taskId)).status).toBe('completed');
     expect(cancelled).not.toContain(taskId);
+    // A task that has ended is followed too: its result at once.
+    const ended = await second.follow(taskId);
+    expect(textOf(await within(1_000, ended.result(), 'follow() of an ended task'))).toBe(
+      'opened close',
+    );
   });
 
   it('detach(): one task let go while the client goes on; result() rejects, the task completes', async () => {

@@ -112,6 +112,15 @@ describe('connectTasksClient: errors that say where (issue 35)', () => {
     expect(error.message).toContain(hint);
   });
 
+  it('an answer that is no MCP (200, plain text): an Error naming the URL', async () => {
+    const url = `${origin}/200/mcp`;
+    const error = (await rejection(connect(url))) as Error;
+    expect(error).not.toBeInstanceOf(McpConnectError);
+    expect(error.message).toMatch(
+      new RegExp(`^Could not connect to the MCP server at ${url.replace(/[.?]/g, '\\$&')}: `),
+    );
+  });
+
   it('a refused port: TaskServerUnreachableError naming the URL and ECONNREFUSED', async () => {
     const server = createServer();
     const url = `${await listen(server)}/mcp`;
