@@ -147,7 +147,13 @@ describe('TasksClient leaves tasks running (issue 35)', () => {
     const call = await mcp.callTool('gated', { label: 'detach' });
     const taskId = call.taskId!;
     await until(async () => gates.has('detach'), 'the tool started');
+    const seen: string[] = [];
+    const iterating = (async () => {
+      for await (const task of call) seen.push(task.status);
+    })();
     await call.detach();
+    await within(1_000, iterating, 'for await over a detached call');
+    expect(seen).toEqual(['working']);
     const error = (await within(1_000, rejection(call.result()), 'result()')) as TaskDetachedError;
     expect(error).toBeInstanceOf(TaskDetachedError);
     expect(error.reason).toBe('detach');
@@ -161,6 +167,27 @@ describe('TasksClient leaves tasks running (issue 35)', () => {
       'opened detach',
     );
     expect(cancelled).not.toContain(taskId);
+  });
+
+  it('the call’s signal detaches too: result() rejects with its reason, the task runs on', async () => {
+    const mcp = await connect();
+    const controller = new AbortController();
+    const call = await mcp.callTool('gated', { label: 'signal' }, { signal: controller.signal });
+    await until(async () => gates.has('signal'), 'the tool started');
+    const reason = new Error('no longer needed');
+    controller.abort(reason);
+    expect(await within(1_000, rejection(call.result()), 'result()')).toBe(reason);
+    const outcome = await call.outcome();
+    expect(outcome.status).toBe('detached');
+    expect((outcome as { error: TaskDetachedError }).error.reason).toBe('signal');
+    await sleep(100);
+    expect((await mcp.getTask(call.taskId!)).status).toBe('working');
+    gates.get('signal')!();
+    await until(
+      async () => (await mcp.getTask(call.taskId!)).status === 'completed',
+      'the task completed',
+    );
+    expect(cancelled).not.toContain(call.taskId);
   });
 
   it('detach() racing the task’s completion: never cancelled, never hanging', async () => {
