@@ -6,6 +6,7 @@
 export {
   type CallToolOptions,
   connectTasksClient,
+  type FollowOptions,
   TasksClient,
   type TasksClientOptions,
 } from './tasks-client.js';
@@ -23,6 +24,17 @@ export {
   InputRefusedError,
 } from './input.js';
 export type { ConnectionOptions } from './session.js';
+export {
+  type DetachReason,
+  type HttpAnswer,
+  McpConnectError,
+  McpEndpointNotFoundError,
+  McpForbiddenError,
+  McpHttpStatusError,
+  McpUnauthorizedError,
+  TaskDetachedError,
+  TasksExtensionMissingError,
+} from './errors.js';
 export { type RetryOptions, TaskServerUnreachableError } from './retry.js';
 export { PROTOCOL_VERSION } from './raw-dispatch.js';
 export { TASKS_EXTENSION_ID } from '../tasks.constants.js';

@@ -178,7 +178,7 @@ export function listenOutage(error: unknown): Outage | undefined {
  * The MCP server could not be reached for as long as the client was told to try (option
  * `retry.windowMs`): connections refused or dropped, or a gateway answering 502, 503 or 504. The
  * task, when there is one, may well have gone on on the server: read it again later with
- * `getTask(taskId)`. Not a `TaskFailedError`: the task did not fail, the server was away.
+ * `getTask(taskId)`, or follow it with `follow(taskId)`. Not a `TaskFailedError`: the task did not fail, the server was away.
  */
 export class TaskServerUnreachableError extends Error {
   /** The endpoint. */

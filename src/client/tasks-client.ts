@@ -1,5 +1,6 @@
 import type {
   Client,
+  FetchLike,
   McpSubscription,
   SubscriptionFilter,
   Tool,
@@ -8,18 +9,27 @@ import type { JsonValue, TaskId } from '@modelcontextprotocol/ext-tasks/core';
 import type {
   TaskCancelledError,
   TaskEnabledSession,
+  ToolExecution,
 } from '@modelcontextprotocol/ext-tasks/client';
 import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
+import {
+  connectErrorFor,
+  type HttpAnswer,
+  statusTextOf,
+  TasksExtensionMissingError,
+} from './errors.js';
 import { type InputHandlers, inputHandler, type InputRefusedError } from './input.js';
 import { PROTOCOL_VERSION } from './raw-dispatch.js';
 import {
   Backoff,
+  connectionOutage,
   describeError,
   listenOutage,
   resolveRetry,
   rethrowUnreachable,
   type RetryOptions,
   type RetryPolicy,
+  TaskServerUnreachableError,
 } from './retry.js';
 import { type ConnectionOptions, type OpenSession, openTasksSession } from './session.js';
 import { TaskCall, type TaskSnapshot, toSnapshot } from './tool-call.js';
@@ -45,21 +55,31 @@ export interface TasksClientOptions extends ConnectionOptions {
   retry?: RetryOptions | false;
 }
 
-export interface CallToolOptions {
+export interface CallToolOptions extends FollowOptions {
   /**
    * Stops waiting: before the task exists, the call is abandoned (a task created anyway is
-   * cancelled); after, `result()` rejects and the task is no longer followed (it is not cancelled
-   * on the server; use `cancel()` for that).
+   * cancelled, since nobody holds its id); after, `result()` rejects with the abort reason and the
+   * task is no longer followed, as with `detach()` (it is not cancelled on the server; use
+   * `cancel()` for that).
    */
   signal?: AbortSignal;
-  /** Headers for this call's requests only (the call, its `tasks/*` and its listen stream). */
-  headers?: Readonly<Record<string, string>>;
   /**
    * Asks the server to keep the task this long. Sent only where the session supports a
    * client-requested retention (`supportsTtl`); the 2026-07-28 Tasks extension has none, and there
    * the tool's own TTL applies.
    */
   ttlMs?: number;
+}
+
+/** Options of {@link TasksClient.follow}. */
+export interface FollowOptions {
+  /**
+   * Stops waiting: `result()` rejects with the abort reason and the task is no longer followed,
+   * as with `detach()`; the task is not cancelled.
+   */
+  signal?: AbortSignal;
+  /** Headers for this task's requests only (its `tasks/*` and its listen stream). */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** A task snapshot's wire shape, as a `notifications/tasks` carries it. */
@@ -76,9 +96,13 @@ export class TasksClient implements AsyncDisposable {
   /** The protocol revision in use (always 2026-07-28). */
   readonly protocolVersion = PROTOCOL_VERSION;
   private readonly subscriptions = new Set<AbortController>();
+  /** The calls still followed: `close()` detaches them. */
+  private readonly calls = new Set<TaskCall>();
   private readonly refusals: Map<string, InputRefusedError>;
   private readonly retry: RetryPolicy;
   private closing: Promise<void> | undefined;
+  /** Per task followed, when the session lets go of it (what `follow` waits for). */
+  private readonly letGo = new Map<string, Promise<void>>();
 
   /** @internal Use {@link connectTasksClient}. */
   constructor(
@@ -121,6 +145,7 @@ export class TasksClient implements AsyncDisposable {
     args?: Readonly<Record<string, unknown>>,
     options: CallToolOptions = {},
   ): Promise<TaskCall> {
+    this.assertOpen();
     const execution = await this.opened.session
       .callTool(name, args as Readonly<Record<string, JsonValue>> | undefined, {
         ...(options.signal !== undefined && { signal: options.signal }),
@@ -128,16 +153,71 @@ export class TasksClient implements AsyncDisposable {
         ...(options.ttlMs !== undefined && { task: { retentionMs: options.ttlMs } }),
       })
       .catch(rethrowUnreachable);
+    return this.track(execution, options);
+  }
+
+  /**
+   * Follows a task of this principal by id, as `callTool` follows the task it made: one started
+   * by another process, by a client that was closed, or let go with `detach()`. Resolves once
+   * `tasks/get` has read it; rejects with the JSON-RPC error -32602 (a `JsonRpcResponseError`)
+   * when the server has no such task for this principal, and with `TaskServerUnreachableError`
+   * when the server stayed away for `retry.windowMs`.
+   */
+  async follow(taskId: string, options: FollowOptions = {}): Promise<TaskCall> {
+    this.assertOpen();
+    for (const call of this.calls) {
+      if (call.taskId === taskId && call.following) {
+        throw new Error(
+          `This client already follows task ${taskId}: use its TaskCall, or detach() it first`,
+        );
+      }
+    }
+    // The session takes a task once at a time: after a detach, it lets go first.
+    await this.letGo.get(taskId);
+    const execution = await this.opened.session
+      .resumeTask(
+        {
+          endpointId: this.opened.session.endpointId,
+          generation: 'v2',
+          taskId: taskId as TaskId,
+          originalOperation: 'tools/call',
+        },
+        {
+          ...(options.signal !== undefined && { signal: options.signal }),
+          ...(options.headers !== undefined && { headers: options.headers }),
+        },
+      )
+      .catch(rethrowUnreachable);
+    return this.track(execution, options);
+  }
+
+  /** Wraps an execution of the session in a {@link TaskCall} and follows it over listen streams. */
+  private track(execution: ToolExecution<unknown>, options: FollowOptions): TaskCall {
+    if (execution.kind === 'task') {
+      // The session cancels, when it closes, every task it still follows (its executions'
+      // `close()` does). A client's close() must not: closing an execution only lets go of it.
+      Object.defineProperty(execution, 'close', { value: () => execution.detach() });
+    }
     let stop: (() => void) | undefined;
-    const call = new TaskCall(execution, {
+    const call: TaskCall = new TaskCall(execution, {
       read: (taskId) => this.getTask(taskId, options.headers),
       refusal: (taskId) => this.takeRefusal(taskId),
       report: (error) => this.report(error),
-      settled: () => stop?.(),
+      settled: () => {
+        stop?.();
+        this.calls.delete(call);
+      },
       signal: options.signal,
+      url: this.url.href,
     });
-    if (call.taskId !== undefined && this.options.listen !== false) {
-      stop = this.follow(call.taskId, options.headers);
+    if (call.taskId !== undefined) {
+      const { taskId } = call;
+      this.calls.add(call);
+      const released = call.settledInSession.finally(() => {
+        if (this.letGo.get(taskId) === released) this.letGo.delete(taskId);
+      });
+      this.letGo.set(taskId, released);
+      if (this.options.listen !== false) stop = this.listen(taskId, options.headers);
     }
     return call;
   }
@@ -175,11 +255,17 @@ export class TasksClient implements AsyncDisposable {
   }
 
   /**
-   * Closes the connection: stops following the calls still running (the session asks the server to
-   * cancel their tasks), closes the listen streams, the session and the SDK client. Idempotent.
+   * Closes the connection, as the SDK clients' `close()` does, and leaves the tasks running on the
+   * server: no `tasks/cancel` is sent. The waits of the calls still followed end at once:
+   * `result()` rejects with `TaskDetachedError` (`outcome()`: `detached`); read those tasks later
+   * with `getTask(taskId)` or `follow(taskId)` on a new client. A `callTool` still waiting for the
+   * server's answer rejects (a task made for it anyway is cancelled, since nobody holds its id).
+   * Then the listen streams, the session and the SDK client are closed. Idempotent.
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      for (const call of this.calls) call.stopFollowing('close');
+      this.calls.clear();
       for (const subscription of this.subscriptions) subscription.abort();
       this.subscriptions.clear();
       await this.opened.close();
@@ -192,7 +278,7 @@ export class TasksClient implements AsyncDisposable {
   }
 
   /**
-   * Follows one task over listen streams. Its `notifications/tasks` reach the SDK client, whose
+   * Listens to one task over listen streams. Its `notifications/tasks` reach the SDK client, whose
    * fallback notification handler hands them to the session, which wakes the task at once. After
    * each acknowledgement one `tasks/get` catches up on what changed while no stream was open. A
    * stream that drops (the server restarts) is reopened with the retry backoff, for as long as the
@@ -200,7 +286,7 @@ export class TasksClient implements AsyncDisposable {
    * than a gateway's) or stays away past the window, or a read that fails (the task is gone),
    * leaves the task to the session's polling. Returns what stops it.
    */
-  private follow(
+  private listen(
     taskId: string,
     headers: Readonly<Record<string, string>> | undefined,
   ): () => void {
@@ -218,7 +304,7 @@ export class TasksClient implements AsyncDisposable {
     return stop;
   }
 
-  /** The streams of {@link follow}, one after another; resolves when it stops following. */
+  /** The streams of {@link listen}, one after another; resolves when it stops following. */
   private async listenTo(
     taskId: string,
     headers: Readonly<Record<string, string>> | undefined,
@@ -279,6 +365,10 @@ export class TasksClient implements AsyncDisposable {
     );
   }
 
+  private assertOpen(): void {
+    if (this.closing !== undefined) throw new Error(`The client for ${this.url.href} is closed`);
+  }
+
   private takeRefusal(taskId: string): TaskCancelledError | undefined {
     const refusal = this.refusals.get(taskId);
     this.refusals.delete(taskId);
@@ -318,10 +408,37 @@ export async function connectTasksClient(
       console.error(sinkError);
     }
   };
+  // The SDK's negotiation errors drop the HTTP status (a 404 reads "the server did not offer
+  // pinned protocol version … via server/discover"), so the client notes what the endpoint
+  // answered while connecting, and names it when connecting fails.
+  const baseFetch: FetchLike = options.fetch ?? ((input, init) => fetch(input, init));
+  let connecting = true;
+  let last: ConnectEvent | undefined;
+  const watchedFetch: FetchLike = async (input, init) => {
+    if (!connecting) return baseFetch(input, init);
+    const method = new Headers(init?.headers).get('mcp-method') ?? 'connect';
+    try {
+      const response = await baseFetch(input, init);
+      if (!response.ok) {
+        last = {
+          answer: {
+            method: init?.method ?? 'GET',
+            status: response.status,
+            statusText: statusTextOf(response),
+          },
+        };
+      }
+      return response;
+    } catch (error) {
+      last = { failure: error, method };
+      throw error;
+    }
+  };
   let connectError: unknown;
   try {
     opened = await openTasksSession(endpoint, {
       ...options,
+      fetch: watchedFetch,
       retry,
       onInputRequest: inputHandler(options.onInput ?? {}, {
         refuse: (taskId, error) => {
@@ -333,13 +450,10 @@ export async function connectTasksClient(
     });
   } catch (error) {
     connectError = error;
+  } finally {
+    connecting = false;
   }
-  if (opened === undefined) {
-    throw new Error(
-      `Could not connect to the MCP server at ${endpoint.href}: ${describeError(connectError)}`,
-      { cause: connectError },
-    );
-  }
+  if (opened === undefined) throw connectFailure(endpoint.href, last, connectError);
   const advertised = opened.client.getServerCapabilities()?.extensions?.[TASKS_EXTENSION_ID];
   const exact =
     advertised !== null &&
@@ -348,11 +462,28 @@ export async function connectTasksClient(
     Object.keys(advertised).length === 0;
   if (!exact) {
     await opened.close();
-    throw new Error(
-      advertised === undefined
-        ? `The MCP server at ${endpoint.href} does not advertise the tasks extension (${TASKS_EXTENSION_ID})`
-        : `The MCP server at ${endpoint.href} advertises the tasks extension (${TASKS_EXTENSION_ID}) as ${JSON.stringify(advertised)}; 2026-07-28 requires exactly {}`,
-    );
+    throw new TasksExtensionMissingError(endpoint.href, advertised);
   }
   return new TasksClient(endpoint, opened, options, refusals, retry);
+}
+
+/** The last thing the endpoint did while the client connected: an HTTP error status, or no answer. */
+type ConnectEvent = { answer: HttpAnswer } | { failure: unknown; method: string };
+
+/**
+ * The error for a connection that failed: the HTTP status the endpoint answered (one class per
+ * case), a `TaskServerUnreachableError` when nothing answered, else an Error naming the URL.
+ */
+function connectFailure(url: string, last: ConnectEvent | undefined, error: unknown): Error {
+  if (last !== undefined && 'answer' in last) return connectErrorFor(url, last.answer, error);
+  const outage = last === undefined ? undefined : connectionOutage(last.failure);
+  if (last !== undefined && outage !== undefined) {
+    return new TaskServerUnreachableError(
+      { url, method: last.method, outage, attempts: 1, waitedMs: 0 },
+      { cause: error },
+    );
+  }
+  return new Error(`Could not connect to the MCP server at ${url}: ${describeError(error)}`, {
+    cause: error,
+  });
 }

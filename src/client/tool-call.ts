@@ -8,6 +8,7 @@ import {
   type ToolExecution,
 } from '@modelcontextprotocol/ext-tasks/client';
 import type { TaskState } from '../task/record.js';
+import { type DetachReason, TaskDetachedError } from './errors.js';
 import { findUnreachable, rethrowUnreachable, type TaskServerUnreachableError } from './retry.js';
 
 export type { TaskState };
@@ -30,15 +31,18 @@ export interface TaskSnapshot {
 /**
  * How a call ended, without throwing: the task's own end (`completed`, `failed`, `cancelled`), or
  * the client's, when it could not follow the task to its end (then the task's end is unknown: it
- * may still run on the server). `unreachable`: the server stayed away longer than the client's
- * `retry.windowMs`. `error`: a request about the task was answered with an error that trying again
- * would not mend, such as the JSON-RPC error -32602 "Task not found" of a server that lost the task
- * in a restart (a `JsonRpcResponseError`), an HTTP 401, or an input the client could not take.
+ * may still run on the server). `detached`: the client stopped following it (`detach()`,
+ * `close()`, the call's `signal`) and left it running. `unreachable`: the server stayed away
+ * longer than the client's `retry.windowMs`. `error`: a request about the task was answered with
+ * an error that trying again would not mend, such as the JSON-RPC error -32602 "Task not found" of
+ * a server that lost the task in a restart (a `JsonRpcResponseError`), an HTTP 401, or an input
+ * the client could not take.
  */
 export type TaskCallOutcome =
   | { readonly status: 'completed'; readonly result: CallToolResult }
   | { readonly status: 'failed'; readonly error: TaskFailedError }
   | { readonly status: 'cancelled'; readonly error: TaskCancelledError }
+  | { readonly status: 'detached'; readonly error: TaskDetachedError }
   | { readonly status: 'unreachable'; readonly error: TaskServerUnreachableError }
   | { readonly status: 'error'; readonly error: Error };
 
@@ -75,6 +79,8 @@ export interface CallHooks {
   settled(): void;
   /** The caller's signal for this call: its abort reason is what `result()` rejects with. */
   signal?: AbortSignal | undefined;
+  /** The endpoint, named by {@link TaskDetachedError}. */
+  url: string;
 }
 
 /**
@@ -88,26 +94,50 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
   private readonly listeners = new Set<StatusListener>();
   private readonly wakers = new Set<() => void>();
   private done = false;
+  private stopped = false;
   private readonly outcomePromise: Promise<TaskCallOutcome>;
+  /** Settles the call as detached, whatever the session is still doing. */
+  private settleDetached!: (outcome: TaskCallOutcome) => void;
+  /** Resolves once the session has let go of the task (its own wait has ended). */
+  private readonly released: Promise<void>;
 
   constructor(
-    /** The official session's execution behind this call (for what this handle does not cover). */
+    /**
+     * The official session's execution behind this call (for what this handle does not cover).
+     * Its `close()` only stops following, as {@link detach} does: it never cancels the task.
+     */
     readonly execution: ToolExecution<unknown>,
     private readonly hooks: CallHooks,
   ) {
     this.taskId = execution.kind === 'task' ? execution.handle.taskId : undefined;
-    this.outcomePromise = execution
-      .settle({ onEvent: (event) => this.observe(event) })
-      .then(
-        ({ outcome }) => this.toOutcome(outcome),
-        (error: unknown) => this.toOutcome({ status: 'failed', error: asFailure(error) }),
-      )
-      .finally(() => {
-        this.done = true;
-        this.wake();
-        hooks.settled();
-      });
+    // A detach settles the call at once, without waiting for the session: a wait that ends when
+    // the session notices (after a request in flight, an input handler) could hang or lose the
+    // race to a completion, and the caller must know, the moment detach() returns, what result()
+    // gives. The session's own end is then ignored.
+    const detached = new Promise<TaskCallOutcome>((resolve) => (this.settleDetached = resolve));
+    const followed = execution.settle({ onEvent: (event) => this.observe(event) }).then(
+      ({ outcome }) => this.toOutcome(outcome),
+      (error: unknown) => this.toOutcome({ status: 'failed', error: asFailure(error) }),
+    );
+    this.outcomePromise = Promise.race([followed, detached]).finally(() => {
+      this.done = true;
+      this.wake();
+      hooks.settled();
+    });
     void this.outcomePromise.catch(() => undefined);
+    this.released = execution.result().then(
+      () => undefined,
+      () => undefined,
+    );
+    const { signal } = hooks;
+    if (this.taskId !== undefined && signal !== undefined) {
+      const onAbort = (): void => this.stopFollowing('signal');
+      if (signal.aborted) onAbort();
+      else {
+        signal.addEventListener('abort', onAbort, { once: true });
+        void this.outcomePromise.finally(() => signal.removeEventListener('abort', onAbort));
+      }
+    }
   }
 
   /** True when the server answered with a task (false: an immediate result). */
@@ -152,6 +182,43 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
     await this.execution.cancel().catch(rethrowUnreachable);
   }
 
+  /**
+   * Stops following the task and leaves it running on the server: no `tasks/cancel` is sent.
+   * From the moment it is called, `result()` rejects with {@link TaskDetachedError} (and
+   * `outcome()` gives `{ status: 'detached', error }`), unless the call had already settled: then
+   * it changes nothing. It waits for nothing (not even an input handler still running), so it
+   * cannot hang; `follow(taskId)` on the same client takes the task up again once the session has
+   * let go of it. Idempotent; nothing to do for an immediate result.
+   */
+  detach(): Promise<void> {
+    this.stopFollowing('detach');
+    return Promise.resolve();
+  }
+
+  /** @internal Stops following for `reason` (the client's `close()` uses it for every call). */
+  stopFollowing(reason: DetachReason): void {
+    if (this.done || this.stopped || this.taskId === undefined) return;
+    this.stopped = true;
+    this.settleDetached({
+      status: 'detached',
+      error: new TaskDetachedError(this.taskId, this.hooks.url, reason),
+    });
+    // Stops the session's polling and input answers; the session cancels nothing on detach.
+    void this.execution.detach().catch((error: unknown) => {
+      this.hooks.report(error instanceof Error ? error : new Error(String(error)));
+    });
+  }
+
+  /** @internal Whether the client still follows the task (not settled, not detached). */
+  get following(): boolean {
+    return this.taskId !== undefined && !this.done && !this.stopped;
+  }
+
+  /** @internal Resolves once the session has let go of the task. */
+  get settledInSession(): Promise<void> {
+    return this.released;
+  }
+
   /** Reads the task from the server now (`tasks/get`), e.g. its final status after a cancel. */
   async snapshot(): Promise<TaskSnapshot> {
     if (this.taskId === undefined) throw new Error('The tool answered at once: there is no task');
@@ -163,14 +230,15 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
    * Rejects with `TaskFailedError` (`code`, `data`: the JSON-RPC error) when the task failed, and
    * only then; `TaskCancelledError` when it was cancelled; `TaskServerUnreachableError` when the
    * server stayed away longer than `retry.windowMs`; the error of the request that failed when the
-   * client could not follow the task (see {@link TaskCallOutcome}); or the abort reason of the
-   * call's `signal` when the caller stopped waiting.
+   * client could not follow the task (see {@link TaskCallOutcome}); `TaskDetachedError` when the
+   * client stopped following it (`detach()`, `close()`); or the abort reason of the call's `signal`
+   * when the caller stopped waiting that way.
    */
   async result(): Promise<CallToolResult> {
     const outcome = await this.outcomePromise;
     if (outcome.status === 'completed') return outcome.result;
     const { signal } = this.hooks;
-    if (outcome.status !== 'cancelled' && signal?.aborted === true) throw signal.reason;
+    if (outcome.status === 'detached' && outcome.error.reason === 'signal') throw signal?.reason;
     throw outcome.error;
   }
 

@@ -19,12 +19,15 @@ import { TaskTool, type TaskContext, TasksModule } from '../../src/index.js';
 import {
   connectTasksClient,
   InputRefusedError,
+  McpUnauthorizedError,
   type TaskCall,
   TaskCancelledError,
   TaskFailedError,
   type TasksClient,
   type TasksClientOptions,
   type TaskSnapshot,
+  TaskServerUnreachableError,
+  TasksExtensionMissingError,
 } from '../../src/client/index.js';
 import { ADAPTERS, type RunningApp, startApp } from './app.js';
 import { testContextFetch, textOf } from './official-client.js';
@@ -552,9 +555,8 @@ describe.each(ADAPTERS)('nestjs-mcp-tasks/client against a live app (%s)', (adap
         authProvider: { token: async () => 'expired' },
       }),
     );
-    expect((refused as Error).message).toContain(
-      `Could not connect to the MCP server at ${app.url}`,
-    );
+    expect(refused).toBeInstanceOf(McpUnauthorizedError);
+    expect((refused as Error).message).toContain(`POST ${app.url} answered 401`);
   });
 });
 
@@ -573,7 +575,8 @@ describe('connectTasksClient: clear errors', () => {
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
     try {
       const error = await rejection(connectTasksClient(url, { fetch: testContextFetch }));
-      expect((error as Error).message).toBe(
+      expect(error).toBeInstanceOf(TasksExtensionMissingError);
+      expect((error as Error).message).toContain(
         `The MCP server at ${url} does not advertise the tasks extension (io.modelcontextprotocol/tasks)`,
       );
     } finally {
@@ -589,8 +592,8 @@ describe('connectTasksClient: clear errors', () => {
     await closeServer(server);
 
     const error = await rejection(connectTasksClient(url, { fetch: testContextFetch }));
-    expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toContain(`Could not connect to the MCP server at ${url}`);
+    expect(error).toBeInstanceOf(TaskServerUnreachableError);
+    expect((error as Error).message).toContain(`the MCP server at ${url} was unreachable`);
     expect((error as Error).message).toContain('ECONNREFUSED');
   });
 });
