@@ -132,7 +132,7 @@ export function statusTextOf(response: Response): string {
 }
 
 /** Why a followed task's wait ended without its outcome: see {@link TaskDetachedError}. */
-export type DetachReason = 'detach' | 'close' | 'signal';
+export type DetachReason = 'detach' | 'close';
 
 /**
  * The client stopped following a task that it did not cancel: `call.detach()` or
@@ -144,16 +144,12 @@ export class TaskDetachedError extends Error {
   readonly taskId: string;
   /** The endpoint. */
   readonly url: string;
-  /** `detach`: `call.detach()`; `close`: the client was closed; `signal`: the call's signal. */
+  /** `detach`: `call.detach()`; `close`: the client was closed. */
   readonly reason: DetachReason;
 
   constructor(taskId: string, url: string, reason: DetachReason) {
     const how =
-      reason === 'close'
-        ? 'The client was closed'
-        : reason === 'signal'
-          ? "The call's signal was aborted"
-          : 'The client stopped following this task';
+      reason === 'close' ? 'The client was closed' : 'The client stopped following this task';
     const again =
       reason === 'close'
         ? 'read it with getTask(taskId) (tasks/get), or follow(taskId) on a new client'

@@ -57,10 +57,11 @@ export interface TasksClientOptions extends ConnectionOptions {
 
 export interface CallToolOptions extends FollowOptions {
   /**
-   * Stops waiting: before the task exists, the call is abandoned (a task created anyway is
-   * cancelled, since nobody holds its id); after, `result()` rejects with the abort reason and the
-   * task is no longer followed, as with `detach()` (it is not cancelled on the server; use
-   * `cancel()` for that).
+   * Cancels the call, as aborting a request of the SDK clients does: before the task exists, the
+   * call is abandoned (a task created anyway is cancelled, since nobody holds its id); after,
+   * `tasks/cancel` is sent and `result()` rejects at once with the abort reason, while `outcome()`
+   * follows the task to the end the server gives it. To stop waiting and leave the task running,
+   * use `detach()` instead.
    */
   signal?: AbortSignal;
   /**
@@ -74,8 +75,8 @@ export interface CallToolOptions extends FollowOptions {
 /** Options of {@link TasksClient.follow}. */
 export interface FollowOptions {
   /**
-   * Stops waiting: `result()` rejects with the abort reason and the task is no longer followed,
-   * as with `detach()`; the task is not cancelled.
+   * Cancels the task (`tasks/cancel`) when it aborts: `result()` rejects at once with the abort
+   * reason. To stop waiting and leave the task running, use `detach()`.
    */
   signal?: AbortSignal;
   /** Headers for this task's requests only (its `tasks/*` and its listen stream). */
@@ -146,13 +147,15 @@ export class TasksClient implements AsyncDisposable {
     options: CallToolOptions = {},
   ): Promise<TaskCall> {
     this.assertOpen();
+    const pending = untilAnswered(options.signal);
     const execution = await this.opened.session
       .callTool(name, args as Readonly<Record<string, JsonValue>> | undefined, {
-        ...(options.signal !== undefined && { signal: options.signal }),
+        ...(pending !== undefined && { signal: pending.signal }),
         ...(options.headers !== undefined && { headers: options.headers }),
         ...(options.ttlMs !== undefined && { task: { retentionMs: options.ttlMs } }),
       })
-      .catch(rethrowUnreachable);
+      .catch(rethrowUnreachable)
+      .finally(() => pending?.answered());
     return this.track(execution, options);
   }
 
@@ -174,6 +177,7 @@ export class TasksClient implements AsyncDisposable {
     }
     // The session takes a task once at a time: after a detach, it lets go first.
     await this.letGo.get(taskId);
+    const pending = untilAnswered(options.signal);
     const execution = await this.opened.session
       .resumeTask(
         {
@@ -183,11 +187,12 @@ export class TasksClient implements AsyncDisposable {
           originalOperation: 'tools/call',
         },
         {
-          ...(options.signal !== undefined && { signal: options.signal }),
+          ...(pending !== undefined && { signal: pending.signal }),
           ...(options.headers !== undefined && { headers: options.headers }),
         },
       )
-      .catch(rethrowUnreachable);
+      .catch(rethrowUnreachable)
+      .finally(() => pending?.answered());
     return this.track(execution, options);
   }
 
@@ -486,4 +491,23 @@ function connectFailure(url: string, last: ConnectEvent | undefined, error: unkn
   return new Error(`Could not connect to the MCP server at ${url}: ${describeError(error)}`, {
     cause: error,
   });
+}
+
+/**
+ * The caller's signal as the session sees it: until the server has answered only. The session
+ * stops waiting when its signal aborts; after the answer, the call handles an abort itself (it
+ * cancels the task, see {@link TaskCall}), so the session must keep following to see that end.
+ */
+function untilAnswered(
+  signal: AbortSignal | undefined,
+): { signal: AbortSignal; answered(): void } | undefined {
+  if (signal === undefined) return undefined;
+  const controller = new AbortController();
+  const abort = (): void => controller.abort(signal.reason);
+  if (signal.aborted) abort();
+  else signal.addEventListener('abort', abort, { once: true });
+  return {
+    signal: controller.signal,
+    answered: () => signal.removeEventListener('abort', abort),
+  };
 }

@@ -32,7 +32,7 @@ export interface TaskSnapshot {
  * How a call ended, without throwing: the task's own end (`completed`, `failed`, `cancelled`), or
  * the client's, when it could not follow the task to its end (then the task's end is unknown: it
  * may still run on the server). `detached`: the client stopped following it (`detach()`,
- * `close()`, the call's `signal`) and left it running. `unreachable`: the server stayed away
+ * `close()`) and left it running. `unreachable`: the server stayed away
  * longer than the client's `retry.windowMs`. `error`: a request about the task was answered with
  * an error that trying again would not mend, such as the JSON-RPC error -32602 "Task not found" of
  * a server that lost the task in a restart (a `JsonRpcResponseError`), an HTTP 401, or an input
@@ -77,7 +77,7 @@ export interface CallHooks {
   report(error: Error): void;
   /** Called once, when the call has settled. */
   settled(): void;
-  /** The caller's signal for this call: its abort reason is what `result()` rejects with. */
+  /** The caller's signal for this call: aborted, it cancels the task; `result()` rejects with its reason. */
   signal?: AbortSignal | undefined;
   /** The endpoint, named by {@link TaskDetachedError}. */
   url: string;
@@ -94,6 +94,9 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
   private readonly listeners = new Set<StatusListener>();
   private readonly wakers = new Set<() => void>();
   private done = false;
+  /** Rejects with the abort reason of the call's signal, once it aborts while the call runs. */
+  private readonly aborted: Promise<never>;
+  private rejectAborted!: (reason: unknown) => void;
   private stopped = false;
   private readonly outcomePromise: Promise<TaskCallOutcome>;
   /** Settles the call as detached, whatever the session is still doing. */
@@ -130,14 +133,32 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
       () => undefined,
     );
     const { signal } = hooks;
+    this.aborted = new Promise<never>((_, reject) => (this.rejectAborted = reject));
+    void this.aborted.catch(() => undefined);
     if (this.taskId !== undefined && signal !== undefined) {
-      const onAbort = (): void => this.stopFollowing('signal');
+      const onAbort = (): void => this.abort(signal.reason);
       if (signal.aborted) onAbort();
       else {
         signal.addEventListener('abort', onAbort, { once: true });
         void this.outcomePromise.finally(() => signal.removeEventListener('abort', onAbort));
       }
     }
+  }
+
+  /**
+   * The call's signal aborted while the task ran: cancelling is what the caller asked for, as an
+   * aborted request of the SDK clients is cancelled on the server. `tasks/cancel` is sent, the
+   * wait of `result()` ends at once with the abort reason, and the call follows the task on to
+   * the end the server gives it (`outcome()`: `cancelled`, or `completed` when it ended first).
+   */
+  private abort(reason: unknown): void {
+    if (this.done || this.stopped) return;
+    this.rejectAborted(reason);
+    void this.cancel().catch((error: unknown) => {
+      // The task ended first (the server refuses to cancel a finished task): nothing to report.
+      if (this.done) return;
+      this.hooks.report(error instanceof Error ? error : new Error(String(error)));
+    });
   }
 
   /** True when the server answered with a task (false: an immediate result). */
@@ -231,14 +252,12 @@ export class TaskCall implements AsyncIterable<TaskSnapshot> {
    * only then; `TaskCancelledError` when it was cancelled; `TaskServerUnreachableError` when the
    * server stayed away longer than `retry.windowMs`; the error of the request that failed when the
    * client could not follow the task (see {@link TaskCallOutcome}); `TaskDetachedError` when the
-   * client stopped following it (`detach()`, `close()`); or the abort reason of the call's `signal`
-   * when the caller stopped waiting that way.
+   * client stopped following it (`detach()`, `close()`); or, at once, the abort reason of the
+   * call's `signal` (which cancels the task: see {@link CallToolOptions.signal}).
    */
   async result(): Promise<CallToolResult> {
-    const outcome = await this.outcomePromise;
+    const outcome = await Promise.race([this.outcomePromise, this.aborted]);
     if (outcome.status === 'completed') return outcome.result;
-    const { signal } = this.hooks;
-    if (outcome.status === 'detached' && outcome.error.reason === 'signal') throw signal?.reason;
     throw outcome.error;
   }
 
