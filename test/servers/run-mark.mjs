@@ -50,7 +50,7 @@ export function leftovers() {
   if (!dir) return [];
   const wanted = `${RUN_MARK}=${dir}`;
   const found = new Map();
-  let pids = [];
+  let pids;
   try {
     pids = readdirSync('/proc').map(Number).filter(Number.isInteger);
   } catch {
