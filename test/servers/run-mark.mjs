@@ -16,12 +16,16 @@ import { join } from 'node:path';
 /** The environment variable that marks the processes of one test run. */
 export const RUN_MARK = 'NESTJS_MCP_TASKS_TEST_RUN';
 
-/** When the process started (clock ticks after boot), to tell it from a later one of its pid. */
+/**
+ * When the process started (clock ticks after boot), to tell it from a later one of its pid;
+ * undefined when it is gone or has exited (a zombie its parent has not reaped yet).
+ */
 function startTime(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    // Fields after the command (in parentheses, which may hold spaces): the 20th is starttime.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    // Fields after the command (in parentheses, which may hold spaces): state, …, starttime.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] === 'Z' ? undefined : fields[19];
   } catch {
     return undefined;
   }
@@ -60,7 +64,8 @@ export function leftovers() {
     if (pid === process.pid) continue;
     try {
       // Another user's process (PostgreSQL's, as root) is readable by root only; gone is fine.
-      if (readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(wanted)) {
+      const environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
+      if (environ.split('\0').includes(wanted) && startTime(pid) !== undefined) {
         found.set(pid, readFileSync(`/proc/${pid}/cmdline`, 'latin1'));
       }
     } catch {
