@@ -390,6 +390,7 @@ const PAGE_APPS = [
 
 /** Writes the pages' apps into `into/<app>`, and `nest new`'s manifest and tsconfig into `into`. */
 function writePageApps(into: string, nestNew: string): App {
+  mkdirSync(into, { recursive: true });
   for (const { app, page } of PAGE_APPS) {
     const blocks = recipeBlocks(readFileSync(join(ROOT, page), 'utf8'));
     for (const block of blocks.filter((b) => b.apps.includes(app))) {
@@ -616,6 +617,10 @@ describe('consumer check: the packed package in five throwaway apps', () => {
   /** The pages' apps (PAGE_APPS), and docs/rekog.md's app running from there. */
   let pages: App;
   let rekogPage: App;
+  /** How `tsc` ended on the pages' apps (a page that does not compile fails its tests alone). */
+  let pagesCompiled: Ran;
+  /** Whether docs/rekog.md's app started: undefined, or why not. */
+  let rekogPageStarted: Promise<unknown>;
   /** `nest new` 12's app template, unpacked. */
   let nestNew: string;
   /** An empty app into which `npm install <tarball>` ran as docs/install.md says, and its output. */
@@ -679,10 +684,23 @@ describe('consumer check: the packed package in five throwaway apps', () => {
     rules = JSON.parse(listed.stdout) as string[];
 
     await timed('compile (all apps)', () =>
-      Promise.all([...apps, pages].map((app) => tsc(app.dir))),
+      Promise.all([
+        ...apps.map((app) => tsc(app.dir)),
+        attempt(
+          process.execPath,
+          [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', '.'],
+          pages.dir,
+        ).then((ran) => (pagesCompiled = ran)),
+      ]),
     );
     await timed('boot (all apps)', () =>
-      Promise.all([...apps.map(boot), serve(rekogPage, 'dist/rekog/src/main.js')]),
+      Promise.all([
+        ...apps.map(boot),
+        (rekogPageStarted = serve(rekogPage, 'dist/rekog/src/main.js').then(
+          () => undefined,
+          (error: unknown) => error,
+        )),
+      ]),
     );
   }, 8 * 60_000);
 
@@ -1084,6 +1102,13 @@ describe('consumer check: the packed package in five throwaway apps', () => {
     });
   });
 
+  it('the apps of the pages compile as printed, in an app as `nest new` makes it', () => {
+    expect({ code: pagesCompiled.code, output: pagesCompiled.stdout.slice(-4000) }).toEqual({
+      code: 0,
+      output: '',
+    });
+  });
+
   describe('docs/rekog.md, built from the page', () => {
     const page = readFileSync(join(ROOT, 'docs/rekog.md'), 'utf8');
     const blocks = recipeBlocks(page).filter((block) => block.apps.includes('rekog'));
@@ -1130,6 +1155,8 @@ describe('consumer check: the packed package in five throwaway apps', () => {
     });
 
     it("runs: the page's client.mts calls rekog's echo and the task tool through the page's app, printing what the page says", async () => {
+      const notStarted = await rekogPageStarted;
+      if (notStarted) throw notStarted;
       const client = blocks.find((block) => block.file === 'client.mts')!;
       const promised = promisedLines(client.code);
       expect(promised).toHaveLength(2);
@@ -1144,6 +1171,8 @@ describe('consumer check: the packed package in five throwaway apps', () => {
     });
 
     it("the page's guard guards rekog's route: no token is 401", async () => {
+      const notStarted = await rekogPageStarted;
+      if (notStarted) throw notStarted;
       const anonymous = await fetch(`${rekogPage.base}/mcp`, {
         method: 'POST',
         headers: {
