@@ -26,6 +26,15 @@
  * with `tsc --noEmit`, and runs the page's store spec once more on a store that breaks one rule,
  * which must fail naming it.
  *
+ * The pages that show an app are built from their blocks too (PAGE_APPS: docs/rekog.md's rekog app
+ * and the README's Quick start), into one project made as `nest new` 12 makes an app, inside the
+ * rekog app's folder (its node_modules has what they need): every file a page's app needs is on
+ * the page, and it compiles and runs as printed (rekog's app booted from its main.ts and called by
+ * the page's client; the Quick start's module imported as a test would, then called by the
+ * README's client). The claims of docs/testing.md and the README that name `nest new` are checked
+ * against its template (`@nestjs/schematics`, pinned), and docs/install.md's install-scripts
+ * warning against what npm prints when an empty app installs the tarball.
+ *
  * In an installed copy, the package's own `prepare` step (`npm run prepare` inside
  * node_modules/nestjs-mcp-tasks) is skipped and leaves dist/ as shipped.
  *
@@ -44,6 +53,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 
@@ -72,9 +82,14 @@ function attempt(
   args: string[],
   cwd: string,
   timeoutMs = STEP_TIMEOUT_MS,
+  env: Record<string, string> = {},
 ): Promise<Ran> {
   return new Promise((done, fail) => {
-    const child = spawn(command, args, { cwd, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      cwd,
+      env: childEnv(env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -94,8 +109,9 @@ async function run(
   args: string[],
   cwd: string,
   timeoutMs = STEP_TIMEOUT_MS,
+  env: Record<string, string> = {},
 ): Promise<Ran> {
-  const ran = await attempt(command, args, cwd, timeoutMs);
+  const ran = await attempt(command, args, cwd, timeoutMs, env);
   if (ran.code === 0) return ran;
   throw new Error(
     `${command} ${args.join(' ')} (in ${cwd}) exited ${ran.code}\n${ran.stdout.slice(-4000)}\n${ran.stderr.slice(-4000)}`,
@@ -197,7 +213,8 @@ export function recipePackages(blocks: RecipeBlock[]): { dev: string[]; prod: st
       const words = line.replace(/#.*/, '').trim().split(/\s+/);
       if (words[0] !== 'npm' || words[1] !== 'install') continue;
       const into = words.includes('--save-dev') || words.includes('-D') ? dev : prod;
-      for (const word of words.slice(2).filter((w) => !w.startsWith('-'))) {
+      // Not options, and not the tarball's path (the package itself, which every app installs).
+      for (const word of words.slice(2).filter((w) => !w.startsWith('-') && !w.endsWith('.tgz'))) {
         const name = /^(@?[^@]+)/.exec(word)![1]!;
         if (name !== 'nestjs-mcp-tasks') into.push(name);
       }
@@ -208,11 +225,10 @@ export function recipePackages(blocks: RecipeBlock[]): { dev: string[]; prod: st
 
 /**
  * The test setups: the app a setup's blocks are written into, the packages it installs beyond its
- * install lines (`vite`, which vitest brings, pinned so that every run gets the same), and how its
- * runner names a failed test in its output.
+ * install lines, and how its runner names a failed test in its output.
  */
 const RECIPES = [
-  { recipe: 'vitest', app: 'vitest', extra: ['vite'], failedTest: (rule: string) => `× ${rule}` },
+  { recipe: 'vitest', app: 'vitest', extra: [], failedTest: (rule: string) => `× ${rule}` },
   {
     recipe: 'jest',
     app: 'jest-esm',
@@ -223,7 +239,6 @@ const RECIPES = [
 /** The versions of the setups' packages this project does not install (vitest 5 needs Node 22). */
 const RECIPE_PINS: Record<string, string> = {
   vitest: '4.1.12',
-  'vite-tsconfig-paths': '5.1.4',
   vite: '8.4.0',
 };
 
@@ -323,6 +338,124 @@ function writeRecipeFolder(dir: string, apps: Manifest[]): App {
   };
   writeFileSync(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   return { name: 'test setups', dir };
+}
+
+/**
+ * `nest new` 12's app template, from the `@nestjs/schematics` package it generates apps with
+ * (pinned: the pages' claims are checked against one version). Its files are EJS templates;
+ * `renderTemplate` fills the few tags they use.
+ */
+const NEST_SCHEMATICS = '12.0.17';
+const NEST_NEW_FILES = 'package/dist/lib/application/files/ts-esm';
+
+/** Fetches the schematics package (npm's cache first) and unpacks the ESM app template. */
+async function fetchNestNew(into: string): Promise<string> {
+  mkdirSync(into, { recursive: true });
+  const packed = await npm(
+    [
+      'pack',
+      `@nestjs/schematics@${NEST_SCHEMATICS}`,
+      '--prefer-offline',
+      '--json',
+      '--pack-destination',
+      into,
+    ],
+    into,
+  );
+  const [info] = JSON.parse(packed.stdout) as [{ filename: string }];
+  await run('tar', ['xzf', info.filename, NEST_NEW_FILES], into);
+  return join(into, NEST_NEW_FILES);
+}
+
+/** A template file with its `<%= name %>` and `<% if (name) { %>…<% } %>` tags filled. */
+export function renderTemplate(text: string, values: Record<string, string | boolean>): string {
+  return text
+    .replace(/<% if \((\w+)\) \{ %>([\s\S]*?)<% \} %>/g, (_all, name: string, body: string) =>
+      values[name] === true ? body : '',
+    )
+    .replace(/<%= (\w+) %>/g, (_all, name: string) => String(values[name]));
+}
+
+/**
+ * The pages whose blocks form an app (info string `ts app=NAME file=PATH`). Each is written into
+ * a folder of one project made as `nest new` 12 makes an app (its package.json's
+ * `"type": "module"`, its tsconfig.json as generated without tests), which one `tsc` compiles.
+ * The project lives inside the rekog app's folder and uses its node_modules: it has the package,
+ * the README's peers, Express, and rekog with its peers.
+ */
+const PAGE_APPS = [
+  { app: 'rekog', page: 'docs/rekog.md' },
+  { app: 'quickstart', page: 'README.md' },
+];
+
+/** Writes the pages' apps into `into/<app>`, and `nest new`'s manifest and tsconfig into `into`. */
+function writePageApps(into: string, nestNew: string): App {
+  mkdirSync(into, { recursive: true });
+  for (const { app, page } of PAGE_APPS) {
+    const blocks = recipeBlocks(readFileSync(join(ROOT, page), 'utf8'));
+    for (const block of blocks.filter((b) => b.apps.includes(app))) {
+      if (block.file === undefined) continue;
+      mkdirSync(dirname(join(into, app, block.file)), { recursive: true });
+      writeFileSync(join(into, app, block.file), block.code);
+    }
+  }
+  writeFileSync(
+    join(into, 'package.json'),
+    JSON.stringify({ name: 'pages', private: true, type: 'module' }),
+  );
+  const tsconfig = renderTemplate(readFileSync(join(nestNew, 'tsconfig.json'), 'utf8'), {
+    strict: true,
+    spec: false,
+  });
+  writeFileSync(join(into, 'tsconfig.json'), tsconfig);
+  return { name: 'pages', dir: into };
+}
+
+/** A port no one listens on now (the OS's pick, released at once). */
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => done(port));
+    });
+  });
+}
+
+/**
+ * Starts a page app's compiled `main` as the page runs it, with PORT set (`nest new`'s main.ts
+ * reads it), and resolves once its endpoint answers.
+ */
+async function serve(app: App, main: string): Promise<void> {
+  app.port = await freePort();
+  app.base = `http://127.0.0.1:${app.port}`;
+  const child = spawn(process.execPath, [main], {
+    cwd: app.dir,
+    env: childEnv({ PORT: String(app.port) }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  app.process = child;
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null)
+      throw new Error(`${app.name} exited ${child.exitCode}:\n${output}`);
+    if (Date.now() > deadline) throw new Error(`${app.name} did not start:\n${output}`);
+    const answered = await fetch(`${app.base}/mcp`, { method: 'POST' }).then(
+      () => true,
+      () => false,
+    );
+    if (answered) return;
+    await new Promise((done) => setTimeout(done, 100));
+  }
+}
+
+/** The `console.log(…); // <what it prints>` comments of a block: what its run must print. */
+export function promisedLines(code: string): string[] {
+  return [...code.matchAll(/^console\.log\(.*\); \/\/ (.+)$/gm)].map((match) => match[1]!);
 }
 
 interface App {
@@ -481,6 +614,18 @@ describe('consumer check: the packed package in five throwaway apps', () => {
   let esm: App;
   let rekog: App;
   const recipeApps = new Map<string, App>();
+  /** The pages' apps (PAGE_APPS), and docs/rekog.md's app running from there. */
+  let pages: App;
+  let rekogPage: App;
+  /** How `tsc` ended on the pages' apps (a page that does not compile fails its tests alone). */
+  let pagesCompiled: Ran;
+  /** Whether docs/rekog.md's app started: undefined, or why not. */
+  let rekogPageStarted: Promise<unknown>;
+  /** `nest new` 12's app template, unpacked. */
+  let nestNew: string;
+  /** An empty app into which `npm install <tarball>` ran as docs/install.md says, and its output. */
+  const bare = join(work, 'bare');
+  let bareInstall: Ran;
   /** The contract's rules, as the installed package names them. */
   let rules: string[];
 
@@ -513,10 +658,20 @@ describe('consumer check: the packed package in five throwaway apps', () => {
       ...(recipeApps.values() as Iterable<App & Manifest>),
     ]);
     const apps = [cjs, esm, rekog];
+    const fetchingNestNew = timed('fetch nest new', () => fetchNestNew(join(work, 'nest-new')));
+    mkdirSync(bare);
+    writeFileSync(join(bare, 'package.json'), JSON.stringify({ name: 'bare', private: true }));
     const install = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
     await timed('install (all apps)', () =>
-      Promise.all([...apps, recipeFolder].map((app) => npm(install, app.dir))),
+      Promise.all([
+        ...[...apps, recipeFolder].map((app) => npm(install, app.dir)),
+        // At npm's default log level, as a user runs it: docs/install.md quotes its warning.
+        attempt('npm', [...install.slice(0, -1), tarball], bare).then((ran) => (bareInstall = ran)),
+      ]),
     );
+    nestNew = await fetchingNestNew;
+    pages = writePageApps(join(rekog.dir, 'pages'), nestNew);
+    rekogPage = { name: 'docs/rekog.md', dir: pages.dir };
     const listed = await run(
       process.execPath,
       [
@@ -528,12 +683,29 @@ describe('consumer check: the packed package in five throwaway apps', () => {
     );
     rules = JSON.parse(listed.stdout) as string[];
 
-    await timed('compile (all apps)', () => Promise.all(apps.map((app) => tsc(app.dir))));
-    await timed('boot (all apps)', () => Promise.all(apps.map(boot)));
+    await timed('compile (all apps)', () =>
+      Promise.all([
+        ...apps.map((app) => tsc(app.dir)),
+        attempt(
+          process.execPath,
+          [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', '.'],
+          pages.dir,
+        ).then((ran) => (pagesCompiled = ran)),
+      ]),
+    );
+    await timed('boot (all apps)', () =>
+      Promise.all([
+        ...apps.map(boot),
+        (rekogPageStarted = serve(rekogPage, 'dist/rekog/src/main.js').then(
+          () => undefined,
+          (error: unknown) => error,
+        )),
+      ]),
+    );
   }, 8 * 60_000);
 
   afterAll(async () => {
-    const codes = await Promise.all([cjs, esm, rekog].filter(Boolean).map(stop));
+    const codes = await Promise.all([cjs, esm, rekog, rekogPage].filter(Boolean).map(stop));
     if (process.env.KEEP_CONSUMER_APPS) console.log(`consumer apps kept in ${work}`);
     else await timed('remove the apps', async () => rmSync(work, { recursive: true, force: true }));
     console.log(`consumer check: ${JSON.stringify(timings)}; ended ${codes.join('; ')}`);
@@ -928,6 +1100,194 @@ describe('consumer check: the packed package in five throwaway apps', () => {
       // eslint-disable-next-line no-control-regex
       expect(output.replace(/\x1b\[[0-9;]*m/g, '')).toContain(setup.failedTest(BROKEN_RULE));
     });
+  });
+
+  it('the apps of the pages compile as printed, in an app as `nest new` makes it', () => {
+    expect({ code: pagesCompiled.code, output: pagesCompiled.stdout.slice(-4000) }).toEqual({
+      code: 0,
+      output: '',
+    });
+  });
+
+  describe('docs/rekog.md, built from the page', () => {
+    const page = readFileSync(join(ROOT, 'docs/rekog.md'), 'utf8');
+    const blocks = recipeBlocks(page).filter((block) => block.apps.includes('rekog'));
+
+    it('shows whole files: each relative import is a file it shows, each package one it or `nest new` installs', () => {
+      const files = blocks.flatMap((block) => block.file ?? []).sort();
+      expect(files).toEqual([
+        'client.mts',
+        'src/app.module.ts',
+        'src/auth.guard.ts',
+        'src/echo.tools.ts',
+        'src/main.ts',
+        'src/mcp.controller.ts',
+        'src/report.tools.ts',
+      ]);
+      const generated = JSON.parse(
+        renderTemplate(readFileSync(join(nestNew, 'package.json.template'), 'utf8'), {}),
+      ) as { dependencies: Record<string, string> };
+      const { dev, prod } = recipePackages(blocks);
+      const installs = new Set([
+        'nestjs-mcp-tasks',
+        ...dev,
+        ...prod,
+        ...Object.keys(generated.dependencies),
+      ]);
+      const unresolved: string[] = [];
+      for (const block of blocks.filter((b) => b.lang === 'ts')) {
+        for (const [, spec] of block.code.matchAll(/^import [^;]*?from '([^']+)';$/gm)) {
+          if (spec!.startsWith('.')) {
+            const target = join(dirname(block.file!), spec!).replace(/\.(m?)js$/, '.$1ts');
+            if (!files.includes(target)) unresolved.push(`${block.file}: ${spec}`);
+            continue;
+          }
+          const parts = spec!.split('/');
+          const name = spec!.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
+          if (!installs.has(name)) unresolved.push(`${block.file}: ${spec}`);
+        }
+      }
+      expect(unresolved).toEqual([]);
+      // The app the check built has what the page installs (and rekog at the version it names).
+      const built = JSON.parse(readFileSync(join(rekog.dir, 'package.json'), 'utf8')) as Manifest;
+      expect(prod.filter((name) => built.dependencies[name] === undefined)).toEqual([]);
+      expect(page).toContain(`@rekog/mcp-nest@${built.dependencies['@rekog/mcp-nest']}`);
+    });
+
+    it("runs: the page's client.mts calls rekog's echo and the task tool through the page's app, printing what the page says", async () => {
+      const notStarted = await rekogPageStarted;
+      if (notStarted) throw notStarted;
+      const client = blocks.find((block) => block.file === 'client.mts')!;
+      const promised = promisedLines(client.code);
+      expect(promised).toHaveLength(2);
+      const { stdout } = await run(
+        process.execPath,
+        ['dist/rekog/client.mjs'],
+        rekogPage.dir,
+        60_000,
+        { MCP_URL: `${rekogPage.base}/mcp` },
+      );
+      expect(stdout.trim().split('\n')).toEqual(expect.arrayContaining(promised));
+    });
+
+    it("the page's guard guards rekog's route: no token is 401", async () => {
+      const notStarted = await rekogPageStarted;
+      if (notStarted) throw notStarted;
+      const anonymous = await fetch(`${rekogPage.base}/mcp`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2026-07-28',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tasks/get',
+          params: { taskId: 'x' },
+        }),
+      });
+      expect(anonymous.status).toBe(401);
+    });
+  });
+
+  describe('the README Quick start, built from the page', () => {
+    const page = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const blocks = recipeBlocks(page).filter((block) => block.apps.includes('quickstart'));
+
+    it("is two whole files, the module and main.ts, which is `nest new`'s", () => {
+      expect(blocks.map((block) => block.file)).toEqual(['src/app.module.ts', 'src/main.ts']);
+      const main = readFileSync(join(nestNew, 'src/main.ts'), 'utf8');
+      expect(blocks[1]!.code).toBe(renderTemplate(main, { observe: false }));
+    });
+
+    it("a test imports AppModule (nothing listens on import), serves it, and the README's client.mts gets 5 from add_slowly", async () => {
+      const client = readmeSnippets(page).find((code) => code.includes("callTool('add_slowly'"));
+      const url = 'http://localhost:3000/mcp';
+      expect(client).toContain(url);
+      writeFileSync(join(pages.dir, 'quickstart/client.template.mjs'), client!);
+      // As a test of the user's would: import the module, start it on a free port, call it.
+      writeFileSync(
+        join(pages.dir, 'quickstart/import-module.mjs'),
+        [
+          "import { readFileSync, writeFileSync } from 'node:fs';",
+          "import { NestFactory } from '@nestjs/core';",
+          "const { AppModule } = await import('../dist/quickstart/src/app.module.js');",
+          "const listening = process.getActiveResourcesInfo().includes('TCPServerWrap');",
+          "const app = await NestFactory.create(AppModule, { logger: ['error', 'warn'] });",
+          "await app.listen(0, '127.0.0.1');",
+          'const { port } = app.getHttpServer().address();',
+          "const client = readFileSync(new URL('client.template.mjs', import.meta.url), 'utf8');",
+          `const url = ${JSON.stringify(url)};`,
+          'const served = client.replace(url, `http://127.0.0.1:${port}/mcp`);',
+          "writeFileSync(new URL('client.mjs', import.meta.url), served);",
+          "await import('./client.mjs');",
+          'await app.close();',
+          'console.log(JSON.stringify({ listening }));',
+        ].join('\n'),
+      );
+      const { stdout } = await run(process.execPath, ['quickstart/import-module.mjs'], pages.dir);
+      expect(JSON.parse(stdout.trim().split('\n').at(-1)!)).toEqual({ listening: false });
+      // What the README's comment says `console.log(await call.result())` prints.
+      expect(stdout).toContain("content: [ { type: 'text', text: '5' } ]");
+      expect(stdout).toContain('structuredContent: { sum: 5 }');
+    });
+  });
+
+  it("docs/install.md: a tarball install prints the page's install-scripts warning and brings the required peers; once approved, no warning", async () => {
+    const page = readFileSync(join(ROOT, 'docs/install.md'), 'utf8');
+    const warning = /^```text npm=tarball\n([\s\S]*?)^```/m.exec(page)?.[1];
+    expect(warning).toBeDefined();
+    const said = `${bareInstall.stdout}\n${bareInstall.stderr}`;
+    expect({ code: bareInstall.code, output: bareInstall.code === 0 ? '' : said }).toEqual({
+      code: 0,
+      output: '',
+    });
+    for (const line of warning!.trim().split('\n')) expect(said).toContain(line);
+    for (const peer of ['@nestjs/common', '@nestjs/core', 'reflect-metadata', 'rxjs']) {
+      expect({ peer, installed: existsSync(join(bare, 'node_modules', peer)) }).toEqual({
+        peer,
+        installed: true,
+      });
+    }
+    await npm(['install-scripts', 'approve', 'nestjs-mcp-tasks'], bare);
+    const again = await timed('install again, approved', () =>
+      npm(['install', '--prefer-offline', '--no-audit', '--no-fund'], bare),
+    );
+    expect(`${again.stdout}\n${again.stderr}`).not.toContain('install-scripts');
+  });
+
+  it("docs/testing.md's vitest setup is what `nest new` 12 writes: its config, install line, test script and tsconfig lines", () => {
+    const blocks = recipeBlocks(testingPage).filter((block) => block.apps.includes('vitest'));
+    const code = (file: string): string => blocks.find((block) => block.file === file)!.code;
+    const template = (file: string, values: Record<string, string | boolean>): string =>
+      renderTemplate(readFileSync(join(nestNew, file), 'utf8'), values);
+    const values = { specFileSuffix: 'spec', spec: true, strict: true };
+
+    expect(code('vitest.config.ts')).toBe(template('vitest.config.ts', values));
+
+    const generated = JSON.parse(template('package.json.template', values)) as {
+      type: string;
+      scripts: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    const manifest = JSON.parse(code('package.json')) as typeof generated;
+    expect(manifest).toEqual({ type: generated.type, scripts: { test: generated.scripts.test } });
+    const install = blocks.find((block) => block.lang === 'sh')!.code;
+    const ranges = [...install.matchAll(/\s((?:@[\w.-]+\/)?[\w.-]+)@(\S+)/g)].map(
+      ([, name, range]) => ({ name, range }),
+    );
+    expect(ranges.map(({ name }) => name).sort()).toEqual(['vite', 'vitest']);
+    expect(ranges).toEqual(
+      ranges.map(({ name }) => ({ name, range: generated.devDependencies[name!] })),
+    );
+
+    const options = (json: string): Record<string, unknown> =>
+      (JSON.parse(json) as { compilerOptions: Record<string, unknown> }).compilerOptions;
+    const generatedOptions = options(template('tsconfig.json', values));
+    const pageOptions = Object.entries(options(code('tsconfig.json')));
+    expect(pageOptions.length).toBeGreaterThan(5);
+    expect(pageOptions).toEqual(pageOptions.map(([key]) => [key, generatedOptions[key]]));
   });
 
   it('every app shuts down cleanly on SIGTERM', async () => {

@@ -2,13 +2,15 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DemoModule } from '../../examples/demo.module.js';
 
 /**
- * docs/python.md's client, examples/python/tasks_client.py, run as the page says: by a Python
- * with the official `mcp` 2.3 package, against the demo (DemoModule in memory, as `npm start`
+ * docs/python.md's client, the page's `tasks_client.py` block (its one copy: the test writes it
+ * from the page into a temporary folder), run as the page says: by a Python with the official
+ * `mcp` 2.3 package, against the demo (DemoModule in memory, as `npm start`
  * runs it, on a free port). The test checks what the script prints, then asks the server itself
  * (over HTTP, as the script's principal and as another) that the tasks it names exist, belong to
  * the token it was given, and ended as it says.
@@ -18,7 +20,18 @@ import { DemoModule } from '../../examples/demo.module.js';
  * test is skipped, and its name says why.
  */
 
-const SCRIPT = join(process.cwd(), 'examples/python/tasks_client.py');
+const PAGE = join(process.cwd(), 'docs/python.md');
+
+/** The page's block of `file`: its info string is `python file=<file>`. */
+function pythonBlock(page: string, file: string): string | undefined {
+  const blocks = [...page.matchAll(/^```python file=(\S+)\n([\s\S]*?)^```$/gm)];
+  return blocks.find(([, name]) => name === file)?.[2];
+}
+
+const script = pythonBlock(readFileSync(PAGE, 'utf8'), 'tasks_client.py');
+const folder = mkdtempSync(join(tmpdir(), 'python-client-'));
+const SCRIPT = join(folder, 'tasks_client.py');
+if (script !== undefined) writeFileSync(SCRIPT, script);
 const LOCAL_PYTHON = join(process.cwd(), '.cache/python/bin/python');
 const VERSION = '2026-07-28';
 
@@ -118,6 +131,13 @@ describe('docs/python.md: the Python client against the demo', () => {
 
   afterAll(async () => {
     await app?.close();
+    rmSync(folder, { recursive: true, force: true });
+  });
+
+  test('the page shows the whole script, as one block', () => {
+    // Whether or not a Python is here to run it: the page must hold what the tests below run.
+    expect(script).toMatch(/^"""Calls the demo's task tools from Python/);
+    expect(script).toMatch(/\nif __name__ == "__main__":\n[\s\S]*sys\.exit\(/);
   });
 
   withPython(
