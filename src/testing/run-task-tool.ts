@@ -7,7 +7,6 @@
  */
 import { Reflector } from '@nestjs/core';
 import type { StandardSchemaWithJSON } from '@modelcontextprotocol/server';
-import { EMPTY_INPUT } from '../mcp/mcp-server.factory.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import { InMemoryTaskStore } from '../store/in-memory.task-store.js';
 import type { TaskStore } from '../store/task-store.js';
@@ -185,7 +184,8 @@ export async function runTaskTool(target: object, ...rest: unknown[]): Promise<T
   }
   definition = withOverrides(definition, options);
   // A plain function without a schema takes its input as given; a tool with a schema, or any
-  // @TaskTool method (one without `input` takes `{}`), gets what the endpoint would pass it.
+  // @TaskTool method (one without `input` takes the arguments as sent, once checked as the
+  // endpoint checks every input), gets what the endpoint would pass it.
   const unchecked = typeof target === 'function' && options.input === undefined;
   const value = unchecked ? (input ?? {}) : await validated(definition, input);
   return await start(definition, value, options);
@@ -302,7 +302,7 @@ async function validated(tool: TaskToolDefinition, input: unknown): Promise<unkn
       [{ message: 'arguments must be an object' }],
     );
   }
-  const schema: StandardSchemaWithJSON = tool.config.inputSchema ?? EMPTY_INPUT;
+  const schema: StandardSchemaWithJSON = tool.config.inputSchema;
   const checked = await schema['~standard'].validate(args);
   if (checked.issues !== undefined && checked.issues.length > 0) {
     const issues = checked.issues as readonly ValidationIssue[];

@@ -29,7 +29,10 @@ export interface TaskToolOptions {
   /**
    * The arguments: a class-validator DTO class (its JSON Schema is published in tools/list) or a
    * Standard Schema with JSON Schema such as a zod object. Arguments are validated before the
-   * method runs; without `input` the tool takes an empty object.
+   * method runs. Without `input` the method gets the arguments as the client sent them (an
+   * object, published as `{ type: "object" }`). A DTO class must carry class-validator metadata
+   * (a decorator on each property, `@Allow()` for one taken unchecked): one without any fails the
+   * boot, since every argument would be dropped.
    */
   input?: TaskToolInput;
   annotations?: TaskToolAnnotations;
