@@ -128,7 +128,9 @@ describe('a @TaskTool without input', () => {
     expect(proto.status).toBe(200);
     expect(proto.body.result).toMatchObject({
       isError: true,
-      content: [{ text: expect.stringContaining('b.__proto__: property __proto__ is not allowed') }],
+      content: [
+        { text: expect.stringContaining('b.__proto__: property __proto__ is not allowed') },
+      ],
     });
     const list = await rpc(
       running.url,
