@@ -148,8 +148,9 @@ const DISPOSE_WAIT_MS = 1_000;
 /**
  * Runs a `@TaskTool` method of `instance` (`method` is the method's name or the tool's name) with
  * `input`, and resolves once the task is stored and the method started. The input goes through
- * the tool's schema as at the endpoint (a tool without `input` receives `{}`); when it fails,
- * this rejects with TaskToolInputError and the method does not run.
+ * the tool's schema as at the endpoint (a tool without `input` receives it as given, once checked
+ * as every input is); when it fails, this rejects with TaskToolInputError and the method does
+ * not run.
  *
  * ```ts
  * const run = await runTaskTool(new GreetTools(), 'greet', {}, {
