@@ -1,4 +1,33 @@
 import { TasksConfigError } from './errors.js';
+import type { TaskToolOptions } from './tools/task-tool.decorator.js';
+
+/** The options of `@TaskTool()`: one given to a module says where it belongs. */
+const TASK_TOOL_KEYS: ReadonlySet<string> = new Set(
+  Object.keys({
+    name: true,
+    title: true,
+    description: true,
+    input: true,
+    annotations: true,
+    ttlMs: true,
+    pollIntervalMs: true,
+    statusMessage: true,
+    whenClientLacksTasks: true,
+    queue: true,
+    keepArguments: true,
+    requireInputFirst: true,
+  } satisfies Record<keyof TaskToolOptions, true>),
+);
+
+/** Whether `key` is an option of `@TaskTool()`. */
+export function isTaskToolOption(key: string): boolean {
+  return TASK_TOOL_KEYS.has(key);
+}
+
+/** The fix for a `@TaskTool()` option given to a module (`TasksModule`, `TasksQueueModule`). */
+export function taskToolOptionHint(key: string, module: string): string {
+  return `${key} is a @TaskTool() option, not a ${module} one: set it on each tool, @TaskTool({ name, ${key} })`;
+}
 
 /**
  * The problems of one set of module options, gathered so that one boot reports them all: each

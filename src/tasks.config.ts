@@ -26,7 +26,7 @@ import {
   MIN_LEASE_TTL_MS,
 } from './tasks.constants.js';
 import { show, TasksConfigError } from './errors.js';
-import { OptionProblems } from './option-problems.js';
+import { isTaskToolOption, OptionProblems, taskToolOptionHint } from './option-problems.js';
 import { isPositiveInteger } from './task.js';
 import { isTaskNotifier } from './notify/task-notifier.js';
 import { missingLeaseMethods, missingStoreMethods, type TaskStore } from './store/task-store.js';
@@ -40,7 +40,6 @@ import type {
   TasksServerOptions,
   TasksTelemetryOptions,
 } from './interfaces/tasks-module-options.interface.js';
-import type { TaskToolOptions } from './tools/task-tool.decorator.js';
 
 /*
  * Every check of TasksModule's configuration, each run once at startup: the options resolved into
@@ -94,24 +93,6 @@ const TELEMETRY_KEYS: ReadonlySet<string> = new Set([
   'recordTaskIds',
 ]);
 
-/** The options of `@TaskTool()`: one of them given to TasksModule says where it belongs. */
-const TASK_TOOL_KEYS: ReadonlySet<string> = new Set(
-  Object.keys({
-    name: true,
-    title: true,
-    description: true,
-    input: true,
-    annotations: true,
-    ttlMs: true,
-    pollIntervalMs: true,
-    statusMessage: true,
-    whenClientLacksTasks: true,
-    queue: true,
-    keepArguments: true,
-    requireInputFirst: true,
-  } satisfies Record<keyof TaskToolOptions, true>),
-);
-
 /** The registration extras: given beside the options, never inside what useFactory returns. */
 const EXTRA_KEYS: ReadonlySet<string> = new Set(
   Object.keys({
@@ -147,9 +128,9 @@ function optionElsewhere(key: string): string | undefined {
   if (key === 'name' || key === 'version') {
     return `${key} is not an option; the server's name and version go in serverInfo: { name, version }`;
   }
-  if (TASK_TOOL_KEYS.has(key)) {
+  if (isTaskToolOption(key)) {
     const also = key === 'ttlMs' ? ' (the module-wide default is defaultTtlMs)' : '';
-    return `${key} is a @TaskTool() option, not a TasksModule one: set it on each tool, @TaskTool({ name, ${key} })${also}`;
+    return `${taskToolOptionHint(key, 'TasksModule')}${also}`;
   }
   if (EXTRA_KEYS.has(key)) {
     return `${key} is not an option; it is given beside the options: forRoot({ ${key} }), or forRootAsync({ ${key}, useFactory }), not in what useFactory returns`;

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TasksConfigError } from '../../src/errors.js';
+import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { TasksModule } from '../../src/index.js';
 import { resolveTasksConfig } from '../../src/tasks.config.js';
 
@@ -16,9 +17,9 @@ afterEach(async () => {
   while (apps.length > 0) await apps.pop()!.close();
 });
 
-async function bootError(module: unknown): Promise<Error> {
+async function bootError(...modules: unknown[]): Promise<Error> {
   try {
-    const moduleRef = await Test.createTestingModule({ imports: [module as never] }).compile();
+    const moduleRef = await Test.createTestingModule({ imports: modules as never[] }).compile();
     apps.push(await moduleRef.init());
   } catch (error) {
     return error as Error;
@@ -87,5 +88,19 @@ describe('TasksModule options: every problem at once', () => {
     expect(problems({ colour: 'blue' })[0]).toMatch(
       /^colour is not an option; expected one of cancellation, defaultTtlMs, /,
     );
+  });
+
+  it('TasksQueueModule: every problem at once, a @TaskTool() option named as one', async () => {
+    const error = await bootError(
+      TasksModule.forRoot({ janitor: false }),
+      TasksQueueModule.forRoot({ concurrency: 4, pollIntervalMs: 5, worker: 'no' } as never),
+    );
+    expect(error).toBeInstanceOf(TasksConfigError);
+    expect(error.message.split('\n')[0]).toBe('TasksQueueModule options have 3 problems:');
+    expect(problemsOf(error)).toEqual([
+      'concurrency is not an option; expected one of worker, workers, fair',
+      'pollIntervalMs is a @TaskTool() option, not a TasksQueueModule one: set it on each tool, @TaskTool({ name, pollIntervalMs })',
+      'worker must be true or false, got "no"',
+    ]);
   });
 });
