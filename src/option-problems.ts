@@ -47,20 +47,6 @@ export class OptionProblems {
   }
 
   /**
-   * The value of a check that throws TasksConfigError on a bad value; when it throws, the problem
-   * is noted and `standIn` is returned for the checks that depend on the value.
-   */
-  check<T>(run: () => T, standIn: T): T {
-    try {
-      return run();
-    } catch (error) {
-      if (!(error instanceof TasksConfigError)) throw error;
-      this.add(error.message);
-      return standIn;
-    }
-  }
-
-  /**
    * Notes every key of `value` not in `known`, each with its likely fix (see unknownOption).
    * `where` is the path of the object (`''`, `'listen.'`).
    */
@@ -75,6 +61,7 @@ export class OptionProblems {
     }
   }
 
+  /** How many problems are noted so far (a check compares it before and after). */
   get count(): number {
     return this.found.length;
   }
