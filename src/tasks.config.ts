@@ -26,6 +26,7 @@ import {
   MIN_LEASE_TTL_MS,
 } from './tasks.constants.js';
 import { show, TasksConfigError } from './errors.js';
+import { isTaskToolOption, OptionProblems, taskToolOptionHint } from './option-problems.js';
 import { isPositiveInteger } from './task.js';
 import { isTaskNotifier } from './notify/task-notifier.js';
 import { missingLeaseMethods, missingStoreMethods, type TaskStore } from './store/task-store.js';
@@ -92,41 +93,115 @@ const TELEMETRY_KEYS: ReadonlySet<string> = new Set([
   'recordTaskIds',
 ]);
 
+/** The registration extras: given beside the options, never inside what useFactory returns. */
+const EXTRA_KEYS: ReadonlySet<string> = new Set(
+  Object.keys({
+    isGlobal: true,
+    store: true,
+    notifier: true,
+    path: true,
+    guards: true,
+    console: true,
+  } satisfies Record<keyof TasksModuleExtras, true>),
+);
+
+/** The options of TasksQueueModule (`nestjs-mcp-tasks/bullmq`). */
+const QUEUE_KEYS: ReadonlySet<string> = new Set(['worker', 'workers', 'fair']);
+
+/** The nested options objects, by name, with their keys. */
+const SECTIONS: ReadonlyArray<readonly [string, ReadonlySet<string>]> = [
+  ['listen', LISTEN_KEYS],
+  ['bodies', BODIES_KEYS],
+  ['resultWaits', RESULT_WAITS_KEYS],
+  ['janitor', JANITOR_KEYS],
+  ['lease', LEASE_KEYS],
+  ['shutdown', SHUTDOWN_KEYS],
+  ['telemetry', TELEMETRY_KEYS],
+];
+
+/**
+ * Where an unknown top-level option belongs, when it is a real option elsewhere: on each
+ * `@TaskTool()`, beside the options (an extra), in TasksQueueModule, in a nested object, or in
+ * `serverInfo`. Undefined for anything else (a near miss or the list of options then).
+ */
+function optionElsewhere(key: string): string | undefined {
+  if (key === 'name' || key === 'version') {
+    return `${key} is not an option; the server's name and version go in serverInfo: { name, version }`;
+  }
+  if (isTaskToolOption(key)) {
+    const also = key === 'ttlMs' ? ' (the module-wide default is defaultTtlMs)' : '';
+    return `${taskToolOptionHint(key, 'TasksModule')}${also}`;
+  }
+  if (EXTRA_KEYS.has(key)) {
+    return `${key} is not an option; it is given beside the options: forRoot({ ${key} }), or forRootAsync({ ${key}, useFactory }), not in what useFactory returns`;
+  }
+  if (QUEUE_KEYS.has(key)) {
+    return `${key} is a TasksQueueModule option, not a TasksModule one: TasksQueueModule.forRoot({ ${key} })`;
+  }
+  const home = SECTIONS.find(([, keys]) => keys.has(key));
+  if (home !== undefined) {
+    return `${key} is not an option; did you mean ${home[0]}.${key} (${home[0]}: { ${key} })?`;
+  }
+  return undefined;
+}
+
 const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
   new TasksConfigError(`${key} must be ${expectation}, got ${show(value)}`);
 
-function positiveInteger(key: string, value: unknown, fallback: number): number {
+/*
+ * Each check below notes its problem in `p` and goes on with a stand-in (the default, or a value
+ * that keeps the checks depending on it quiet), so that one boot reports every problem.
+ */
+
+function positiveInteger(p: OptionProblems, key: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
-  if (!isPositiveInteger(value)) throw mustBe(key, 'a positive integer', value);
-  return value;
+  if (isPositiveInteger(value)) return value;
+  p.add(mustBe(key, 'a positive integer', value).message);
+  return fallback;
 }
 
-function nonNegativeInteger(key: string, value: unknown, fallback: number): number {
+function nonNegativeInteger(
+  p: OptionProblems,
+  key: string,
+  value: unknown,
+  fallback: number,
+): number {
   if (value === undefined) return fallback;
-  if (value !== 0 && !isPositiveInteger(value)) throw mustBe(key, 'an integer of 0 or more', value);
-  return value as number;
+  if (value === 0 || isPositiveInteger(value)) return value as number;
+  p.add(mustBe(key, 'an integer of 0 or more', value).message);
+  return fallback;
 }
 
 function positiveIntegerOrNull<F extends number | null | undefined>(
+  p: OptionProblems,
   key: string,
   value: unknown,
   fallback: F,
 ): number | null | F {
   if (value === undefined) return fallback;
-  if (value !== null && !isPositiveInteger(value)) {
-    throw mustBe(key, 'a positive integer or null', value);
-  }
-  return value;
+  if (value === null || isPositiveInteger(value)) return value;
+  p.add(mustBe(key, 'a positive integer or null', value).message);
+  return fallback;
 }
 
-function refuseUnknownKeys(where: string, value: object, known: ReadonlySet<string>): void {
-  for (const key of Object.keys(value)) {
-    if (!known.has(key)) {
-      throw new TasksConfigError(
-        `${where}${key} is not an option; expected one of ${[...known].join(', ')}`,
-      );
-    }
+/**
+ * A nested options object (`listen`, `bodies`...): the object, `{}` when absent, or undefined
+ * (problem noted) when it is not an object. Its unknown keys are noted too.
+ */
+function section(
+  p: OptionProblems,
+  key: string,
+  value: unknown,
+  known: ReadonlySet<string>,
+  expectation = 'an object',
+): Record<string, unknown> {
+  const given = value ?? {};
+  if (!isObject(given)) {
+    p.add(mustBe(key, expectation, given).message);
+    return {};
   }
+  p.unknownKeys(`${key}.`, given, known);
+  return given;
 }
 
 /** Validates module options once, at startup, and merges the defaults. */
@@ -135,38 +210,45 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw mustBe('TasksModule options', 'an object', raw);
   }
-  refuseUnknownKeys('', raw, OPTION_KEYS);
+  const p = new OptionProblems('TasksModule options');
+  p.unknownKeys('', raw, OPTION_KEYS, optionElsewhere);
 
   const cancellation = raw.cancellation ?? 'immediate';
   if (cancellation !== 'immediate' && cancellation !== 'cooperative') {
-    throw mustBe('cancellation', '"immediate" or "cooperative"', cancellation);
+    p.add(mustBe('cancellation', '"immediate" or "cooperative"', cancellation).message);
   }
-  const maxTtlMs = positiveIntegerOrNull('maxTtlMs', raw.maxTtlMs, DEFAULT_MAX_TTL_MS);
+  const beforeCap = p.count;
+  const maxTtlMs = positiveIntegerOrNull(p, 'maxTtlMs', raw.maxTtlMs, DEFAULT_MAX_TTL_MS);
+  // A bad cap stands in as none, so a default TTL is not also reported as above it.
+  const cap = p.count > beforeCap ? null : maxTtlMs;
   const defaultTtlMs = ttlDefault(
-    positiveIntegerOrNull('defaultTtlMs', raw.defaultTtlMs, undefined),
-    maxTtlMs,
+    p,
+    positiveIntegerOrNull(p, 'defaultTtlMs', raw.defaultTtlMs, undefined),
+    cap,
   );
-  const maxRows = positiveIntegerOrNull('maxRows', raw.maxRows, DEFAULT_MAX_ROWS);
+  const maxRows = positiveIntegerOrNull(p, 'maxRows', raw.maxRows, DEFAULT_MAX_ROWS);
   const maxTasksPerOwner = positiveIntegerOrNull(
+    p,
     'maxTasksPerOwner',
     raw.maxTasksPerOwner,
     DEFAULT_MAX_TASKS_PER_OWNER,
   );
-  const maxTaskBytes = positiveInteger('maxTaskBytes', raw.maxTaskBytes, DEFAULT_MAX_TASK_BYTES);
+  const maxTaskBytes = positiveInteger(p, 'maxTaskBytes', raw.maxTaskBytes, DEFAULT_MAX_TASK_BYTES);
 
   let janitor: TasksConfig['janitor'] = false;
   if (raw.janitor !== false) {
-    const given = raw.janitor ?? {};
-    if (typeof given !== 'object' || given === null || Array.isArray(given)) {
-      throw mustBe('janitor', 'an object or false', given);
-    }
-    refuseUnknownKeys('janitor.', given, JANITOR_KEYS);
-    const { intervalMs, terminalTtlMs } = given as Record<string, unknown>;
+    const given = section(p, 'janitor', raw.janitor, JANITOR_KEYS, 'an object or false');
     janitor = Object.freeze({
-      intervalMs: positiveInteger('janitor.intervalMs', intervalMs, DEFAULT_JANITOR_INTERVAL_MS),
+      intervalMs: positiveInteger(
+        p,
+        'janitor.intervalMs',
+        given.intervalMs,
+        DEFAULT_JANITOR_INTERVAL_MS,
+      ),
       terminalTtlMs: positiveInteger(
+        p,
         'janitor.terminalTtlMs',
-        terminalTtlMs,
+        given.terminalTtlMs,
         DEFAULT_TERMINAL_TTL_MS,
       ),
     });
@@ -178,28 +260,34 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     typeof serverInfo.name !== 'string' ||
     typeof serverInfo.version !== 'string'
   ) {
-    throw mustBe('serverInfo', 'an object with string name and version', serverInfo);
+    p.add(mustBe('serverInfo', 'an object with string name and version', serverInfo).message);
   }
-  const principal = optionalFunction('principal', raw.principal) ?? defaultPrincipal;
-  const tenant = optionalFunction('tenant', raw.tenant);
-  const configure = optionalFunction('configure', raw.configure);
+  const principal = optionalFunction(p, 'principal', raw.principal) ?? defaultPrincipal;
+  const tenant = optionalFunction(p, 'tenant', raw.tenant);
+  const configure = optionalFunction(p, 'configure', raw.configure);
   const serverOptions = raw.serverOptions;
   if (
     serverOptions !== undefined &&
     (!isObject(serverOptions) || 'capabilities' in serverOptions)
   ) {
-    throw mustBe(
-      'serverOptions',
-      "an object of the SDK's ServerOptions without capabilities (add them in configure)",
-      serverOptions,
+    p.add(
+      mustBe(
+        'serverOptions',
+        "an object of the SDK's ServerOptions without capabilities (add them in configure)",
+        serverOptions,
+      ).message,
     );
   }
-  const maxBodyBytes = positiveInteger('maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES);
-  const allowedHosts = hostList('allowedHosts', raw.allowedHosts);
-  const allowedOrigins = hostList('allowedOrigins', raw.allowedOrigins);
+  const beforeBody = p.count;
+  const maxBodyBytes = positiveInteger(p, 'maxBodyBytes', raw.maxBodyBytes, DEFAULT_MAX_BODY_BYTES);
+  // A bad maxBodyBytes stands in as 1 byte: every budget is at least that, so none is refused
+  // for being under a size that is itself wrong.
+  const bodyFloor = p.count > beforeBody ? 1 : maxBodyBytes;
+  const allowedHosts = hostList(p, 'allowedHosts', raw.allowedHosts);
+  const allowedOrigins = hostList(p, 'allowedOrigins', raw.allowedOrigins);
 
-  return Object.freeze({
-    cancellation,
+  const config: TasksConfig = Object.freeze({
+    cancellation: cancellation as TasksConfig['cancellation'],
     defaultTtlMs,
     maxTtlMs,
     maxRows,
@@ -214,36 +302,43 @@ export function resolveTasksConfig(options: TasksModuleOptions | undefined): Tas
     allowedHosts,
     allowedOrigins,
     maxBodyBytes,
-    bodies: bodiesOptions(raw.bodies, maxBodyBytes),
-    listen: listenOptions(raw.listen),
-    resultWaits: resultWaitsOptions(raw.resultWaits),
-    runningTasksOnShutdown: onShutdown(raw.runningTasksOnShutdown),
-    shutdown: shutdownOptions(raw.shutdown),
-    lease: leaseOptions(raw.lease),
-    storeOutageMs: nonNegativeInteger('storeOutageMs', raw.storeOutageMs, DEFAULT_STORE_OUTAGE_MS),
-    telemetry: telemetryOptions(raw.telemetry),
+    bodies: bodiesOptions(p, raw.bodies, bodyFloor),
+    listen: listenOptions(p, raw.listen),
+    resultWaits: resultWaitsOptions(p, raw.resultWaits),
+    runningTasksOnShutdown: onShutdown(p, raw.runningTasksOnShutdown),
+    shutdown: shutdownOptions(p, raw.shutdown),
+    lease: leaseOptions(p, raw.lease),
+    storeOutageMs: nonNegativeInteger(
+      p,
+      'storeOutageMs',
+      raw.storeOutageMs,
+      DEFAULT_STORE_OUTAGE_MS,
+    ),
+    telemetry: telemetryOptions(p, raw.telemetry),
   });
+  p.throwIfAny();
+  return config;
 }
 
 /** Where metrics and spans go: providers with `getMeter` / `getTracer`, checked here. */
-function telemetryOptions(value: unknown): TasksConfig['telemetry'] {
+function telemetryOptions(p: OptionProblems, value: unknown): TasksConfig['telemetry'] {
   if (value === false) return false;
-  const given = value ?? {};
-  if (!isObject(given)) throw mustBe('telemetry', 'an object or false', given);
-  refuseUnknownKeys('telemetry.', given, TELEMETRY_KEYS);
+  const given = section(p, 'telemetry', value, TELEMETRY_KEYS, 'an object or false');
   const { meterProvider, tracerProvider, recordTaskIds } = given;
   const provider = (key: string, provided: unknown, method: string): void => {
     if (
       provided !== undefined &&
       typeof (provided as Record<string, unknown>)?.[method] !== 'function'
     ) {
-      throw mustBe(`telemetry.${key}`, `an OpenTelemetry ${key} (with ${method})`, provided);
+      p.add(
+        mustBe(`telemetry.${key}`, `an OpenTelemetry ${key} (with ${method})`, provided).message,
+      );
     }
   };
   provider('meterProvider', meterProvider, 'getMeter');
   provider('tracerProvider', tracerProvider, 'getTracer');
   if (recordTaskIds !== undefined && typeof recordTaskIds !== 'boolean') {
-    throw mustBe('telemetry.recordTaskIds', 'a boolean', recordTaskIds);
+    p.add(mustBe('telemetry.recordTaskIds', 'a boolean', recordTaskIds).message);
   }
   return Object.freeze({ ...given } as TasksTelemetryOptions);
 }
@@ -252,14 +347,12 @@ function telemetryOptions(value: unknown): TasksConfig['telemetry'] {
  * The lease of this instance (see TasksLease). It is renewed every third of its TTL, so two
  * renewals may be late before it runs out; a TTL under MIN_LEASE_TTL_MS leaves no room for that.
  */
-function leaseOptions(value: unknown): TasksConfig['lease'] {
+function leaseOptions(p: OptionProblems, value: unknown): TasksConfig['lease'] {
   if (value === false) return false;
-  const given = value ?? {};
-  if (!isObject(given)) throw mustBe('lease', 'an object or false', given);
-  refuseUnknownKeys('lease.', given, LEASE_KEYS);
-  const ttlMs = positiveInteger('lease.ttlMs', given.ttlMs, DEFAULT_LEASE_TTL_MS);
+  const given = section(p, 'lease', value, LEASE_KEYS, 'an object or false');
+  const ttlMs = positiveInteger(p, 'lease.ttlMs', given.ttlMs, DEFAULT_LEASE_TTL_MS);
   if (ttlMs < MIN_LEASE_TTL_MS) {
-    throw mustBe('lease.ttlMs', `at least ${MIN_LEASE_TTL_MS}`, ttlMs);
+    p.add(mustBe('lease.ttlMs', `at least ${MIN_LEASE_TTL_MS}`, ttlMs).message);
   }
   return Object.freeze({ ttlMs });
 }
@@ -269,58 +362,62 @@ function leaseOptions(value: unknown): TasksConfig['lease'] {
  * `defaultTtlMs` above `maxTtlMs` is refused; the built-in hour is lowered to the cap, and an
  * unlimited default (`null`) is capped like any unlimited request.
  */
-function ttlDefault(given: number | null | undefined, maxTtlMs: number | null): number | null {
+function ttlDefault(
+  p: OptionProblems,
+  given: number | null | undefined,
+  maxTtlMs: number | null,
+): number | null {
   if (maxTtlMs === null) return given === undefined ? DEFAULT_TTL_MS : given;
   if (given === undefined) return Math.min(DEFAULT_TTL_MS, maxTtlMs);
   if (given === null) return maxTtlMs;
-  if (given > maxTtlMs) throw mustBe('defaultTtlMs', `at most maxTtlMs (${maxTtlMs})`, given);
+  if (given > maxTtlMs) {
+    p.add(mustBe('defaultTtlMs', `at most maxTtlMs (${maxTtlMs})`, given).message);
+  }
   return given;
 }
 
-function onShutdown(value: unknown): 'fail' | 'leave' {
+function onShutdown(p: OptionProblems, value: unknown): 'fail' | 'leave' {
   if (value === undefined) return 'fail';
-  if (value !== 'fail' && value !== 'leave') {
-    throw mustBe('runningTasksOnShutdown', '"fail" or "leave"', value);
-  }
-  return value;
+  if (value === 'fail' || value === 'leave') return value;
+  p.add(mustBe('runningTasksOnShutdown', '"fail" or "leave"', value).message);
+  return 'fail';
 }
 
 /** The graceful shutdown: how long the calls running then may take (0: hand them over at once). */
-function shutdownOptions(value: unknown): TasksConfig['shutdown'] {
-  const given = value ?? {};
-  if (!isObject(given)) throw mustBe('shutdown', 'an object', given);
-  refuseUnknownKeys('shutdown.', given, SHUTDOWN_KEYS);
+function shutdownOptions(p: OptionProblems, value: unknown): TasksConfig['shutdown'] {
+  const given = section(p, 'shutdown', value, SHUTDOWN_KEYS);
   const drainMs = given.drainMs ?? DEFAULT_SHUTDOWN_DRAIN_MS;
   if (
     (drainMs !== 0 && !isPositiveInteger(drainMs)) ||
     (drainMs as number) > MAX_SHUTDOWN_DRAIN_MS
   ) {
-    throw mustBe(
-      'shutdown.drainMs',
-      `a positive integer or 0 (at most ${MAX_SHUTDOWN_DRAIN_MS})`,
-      drainMs,
+    p.add(
+      mustBe(
+        'shutdown.drainMs',
+        `a positive integer or 0 (at most ${MAX_SHUTDOWN_DRAIN_MS})`,
+        drainMs,
+      ).message,
     );
   }
   return Object.freeze({ drainMs: drainMs as number });
 }
 
-function listenOptions(value: unknown): Readonly<Required<TasksListenOptions>> {
-  const given = value ?? {};
-  if (!isObject(given)) throw mustBe('listen', 'an object', given);
-  refuseUnknownKeys('listen.', given, LISTEN_KEYS);
+function listenOptions(p: OptionProblems, value: unknown): Readonly<Required<TasksListenOptions>> {
+  const given = section(p, 'listen', value, LISTEN_KEYS);
   const keepAliveMs = given.keepAliveMs ?? DEFAULT_KEEPALIVE_MS;
   if (keepAliveMs !== 0 && !isPositiveInteger(keepAliveMs)) {
-    throw mustBe('listen.keepAliveMs', 'a positive integer or 0', keepAliveMs);
+    p.add(mustBe('listen.keepAliveMs', 'a positive integer or 0', keepAliveMs).message);
   }
   return Object.freeze({
     keepAliveMs: keepAliveMs as number,
-    maxStreams: positiveInteger('listen.maxStreams', given.maxStreams, DEFAULT_MAX_STREAMS),
+    maxStreams: positiveInteger(p, 'listen.maxStreams', given.maxStreams, DEFAULT_MAX_STREAMS),
     maxStreamsPerPrincipal: positiveInteger(
+      p,
       'listen.maxStreamsPerPrincipal',
       given.maxStreamsPerPrincipal,
       DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
     ),
-    maxTaskIds: positiveInteger('listen.maxTaskIds', given.maxTaskIds, DEFAULT_MAX_TASK_IDS),
+    maxTaskIds: positiveInteger(p, 'listen.maxTaskIds', given.maxTaskIds, DEFAULT_MAX_TASK_IDS),
   });
 }
 
@@ -333,35 +430,44 @@ const MAX_TIMER_MS = 2_147_483_647;
  * grow with `maxBodyBytes` instead.
  */
 function bodiesOptions(
+  p: OptionProblems,
   value: unknown,
   maxBodyBytes: number,
 ): Readonly<Required<TasksBodiesOptions>> {
-  const given = value ?? {};
-  if (!isObject(given)) throw mustBe('bodies', 'an object', given);
-  refuseUnknownKeys('bodies.', given, BODIES_KEYS);
+  const given = section(p, 'bodies', value, BODIES_KEYS);
   const atLeastBody = (key: string, bytes: number | null): void => {
     if (bytes !== null && bytes < maxBodyBytes) {
-      throw mustBe(`bodies.${key}`, `at least maxBodyBytes (${maxBodyBytes})`, bytes);
+      p.add(mustBe(`bodies.${key}`, `at least maxBodyBytes (${maxBodyBytes})`, bytes).message);
     }
   };
   const maxBytesInFlight = positiveInteger(
+    p,
     'bodies.maxBytesInFlight',
     given.maxBytesInFlight,
     Math.max(DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, 4 * maxBodyBytes),
   );
   atLeastBody('maxBytesInFlight', maxBytesInFlight);
   const maxBytesInFlightPerAddress = positiveIntegerOrNull(
+    p,
     'bodies.maxBytesInFlightPerAddress',
     given.maxBytesInFlightPerAddress,
     Math.max(DEFAULT_MAX_BODY_BYTES_IN_FLIGHT_PER_ADDRESS, maxBodyBytes),
   );
   atLeastBody('maxBytesInFlightPerAddress', maxBytesInFlightPerAddress);
   const timer = (key: string, ms: unknown): void => {
-    if ((ms as number) > MAX_TIMER_MS) throw mustBe(`bodies.${key}`, `at most ${MAX_TIMER_MS}`, ms);
+    if ((ms as number) > MAX_TIMER_MS) {
+      p.add(mustBe(`bodies.${key}`, `at most ${MAX_TIMER_MS}`, ms).message);
+    }
   };
-  const timeoutMs = positiveInteger('bodies.timeoutMs', given.timeoutMs, DEFAULT_BODY_TIMEOUT_MS);
+  const timeoutMs = positiveInteger(
+    p,
+    'bodies.timeoutMs',
+    given.timeoutMs,
+    DEFAULT_BODY_TIMEOUT_MS,
+  );
   timer('timeoutMs', timeoutMs);
   const headersTimeoutMs = positiveIntegerOrNull(
+    p,
     'bodies.headersTimeoutMs',
     given.headersTimeoutMs,
     DEFAULT_HEADERS_TIMEOUT_MS,
@@ -375,13 +481,15 @@ function bodiesOptions(
   });
 }
 
-function resultWaitsOptions(value: unknown): Readonly<Required<TasksResultWaitsOptions>> {
-  const given = value ?? {};
-  if (!isObject(given)) throw mustBe('resultWaits', 'an object', given);
-  refuseUnknownKeys('resultWaits.', given, RESULT_WAITS_KEYS);
+function resultWaitsOptions(
+  p: OptionProblems,
+  value: unknown,
+): Readonly<Required<TasksResultWaitsOptions>> {
+  const given = section(p, 'resultWaits', value, RESULT_WAITS_KEYS);
   return Object.freeze({
-    max: positiveInteger('resultWaits.max', given.max, DEFAULT_MAX_RESULT_WAITS),
+    max: positiveInteger(p, 'resultWaits.max', given.max, DEFAULT_MAX_RESULT_WAITS),
     maxPerPrincipal: positiveInteger(
+      p,
       'resultWaits.maxPerPrincipal',
       given.maxPerPrincipal,
       DEFAULT_MAX_RESULT_WAITS_PER_PRINCIPAL,
@@ -395,21 +503,28 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
 function optionalFunction(
+  p: OptionProblems,
   key: string,
   value: unknown,
 ): ((...args: never[]) => unknown) | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'function') throw mustBe(key, 'a function', value);
-  return value as (...args: never[]) => unknown;
+  if (typeof value === 'function') return value as (...args: never[]) => unknown;
+  p.add(mustBe(key, 'a function', value).message);
+  return undefined;
 }
 
-function hostList(key: string, value: unknown): readonly string[] | false | undefined {
+function hostList(
+  p: OptionProblems,
+  key: string,
+  value: unknown,
+): readonly string[] | false | undefined {
   if (value === undefined || value === false) return value;
   if (
     !Array.isArray(value) ||
     !value.every((host) => typeof host === 'string' && host.length > 0)
   ) {
-    throw mustBe(key, 'an array of host names or false', value);
+    p.add(mustBe(key, 'an array of host names or false', value).message);
+    return undefined;
   }
   return Object.freeze([...value]);
 }

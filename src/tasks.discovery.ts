@@ -38,6 +38,11 @@ export interface MarkedMethod<T> {
   readonly instance: Record<string, unknown>;
   readonly name: string;
   readonly metadata: T;
+  /**
+   * Every instance of the provider that Nest runs lifecycle hooks on: `instance` and, for a
+   * transient provider, the one each consumer got.
+   */
+  readonly instances: readonly object[];
 }
 
 /**
@@ -61,10 +66,20 @@ export function markedMethods<T>(
     const prototype = Object.getPrototypeOf(instance) as object | null;
     if (!prototype || !inheritsMark(prototype, classes)) continue;
     const marked: MarkedMethod<T>[] = [];
+    let instances: object[] | undefined;
     for (const name of scanner.getAllMethodNames(prototype)) {
       const method = (instance as Record<string, unknown>)[name] as () => unknown;
       const metadata = reflector.get<T | undefined>(key, method);
-      if (metadata) marked.push({ instance: instance as Record<string, unknown>, name, metadata });
+      if (!metadata) continue;
+      instances ??= [
+        instance,
+        ...(wrapper.isTransient
+          ? wrapper
+              .getStaticTransientInstances()
+              .flatMap((each) => (each?.instance ? [each.instance as object] : []))
+          : []),
+      ];
+      marked.push({ instance: instance as Record<string, unknown>, name, metadata, instances });
     }
     if (marked.length === 0) continue;
     if (!wrapper.isDependencyTreeStatic()) {

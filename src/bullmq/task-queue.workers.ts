@@ -18,7 +18,11 @@ import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { type TaskJob, TaskToolRunner } from '../tools/task-tool.runner.js';
 import { BullTaskQueue, type TaskJobData } from './bull-task-queue.js';
 import { FAIR_MAX_LEVEL, FAIR_RANKS } from './fair-turns.js';
-import { TASKS_QUEUE_OPTIONS, type TasksQueueModuleOptions } from './tasks-queue.options.js';
+import {
+  checkQueueOptions,
+  TASKS_QUEUE_OPTIONS,
+  type TasksQueueModuleOptions,
+} from './tasks-queue.options.js';
 
 /** How long a job given back at shutdown waits before another worker may take it. */
 const PUT_BACK_DELAY_MS = 1_000;
@@ -43,12 +47,13 @@ export class TaskQueueWorkers
     @Inject(TASKS_QUEUE_OPTIONS) private readonly options: TasksQueueModuleOptions,
     private readonly queues: BullTaskQueue,
     private readonly modules: ModuleRef,
-  ) {}
+  ) {
+    checkQueueOptions(options);
+  }
 
   onApplicationBootstrap(): void {
     // The registration's internals: found in the app, not exported by it.
     const registry = this.modules.get(TaskToolRegistry, { strict: false });
-    checkFairOption(this.options.fair);
     const names = new Set<string>();
     for (const tool of registry.all()) {
       if (tool.options.queue === undefined) continue;
@@ -163,22 +168,6 @@ export class TaskQueueWorkers
       if (failure instanceof TaskTerminalError) return;
       this.logger.error(`Queue ${job.queueName}: could not fail a task: ${String(failure)}`);
     }
-  }
-}
-
-/** `fair` is a boolean or an object of booleans by queue name; anything else fails the boot. */
-function checkFairOption(fair: unknown): void {
-  if (fair === undefined || typeof fair === 'boolean') return;
-  const valid =
-    fair !== null &&
-    typeof fair === 'object' &&
-    !Array.isArray(fair) &&
-    Object.values(fair).every((value) => typeof value === 'boolean');
-  if (!valid) {
-    throw new TasksConfigError(
-      'TasksQueueModule option "fair" must be true, false or an object of booleans by queue ' +
-        `name (e.g. { reports: false }), got ${JSON.stringify(fair) ?? String(fair)}`,
-    );
   }
 }
 

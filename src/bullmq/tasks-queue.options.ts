@@ -1,4 +1,6 @@
 import type { WorkerOptions } from 'bullmq';
+import { show } from '../errors.js';
+import { isTaskToolOption, OptionProblems, taskToolOptionHint } from '../option-problems.js';
 
 /** The worker options this module sets itself: the rest of BullMQ's WorkerOptions are the app's. */
 export type TaskWorkerOptions = Omit<WorkerOptions, 'connection' | 'prefix' | 'autorun'>;
@@ -34,4 +36,51 @@ export function isFairQueue(options: TasksQueueModuleOptions, queue: string): bo
   const { fair } = options;
   if (fair === undefined || typeof fair === 'boolean') return fair ?? true;
   return Object.hasOwn(fair, queue) ? fair[queue] !== false : true;
+}
+
+const OPTION_KEYS: ReadonlySet<string> = new Set(
+  Object.keys({ worker: true, workers: true, fair: true } satisfies Record<
+    keyof TasksQueueModuleOptions,
+    true
+  >),
+);
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * Checks TasksQueueModule's options once, at startup: one TasksConfigError lists every problem,
+ * an unknown option included (a `@TaskTool()` option says where it belongs).
+ */
+export function checkQueueOptions(given: unknown): void {
+  const p = new OptionProblems('TasksQueueModule options');
+  const options = given ?? {};
+  if (!isObject(options)) {
+    p.add(`TasksQueueModule options must be an object, got ${show(options)}`);
+    return p.throwIfAny();
+  }
+  p.unknownKeys('', options, OPTION_KEYS, (key) =>
+    isTaskToolOption(key) ? taskToolOptionHint(key, 'TasksQueueModule') : undefined,
+  );
+  const { worker, workers, fair } = options;
+  if (worker !== undefined && typeof worker !== 'boolean') {
+    p.add(`worker must be true or false, got ${show(worker)}`);
+  }
+  if (workers !== undefined && (!isObject(workers) || !Object.values(workers).every(isObject))) {
+    p.add(
+      'workers must be an object of BullMQ worker options by queue name (e.g. ' +
+        `{ reports: { concurrency: 4 } }), got ${show(workers)}`,
+    );
+  }
+  if (
+    fair !== undefined &&
+    typeof fair !== 'boolean' &&
+    !(isObject(fair) && Object.values(fair).every((value) => typeof value === 'boolean'))
+  ) {
+    p.add(
+      'TasksQueueModule option "fair" must be true, false or an object of booleans by queue ' +
+        `name (e.g. { reports: false }), got ${JSON.stringify(fair) ?? String(fair)}`,
+    );
+  }
+  p.throwIfAny();
 }

@@ -4,7 +4,6 @@ import {
   McpServer,
   type McpRequestContext,
   type ServerCapabilities,
-  type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
 import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG, TASKS_EXTENSION_ID } from '../tasks.constants.js';
@@ -51,22 +50,6 @@ export function legacyTasksCapability(canList: boolean): ServerCapabilities['tas
 
 /** Key under which EndpointRequestInfo travels in the SDK's `authInfo.extra`. */
 export const REQUEST_INFO_KEY = 'nestjs-mcp-tasks';
-
-/** Accepts only an object, publishes `{ type: "object" }`: the input of a tool that names none. */
-export const EMPTY_INPUT: StandardSchemaWithJSON = {
-  '~standard': {
-    version: 1,
-    vendor: 'nestjs-mcp-tasks',
-    validate: (value: unknown) =>
-      value !== null && typeof value === 'object' && !Array.isArray(value)
-        ? { value: {} }
-        : { issues: [{ message: 'Expected an object' }] },
-    jsonSchema: {
-      input: () => ({ type: 'object', properties: {} }),
-      output: () => ({ type: 'object', properties: {} }),
-    },
-  },
-};
 
 function requestInfoOf(context: { authInfo?: { extra?: Record<string, unknown> } } | undefined) {
   return context?.authInfo?.extra?.[REQUEST_INFO_KEY] as EndpointRequestInfo | undefined;
@@ -139,7 +122,7 @@ export class McpServerFactory implements OnApplicationShutdown {
   private register(server: McpServer, tool: TaskToolDefinition): void {
     const registered = server.registerTool(
       tool.name,
-      { ...tool.config, inputSchema: tool.config.inputSchema ?? EMPTY_INPUT },
+      tool.config,
       (input: unknown, context: unknown) => this.call(tool, input, context),
     );
     // 2025-11-25 `tools/list` shows it (the SDK strips it from 2026-07-28 answers): a task-only

@@ -28,7 +28,6 @@ import {
   sendResult,
   sendShuttingDown,
 } from './json-rpc.js';
-import { EMPTY_INPUT } from './mcp-server.factory.js';
 
 /** The protocol era a task tool's call came in: 2026-07-28, or 2025-11-25 (the SDK's legacy). */
 export type TaskToolCallEra = 'modern' | 'legacy';
@@ -86,7 +85,7 @@ export class TaskToolCallHandler {
         message: 'Invalid params: arguments must be an object',
       });
     }
-    const schema = tool.config.inputSchema ?? EMPTY_INPUT;
+    const schema = tool.config.inputSchema;
     let checked: Awaited<ReturnType<(typeof schema)['~standard']['validate']>>;
     try {
       checked = await schema['~standard'].validate(args);

@@ -16,7 +16,7 @@ import { TasksConfigError } from '../errors.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { BodyParsingInstaller } from '../mcp/body-parsing.installer.js';
 import { ListenHandler } from '../mcp/listen.handler.js';
-import { EMPTY_INPUT, legacyTasksCapability } from '../mcp/mcp-server.factory.js';
+import { legacyTasksCapability } from '../mcp/mcp-server.factory.js';
 import { McpServerNotifier } from '../mcp/mcp-server.notifier.js';
 import { McpTasksFront } from '../mcp/tasks-front.js';
 import { ownerOf } from '../principal.js';
@@ -283,7 +283,7 @@ export class RekogTasks implements TransportTasks {
     this.strategy.registerTool({
       name: tool.name,
       description,
-      parameters: tool.config.inputSchema ?? EMPTY_INPUT,
+      parameters: tool.config.inputSchema,
       ...(tool.config.annotations !== undefined && { annotations: tool.config.annotations }),
       ...access,
       // A call rekog serves is one the front passed on (a client that cannot take a task), or

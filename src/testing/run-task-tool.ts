@@ -7,7 +7,6 @@
  */
 import { Reflector } from '@nestjs/core';
 import type { StandardSchemaWithJSON } from '@modelcontextprotocol/server';
-import { EMPTY_INPUT } from '../mcp/mcp-server.factory.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import { InMemoryTaskStore } from '../store/in-memory.task-store.js';
 import type { TaskStore } from '../store/task-store.js';
@@ -149,8 +148,9 @@ const DISPOSE_WAIT_MS = 1_000;
 /**
  * Runs a `@TaskTool` method of `instance` (`method` is the method's name or the tool's name) with
  * `input`, and resolves once the task is stored and the method started. The input goes through
- * the tool's schema as at the endpoint (a tool without `input` receives `{}`); when it fails,
- * this rejects with TaskToolInputError and the method does not run.
+ * the tool's schema as at the endpoint (a tool without `input` receives it as given, once checked
+ * as every input is); when it fails, this rejects with TaskToolInputError and the method does
+ * not run.
  *
  * ```ts
  * const run = await runTaskTool(new GreetTools(), 'greet', {}, {
@@ -185,7 +185,8 @@ export async function runTaskTool(target: object, ...rest: unknown[]): Promise<T
   }
   definition = withOverrides(definition, options);
   // A plain function without a schema takes its input as given; a tool with a schema, or any
-  // @TaskTool method (one without `input` takes `{}`), gets what the endpoint would pass it.
+  // @TaskTool method (one without `input` takes the arguments as sent, once checked as the
+  // endpoint checks every input), gets what the endpoint would pass it.
   const unchecked = typeof target === 'function' && options.input === undefined;
   const value = unchecked ? (input ?? {}) : await validated(definition, input);
   return await start(definition, value, options);
@@ -302,7 +303,7 @@ async function validated(tool: TaskToolDefinition, input: unknown): Promise<unkn
       [{ message: 'arguments must be an object' }],
     );
   }
-  const schema: StandardSchemaWithJSON = tool.config.inputSchema ?? EMPTY_INPUT;
+  const schema: StandardSchemaWithJSON = tool.config.inputSchema;
   const checked = await schema['~standard'].validate(args);
   if (checked.issues !== undefined && checked.issues.length > 0) {
     const issues = checked.issues as readonly ValidationIssue[];

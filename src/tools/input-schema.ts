@@ -38,17 +38,43 @@ const VALIDATOR_OPTIONS: ValidatorOptions = {
   forbidUnknownValues: true,
 };
 
+const OPEN_JSON_SCHEMA: JsonObject = Object.freeze({ type: 'object' });
+
+/**
+ * The input of a tool that names none: the arguments as the client sent them, published as an
+ * open object schema (`{ type: "object" }`, any property allowed), as a handler without a schema
+ * gets its payload in Nest's microservices. Only the checks that hold for every input remain: an
+ * object, and no `__proto__` / `constructor` key at any depth.
+ */
+export const OPEN_INPUT: StandardSchemaWithJSON = {
+  '~standard': {
+    version: 1,
+    vendor: VENDOR,
+    validate: (value: unknown): Result => {
+      if (!isPlainObject(value)) {
+        return fail([
+          { message: `Expected an object of arguments, got ${describe(value)}`, path: [] },
+        ]);
+      }
+      const forbidden = forbiddenKeyIssues(value);
+      return forbidden.length > 0 ? fail(forbidden) : { value };
+    },
+    jsonSchema: { input: () => OPEN_JSON_SCHEMA, output: () => OPEN_JSON_SCHEMA },
+  },
+};
+
 /**
  * Turns a tool's `input` into the schema handed to `McpServer.registerTool`. Called once per tool
  * at bootstrap: a DTO's JSON Schema is built here, frozen, and served as is on every tools/list.
- * Throws TasksConfigError (naming the tool) for anything that is neither a DTO class nor a
- * Standard Schema with JSON Schema.
+ * No `input` gives OPEN_INPUT. Throws TasksConfigError (naming the tool) for anything that is
+ * neither a DTO class nor a Standard Schema with JSON Schema, and for a DTO class without any
+ * class-validator metadata (its every argument would be dropped).
  */
 export function toToolInputSchema(
   input: TaskToolInput | undefined,
   toolName: string,
-): StandardSchemaWithJSON | undefined {
-  if (input === undefined) return undefined;
+): StandardSchemaWithJSON {
+  if (input === undefined) return OPEN_INPUT;
   const std = standardProps(input);
   if (std !== undefined) {
     if (isStandardSchema(input)) return input;
@@ -60,17 +86,34 @@ export function toToolInputSchema(
   if (!isDtoClass(input)) {
     throw new TasksConfigError(`Tool ${show(toolName)}: ${EXPECTED}; got ${show(input)}`);
   }
-  return dtoSchema(input);
+  return dtoSchema(input, toolName);
+}
+
+/**
+ * Why a DTO class without class-validator metadata is refused: class-transformer and
+ * class-validator (whitelist) would keep none of its properties, so the method would get an empty
+ * object whatever the client sent. TypeScript leaves no trace of undecorated properties, so an
+ * intentionally empty class looks the same; a tool that takes no arguments omits `input`.
+ */
+function undecoratedDtoMessage(className: string, toolName: string): string {
+  return (
+    `Tool ${show(toolName)}: its input class ${className} has no class-validator decorator on ` +
+    'any property, so every argument would be dropped. Add one to each property (e.g. ' +
+    '@IsNumber(), @IsString(), @IsOptional(); @Allow() takes a property unchecked), or drop ' +
+    '`input` to receive the arguments as sent.'
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
 // The Standard Schema for a DTO class
 // ---------------------------------------------------------------------------------------------
 
-function dtoSchema(dto: DtoClass): StandardSchemaWithJSON {
+function dtoSchema(dto: DtoClass, toolName: string): StandardSchemaWithJSON {
+  if (metadataOf(dto).length === 0) {
+    throw new TasksConfigError(undecoratedDtoMessage(dto.name || '(anonymous)', toolName));
+  }
   const { schema, hasAsyncConstraints: hasAsync } = dtoJsonSchema(dto);
   const jsonSchema = deepFreeze(schema);
-  const declaresNothing = metadataOf(dto).length === 0;
   const { transformer, validator } = dtoLibraries();
   const { plainToInstance } = transformer;
   const { validate: validateAsync, validateSync } = validator;
@@ -85,9 +128,6 @@ function dtoSchema(dto: DtoClass): StandardSchemaWithJSON {
     const forbidden = forbiddenKeyIssues(value);
     if (forbidden.length > 0) return fail(forbidden);
     const ctor = dto as new () => object;
-    // A DTO that declares nothing takes no arguments: class-validator would refuse any object
-    // (forbidUnknownValues), so keys are ignored instead, as the published schema allows.
-    if (declaresNothing) return { value: plainToInstance(ctor, {}) };
     const instance = plainToInstance(ctor, value);
     if (hasAsync) {
       return validateAsync(instance, VALIDATOR_OPTIONS).then((errors) =>

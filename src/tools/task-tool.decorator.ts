@@ -3,6 +3,7 @@ import { TASK_TOOL_METADATA } from '../tasks.constants.js';
 import { markMethod } from '../tasks.discovery.js';
 import type { InputRequest } from '../task.js';
 import type { TaskToolInput } from './input-schema.js';
+import { watchForTasksModule } from './task-tool.unserved.js';
 
 /** What a task tool does for a client that did not declare the tasks extension. */
 export type WhenClientLacksTasks = 'reject' | 'inline';
@@ -29,7 +30,10 @@ export interface TaskToolOptions {
   /**
    * The arguments: a class-validator DTO class (its JSON Schema is published in tools/list) or a
    * Standard Schema with JSON Schema such as a zod object. Arguments are validated before the
-   * method runs; without `input` the tool takes an empty object.
+   * method runs. Without `input` the method gets the arguments as the client sent them (an
+   * object, published as `{ type: "object" }`). A DTO class must carry class-validator metadata
+   * (a decorator on each property, `@Allow()` for one taken unchecked): one without any fails the
+   * boot, since every argument would be dropped.
    */
   input?: TaskToolInput;
   annotations?: TaskToolAnnotations;
@@ -92,4 +96,10 @@ export interface TaskToolOptions {
  * ```
  */
 export const TaskTool = (options: TaskToolOptions): MethodDecorator =>
-  applyDecorators(markMethod(TASK_TOOL_METADATA, options));
+  applyDecorators(markMethod(TASK_TOOL_METADATA, options), watchClass);
+
+/** Gives the class the check that warns at bootstrap when no TasksModule serves its tools. */
+const watchClass: MethodDecorator = (target) => {
+  // A static method's target is the class itself; no explorer looks there.
+  if (typeof target === 'object') watchForTasksModule(target);
+};

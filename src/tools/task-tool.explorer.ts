@@ -7,6 +7,7 @@ import { loadDtoLibraries, mayBeDtoClass } from './dto-libraries.js';
 import { toToolInputSchema } from './input-schema.js';
 import type { TaskToolOptions } from './task-tool.decorator.js';
 import { TaskToolRegistry } from './task-tool.registry.js';
+import { noteServed } from './task-tool.unserved.js';
 
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 
@@ -60,6 +61,8 @@ export class TaskToolExplorer implements OnModuleInit {
           `${wrapper} is request-scoped; its @TaskTool methods (${tools.join(', ')}) are skipped`,
         ),
     );
+    // Noted now, before any await: the providers' bootstrap check (task-tool.unserved.ts) reads it.
+    for (const { instances } of found) for (const instance of instances) noteServed(instance);
     const registerAll = (): void => {
       for (const { instance, name, metadata } of found) this.register(instance, name, metadata);
     };

@@ -6,11 +6,14 @@ import type { TaskToolOptions } from './task-tool.decorator.js';
 export interface TaskToolDefinition {
   readonly name: string;
   readonly options: Readonly<TaskToolOptions>;
-  /** The tool's registration for the SDK's McpServer (schemas precomputed). */
+  /**
+   * The tool's registration for the SDK's McpServer (schemas precomputed; a tool without `input`
+   * has the open schema that passes the arguments on as sent).
+   */
   readonly config: {
     title?: string;
     description?: string;
-    inputSchema?: StandardSchemaWithJSON;
+    inputSchema: StandardSchemaWithJSON;
     annotations?: TaskToolOptions['annotations'];
   };
   /** The decorated method itself, where other libraries' method decorators keep their metadata. */

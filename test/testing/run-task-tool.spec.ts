@@ -393,9 +393,14 @@ describe('runTaskTool', () => {
     ).rejects.toThrow(/^Input validation error: Invalid arguments for tool add: a: /);
   });
 
-  it('a tool without input gets {} as at the endpoint; a plain function gets its input as given', async () => {
+  it('a tool without input gets its arguments as at the endpoint; a plain function gets its input as given', async () => {
     const tool = track(await runTaskTool(new GreetTools(), 'echo', { stray: 1 }));
-    expect((await tool.finished).result?.structuredContent).toEqual({ received: {} });
+    expect((await tool.finished).result?.structuredContent).toEqual({ received: { stray: 1 } });
+    await expect(
+      runTaskTool(new GreetTools(), 'echo', JSON.parse('{"__proto__": {}}') as object),
+    ).rejects.toThrow(
+      'Invalid arguments for tool echo: __proto__: property __proto__ is not allowed',
+    );
     const fn = track(await runTaskTool(async (input: unknown) => ({ received: input }), [1, 'a']));
     expect((await fn.finished).result?.structuredContent).toEqual({ received: [1, 'a'] });
   });

@@ -420,8 +420,13 @@ describe('toToolInputSchema: JSON Schema from class-validator metadata', () => {
     });
   });
 
-  it('gives an object with no properties for a DTO with no decorated properties', () => {
-    expect(jsonOf(schemaOf(Empty))).toEqual({ type: 'object', properties: {} });
+  it('refuses a DTO with no decorated properties, naming the class, the tool and the fix', () => {
+    // Its every argument would be dropped (whitelist); a tool that takes none omits `input`.
+    expect(() => toToolInputSchema(Empty, 'noop')).toThrow(
+      new TasksConfigError(
+        'Tool "noop": its input class Empty has no class-validator decorator on any property, so every argument would be dropped. Add one to each property (e.g. @IsNumber(), @IsString(), @IsOptional(); @Allow() takes a property unchecked), or drop `input` to receive the arguments as sent.',
+      ),
+    );
   });
 
   it('builds the JSON Schema once and hands back the same frozen object', () => {
@@ -537,15 +542,6 @@ describe('toToolInputSchema: validating arguments against a DTO', () => {
     ]);
   });
 
-  it('takes no arguments from a DTO that declares none, ignoring any keys', () => {
-    const empty = schemaOf(Empty);
-    expect(valueOf(empty, {})).toBeInstanceOf(Empty);
-    const value = valueOf(empty, { stray: 1 });
-    expect(value).toBeInstanceOf(Empty);
-    expect(value).not.toHaveProperty('stray');
-    expect(issuesOf(empty, null)).toHaveLength(1);
-  });
-
   it('runs async constraints, answering with a promise', async () => {
     const signUp = schemaOf(SignUp);
     const taken = signUp['~standard'].validate({ username: 'taken' });
@@ -594,8 +590,17 @@ describe('toToolInputSchema: validating arguments against a DTO', () => {
 });
 
 describe('toToolInputSchema: Standard Schemas and bad input', () => {
-  it('returns undefined for no input', () => {
-    expect(toToolInputSchema(undefined, 'tool')).toBeUndefined();
+  it('takes the arguments as sent for no input: an open object, checked for forbidden keys', () => {
+    const open = toToolInputSchema(undefined, 'tool');
+    expect(jsonOf(open)).toEqual({ type: 'object' });
+    const args = { a: 2, b: { c: [3] } };
+    expect(valueOf(open, args)).toBe(args);
+    expect(issuesOf(open, JSON.parse('{"a": {"__proto__": {}}}'))).toEqual([
+      { message: 'property __proto__ is not allowed', path: ['a', '__proto__'] },
+    ]);
+    expect(issuesOf(open, [1])).toEqual([
+      { message: 'Expected an object of arguments, got an array', path: [] },
+    ]);
   });
 
   it('passes a zod object schema through unchanged', () => {
