@@ -1,0 +1,101 @@
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { messageOf, TasksConfigError } from '../errors.js';
+import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
+import { TaskStore } from '../store/task-store.js';
+import { TASKS_CONFIG } from '../tasks.constants.js';
+
+/** How soon the store is asked again while startup waits for it. */
+const RETRY_MS = 1_000;
+/** While startup waits, the store's failure is logged when the wait starts, then this often. */
+const LOG_EVERY_MS = 15_000;
+
+/**
+ * Startup waits for the task store's first answer (its `ping`; a store without one is not asked):
+ * an app whose store is unreachable (a wrong address, Redis or PostgreSQL not up yet) does not
+ * start serving calls that could only fail. While it waits, the store's error is logged at once,
+ * naming the address it tried and what to check, then every 15 s; the store is asked again every
+ * second. The wait is bounded by `storeOutageMs`, the time this package lets a store be away:
+ * past it the boot fails with that error (`0`: the first failure fails it). A store that answers
+ * within it starts the app as usual: a deploy during a short outage waits it out.
+ */
+@Injectable()
+export class StoreStartup implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('TasksModule');
+  private reaching: Promise<boolean> | undefined;
+  private stopped = false;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    @Inject(TaskStore) private readonly store: TaskStore,
+    @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.reached();
+  }
+
+  /** Ends a wait still going on: the app is closing (it never finished starting). */
+  beforeApplicationShutdown(): void {
+    this.stopped = true;
+    this.wake?.();
+  }
+
+  /**
+   * Resolves true once the store has answered (at once for a store without `ping`), false when the
+   * app closed meanwhile; rejects, naming the store's error, when it did not answer within
+   * `storeOutageMs`. One wait per registration, whoever asks (the lease starts after it).
+   */
+  reached(): Promise<boolean> {
+    this.reaching ??= this.reach();
+    return this.reaching;
+  }
+
+  private async reach(): Promise<boolean> {
+    if (typeof this.store.ping !== 'function') return true;
+    const started = Date.now();
+    const boundMs = this.config.storeOutageMs;
+    let loggedAt: number | undefined;
+    for (;;) {
+      try {
+        await this.store.ping();
+        if (loggedAt !== undefined) {
+          this.logger.log(`The task store answers after ${seconds(Date.now() - started)} s`);
+        }
+        return true;
+      } catch (error) {
+        if (this.stopped) return false;
+        const waited = Date.now() - started;
+        if (waited + RETRY_MS > boundMs) {
+          throw new TasksConfigError(
+            `The task store did not answer within ${seconds(waited)} s of startup ` +
+              `(storeOutageMs is ${boundMs}): ${messageOf(error)}`,
+          );
+        }
+        if (loggedAt === undefined || Date.now() - loggedAt >= LOG_EVERY_MS) {
+          loggedAt = Date.now();
+          this.logger.error(
+            `The task store does not answer: ${messageOf(error)}. Startup waits for it up to ` +
+              `storeOutageMs (${seconds(boundMs)} s), asking every ${seconds(RETRY_MS)} s`,
+          );
+        }
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, RETRY_MS);
+          this.wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.wake = undefined;
+        if (this.stopped) return false;
+      }
+    }
+  }
+}
+
+const seconds = (ms: number): number => Math.round(ms / 100) / 10;
