@@ -61,20 +61,23 @@ export class StoreStartup implements OnApplicationBootstrap, BeforeApplicationSh
     const started = Date.now();
     const boundMs = this.config.storeOutageMs;
     let loggedAt: number | undefined;
+    let lastError: unknown;
     for (;;) {
       try {
-        await this.store.ping();
+        // A ping may take the store's own timeout; the wait ends on time all the same.
+        await this.within(this.store.ping(), boundMs - (Date.now() - started), lastError);
         if (loggedAt !== undefined) {
           this.logger.log(`The task store answers after ${seconds(Date.now() - started)} s`);
         }
         return true;
       } catch (error) {
+        lastError = error;
         if (this.stopped) return false;
         const waited = Date.now() - started;
-        if (waited + RETRY_MS > boundMs) {
+        if (waited >= boundMs) {
           throw new TasksConfigError(
-            `The task store did not answer within ${seconds(waited)} s of startup ` +
-              `(storeOutageMs is ${boundMs}): ${messageOf(error)}`,
+            `The task store did not answer within storeOutageMs (${seconds(boundMs)} s) of ` +
+              `startup: ${messageOf(error)}`,
           );
         }
         if (loggedAt === undefined || Date.now() - loggedAt >= LOG_EVERY_MS) {
@@ -85,7 +88,7 @@ export class StoreStartup implements OnApplicationBootstrap, BeforeApplicationSh
           );
         }
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, RETRY_MS);
+          const timer = setTimeout(resolve, Math.min(RETRY_MS, boundMs - waited));
           this.wake = () => {
             clearTimeout(timer);
             resolve();
@@ -94,6 +97,21 @@ export class StoreStartup implements OnApplicationBootstrap, BeforeApplicationSh
         this.wake = undefined;
         if (this.stopped) return false;
       }
+    }
+  }
+
+  /** `ping`, or a rejection with `lastError` once `ms` have passed (the wait's time is up). */
+  private async within(ping: Promise<void>, ms: number, lastError: unknown): Promise<void> {
+    if (lastError === undefined) return await ping;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(lastError as Error), Math.max(0, ms));
+    });
+    ping.catch(() => undefined);
+    try {
+      await Promise.race([ping, late]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

@@ -135,8 +135,9 @@ function nodeAddress(node: unknown): string {
   return hostPort(host ?? 'localhost', port ?? 6379);
 }
 
+/** An error's message, without the "Error: " some connection errors repeat in it. */
 function messageOfError(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  return (error instanceof Error ? error.message : String(error)).replace(/^Error: /, '');
 }
 
 /**
