@@ -23,7 +23,10 @@ export function hasConnection(connection: unknown): boolean {
   const options = optionsOf(connection);
   if (options === undefined) return false;
   if (options !== connection) return true;
-  return ['host', 'port', 'path', 'url', 'sentinels'].some((key) => options[key] !== undefined);
+  // A port read from an unset environment variable (`Number(undefined)`) names nothing either.
+  return ['host', 'port', 'path', 'url', 'sentinels'].some(
+    (key) => options[key] !== undefined && options[key] !== '' && !Number.isNaN(options[key]),
+  );
 }
 
 /** `host:port`, with an IPv6 host in brackets. */

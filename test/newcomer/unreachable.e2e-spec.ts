@@ -138,14 +138,7 @@ describe.each([
     engine: 'Redis',
     parts: (port: number) => {
       const redis = { connection: `redis://:${PASSWORD}@127.0.0.1:${port}` };
-      const store = new RedisTaskStore(redis);
-      store.onApplicationShutdown = () => {
-        process.stderr.write(`SHUTDOWN status ${store.client.status}\n`);
-        return orig().then(() => {
-          process.stderr.write(`RELEASED ${store.client.status}\n`);
-        });
-      };
-      return { store, notifier: redisNotifier(redis) };
+      return { store: new RedisTaskStore(redis), notifier: redisNotifier(redis) };
     },
   },
   {
@@ -223,7 +216,8 @@ describe('a BullMQ queue', () => {
   it('without a connection of its own fails the boot instead of using 127.0.0.1:6379', async () => {
     const { init } = await start(
       [
-        BullModule.forRoot({}),
+        // A connection read from environment variables that are not set.
+        BullModule.forRoot({ connection: { host: process.env.NEWCOMER_UNSET_REDIS_HOST } }),
         BullModule.registerQueue({ name: 'reports' }),
         TasksModule.forRoot({ shutdown: { drainMs: 0 } }),
         TasksQueueModule.forRoot({ worker: false }),
