@@ -1,10 +1,4 @@
-import {
-  type BeforeApplicationShutdown,
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { messageOf, TasksConfigError } from '../errors.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskStore } from '../store/task-store.js';
@@ -25,11 +19,9 @@ const LOG_EVERY_MS = 15_000;
  * within it starts the app as usual: a deploy during a short outage waits it out.
  */
 @Injectable()
-export class StoreStartup implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class StoreStartup implements OnApplicationBootstrap {
   private readonly logger = new Logger('TasksModule');
-  private reaching: Promise<boolean> | undefined;
-  private stopped = false;
-  private wake: (() => void) | undefined;
+  private reaching: Promise<void> | undefined;
 
   constructor(
     @Inject(TaskStore) private readonly store: TaskStore,
@@ -40,24 +32,19 @@ export class StoreStartup implements OnApplicationBootstrap, BeforeApplicationSh
     await this.reached();
   }
 
-  /** Ends a wait still going on: the app is closing (it never finished starting). */
-  beforeApplicationShutdown(): void {
-    this.stopped = true;
-    this.wake?.();
-  }
-
   /**
-   * Resolves true once the store has answered (at once for a store without `ping`), false when the
-   * app closed meanwhile; rejects, naming the store's error, when it did not answer within
-   * `storeOutageMs`. One wait per registration, whoever asks (the lease starts after it).
+   * Resolves once the store has answered (at once for a store without `ping`); rejects, naming
+   * the store's error, when it did not answer within `storeOutageMs`. One wait per registration,
+   * whoever asks (the lease starts after it). The app cannot be closed meanwhile: Nest lets a
+   * startup finish before it shuts down.
    */
-  reached(): Promise<boolean> {
+  reached(): Promise<void> {
     this.reaching ??= this.reach();
     return this.reaching;
   }
 
-  private async reach(): Promise<boolean> {
-    if (typeof this.store.ping !== 'function') return true;
+  private async reach(): Promise<void> {
+    if (typeof this.store.ping !== 'function') return;
     const started = Date.now();
     const boundMs = this.config.storeOutageMs;
     let loggedAt: number | undefined;
@@ -69,10 +56,9 @@ export class StoreStartup implements OnApplicationBootstrap, BeforeApplicationSh
         if (loggedAt !== undefined) {
           this.logger.log(`The task store answers after ${seconds(Date.now() - started)} s`);
         }
-        return true;
+        return;
       } catch (error) {
         lastError = error;
-        if (this.stopped) return false;
         const waited = Date.now() - started;
         if (waited >= boundMs) {
           throw new TasksConfigError(
@@ -87,25 +73,22 @@ export class StoreStartup implements OnApplicationBootstrap, BeforeApplicationSh
               `storeOutageMs (${seconds(boundMs)} s), asking every ${seconds(RETRY_MS)} s`,
           );
         }
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, Math.min(RETRY_MS, boundMs - waited));
-          this.wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        this.wake = undefined;
-        if (this.stopped) return false;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_MS, boundMs - waited)));
       }
     }
   }
 
-  /** `ping`, or a rejection with `lastError` once `ms` have passed (the wait's time is up). */
+  /**
+   * `ping`, or a rejection once `ms` have passed (the wait's time is up): with the store's last
+   * error, else saying it did not answer.
+   */
   private async within(ping: Promise<void>, ms: number, lastError: unknown): Promise<void> {
-    if (lastError === undefined) return await ping;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(lastError as Error), Math.max(0, ms));
+      timer = setTimeout(
+        () => reject(lastError ?? new Error(`the store did not answer within ${ms} ms`)),
+        Math.max(0, ms),
+      );
     });
     ping.catch(() => undefined);
     try {

@@ -90,7 +90,14 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     if (ttlMs === null || this.timer !== undefined) return;
     // Startup reports a store that does not answer (and fails the boot past its bound): a renewal
     // would only say the same without where.
-    if (this.startup && !(await this.startup.reached().catch(() => false))) return;
+    if (
+      this.startup &&
+      !(await this.startup.reached().then(
+        () => true,
+        () => false,
+      ))
+    )
+      return;
     if (this.timer !== undefined) return;
     this.startedAt = Date.now();
     this.timer = setInterval(() => void this.renew(), Math.ceil(ttlMs / 3));
