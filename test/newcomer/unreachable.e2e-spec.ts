@@ -189,7 +189,8 @@ describe('a BullMQ queue', () => {
     const address = `Redis at 127.0.0.1:${port}`;
     const { app, init } = await start(
       [
-        BullModule.forRoot({ connection: { host: '127.0.0.1', port, password: PASSWORD } }),
+        // The form docs/queue.md shows: the URL the store takes too.
+        BullModule.forRoot({ connection: { url: `redis://:${PASSWORD}@127.0.0.1:${port}` } }),
         BullModule.registerQueue({ name: 'reports' }),
         TasksModule.forRoot({ shutdown: { drainMs: 0 } }),
         TasksQueueModule.forRoot(),
