@@ -6,6 +6,7 @@ import type {
 } from './interfaces/tasks-module-options.interface.js';
 import { TasksJanitor } from './janitor/tasks.janitor.js';
 import { TasksLease } from './janitor/tasks.lease.js';
+import { StoreStartup } from './janitor/store-startup.js';
 import { BodyParsingInstaller } from './mcp/body-parsing.installer.js';
 import { ListenHandler } from './mcp/listen.handler.js';
 import { MCP_GUARDS } from './mcp/mcp-app.guard.js';
@@ -109,6 +110,7 @@ function coreProviders(optionsToken: InjectionToken): Provider[] {
     TasksService,
     TasksTelemetry,
     TasksJanitor,
+    StoreStartup,
     TasksLease,
   ];
 }

@@ -18,6 +18,7 @@ import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { type TaskJob, TaskToolRunner } from '../tools/task-tool.runner.js';
 import { BullTaskQueue, type TaskJobData } from './bull-task-queue.js';
 import { FAIR_MAX_LEVEL, FAIR_RANKS } from './fair-turns.js';
+import { checkQueueConnection, QUEUE_ERROR_LOG_MS, queueFault } from './queue-connection.js';
 import {
   checkQueueOptions,
   TASKS_QUEUE_OPTIONS,
@@ -42,6 +43,10 @@ export class TaskQueueWorkers
   private readonly logger = new Logger('TaskQueueWorkers');
   private readonly workers: Worker<TaskJobData>[] = [];
   private closed: Promise<unknown> | undefined;
+  /** When each queue's errors were last logged, and how many came since (see `queueError`). */
+  private readonly faults = new Map<string, { loggedAt: number; since: number }>();
+  /** The workers whose connections have been up (BullMQ's `ready`). */
+  private readonly connected = new WeakSet<Worker<TaskJobData>>();
 
   constructor(
     @Inject(TASKS_QUEUE_OPTIONS) private readonly options: TasksQueueModuleOptions,
@@ -64,6 +69,14 @@ export class TaskQueueWorkers
       if (this.queues.isFair(queue.name)) checkFairLevel(tool.name, queue, this.queues);
     }
     const queues = [...names].map((name) => this.queues.queue(name));
+    for (const queue of queues) {
+      checkQueueConnection(queue);
+      // Without a listener of its own, a queue prints each connection error to the console, stack
+      // and all; with this one, they are logged as the workers' are.
+      if (queue.listenerCount('error') === 0) {
+        queue.on('error', (error) => this.queueError(queue.name, queue.opts.connection, error));
+      }
+    }
     if (this.options.worker === false) return;
     const runner = this.modules.get(TaskToolRunner, { strict: false });
     const tasks = this.modules.get(TasksService, { strict: false });
@@ -79,7 +92,8 @@ export class TaskQueueWorkers
       );
       worker.on('completed', (job) => void this.ended(job));
       worker.on('failed', (job, error) => void this.failed(tasks, job, error));
-      worker.on('error', (error) => this.logger.error(`Queue ${queue.name}: ${String(error)}`));
+      worker.on('error', (error) => this.queueError(queue.name, queue.opts.connection, error));
+      worker.once('ready', () => this.connected.add(worker));
       this.workers.push(worker);
     }
     // The drain starts in the runner's first shutdown hook, which may come before this module's.
@@ -87,11 +101,34 @@ export class TaskQueueWorkers
   }
 
   /**
+   * Logs a queue's (or its worker's) error, naming where its Redis is: the first, then once a
+   * minute with how many came meanwhile. While Redis is away BullMQ reports each reconnect attempt
+   * of each connection, several a second.
+   */
+  private queueError(queue: string, connection: unknown, error: unknown): void {
+    const now = Date.now();
+    const fault = this.faults.get(queue);
+    if (fault !== undefined && now - fault.loggedAt < QUEUE_ERROR_LOG_MS) {
+      fault.since++;
+      return;
+    }
+    const more = fault?.since ? ` (${fault.since} more since the last one logged)` : '';
+    this.faults.set(queue, { loggedAt: now, since: 0 });
+    this.logger.error(
+      `${queueFault(queue, connection, error)}${more} (this queue's errors are logged once a minute)`,
+    );
+  }
+
+  /**
    * Stops taking jobs. Closing a worker waits for its running jobs, which finish in the runner's
    * drain or are stopped after it, so the close is awaited only at the end.
    */
   onModuleDestroy(): void {
-    this.closed ??= Promise.all(this.workers.map((worker) => worker.close()));
+    // A worker that never reached Redis runs no job, and its plain close would wait for the
+    // connection forever: it is closed at once.
+    this.closed ??= Promise.all(
+      this.workers.map((worker) => worker.close(!this.connected.has(worker))),
+    );
   }
 
   async onApplicationShutdown(): Promise<void> {

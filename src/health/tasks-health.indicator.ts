@@ -84,7 +84,9 @@ export class TasksHealthIndicator {
       const reason =
         error instanceof HealthTimeoutError
           ? error.message
-          : `the store failed: ${shortReason(error)}`;
+          : shortReason(
+              `the store failed: ${error instanceof Error ? error.message : String(error)}`,
+            );
       return check.down({ ...details, reason });
     }
     details.storeLatencyMs = Math.round((performance.now() - started) * 10) / 10;

@@ -108,8 +108,8 @@ export interface TasksModuleOptions {
   /** The graceful shutdown of this instance (`app.close()`, SIGTERM with shutdown hooks). */
   shutdown?: TasksShutdownOptions;
   /**
-   * The lease of this instance, on a store shared between processes (one with leases, such as
-   * RedisTaskStore): it is renewed every third of `ttlMs`, and when an instance dies with tool
+   * The lease of this instance, on a store shared between processes (one with leases:
+   * RedisTaskStore, PostgresTaskStore): it is renewed every third of `ttlMs`, and when an instance dies with tool
    * calls running in it, another instance fails their tasks with -32603 "The server stopped
    * before the task finished" once its lease has run out. Default `{ ttlMs: 30_000 }` (at least
    * 300); `false` turns it off. A store without leases runs none.
@@ -123,7 +123,8 @@ export interface TasksModuleOptions {
    * may judge it. Past the window the call's signal fires and its task fails with -32603 "Task
    * store unreachable" once the store is back (a result the tool still returns is written
    * instead). Default 120_000 (a managed failover takes 30–120 s); `0`: the first store error
-   * stops the call.
+   * stops the call. Startup waits as long for the store's first answer (logging what it tried),
+   * then fails the boot.
    */
   storeOutageMs?: number;
   /**

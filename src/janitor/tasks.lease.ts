@@ -4,6 +4,7 @@ import {
   Injectable,
   Logger,
   type OnApplicationBootstrap,
+  Optional,
 } from '@nestjs/common';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { messageOf, TaskNotFoundError, TaskTerminalError } from '../errors.js';
@@ -12,6 +13,7 @@ import { isTerminal } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
+import { StoreStartup } from './store-startup.js';
 
 /** What the tasks of an instance that died get. */
 export const STOPPED_MESSAGE = 'The server stopped before the task finished';
@@ -30,8 +32,8 @@ const AFTER_FAULT_TTLS = 2;
 const RENEW_RETRY_MS = 1_000;
 
 /**
- * This instance's lease on a store shared with other instances (one with leases, such as
- * RedisTaskStore). Every third of the lease's TTL it renews the lease, which also tells it the
+ * This instance's lease on a store shared with other instances (one with leases: RedisTaskStore
+ * and PostgresTaskStore). Every third of the lease's TTL it renews the lease, which also tells it the
  * instances whose lease ran out: those died without shutting down, and the tool calls they were
  * running will never settle their tasks. It fails each task such an instance still holds with
  * -32603 "The server stopped before the task finished", through TasksService (compare-and-set: a
@@ -69,6 +71,8 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     private readonly tasks: TasksService,
     @Inject(TaskStore) private readonly store: TaskStore,
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
+    /** Startup's wait for the store: the lease starts after the store's first answer. */
+    @Optional() private readonly startup?: StoreStartup,
   ) {}
 
   /** The lease's TTL, or null when no lease runs (option off, or a store without leases). */
@@ -78,11 +82,23 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
 
   /**
    * Renews the lease once before the app serves (a task created next is held by an instance the
-   * others know of), then every third of the TTL on an unref'd timer.
+   * others know of), then every third of the TTL on an unref'd timer; after the store's first
+   * answer (see StoreStartup).
    */
   async onApplicationBootstrap(): Promise<void> {
     const ttlMs = this.ttlMs;
     if (ttlMs === null || this.timer !== undefined) return;
+    // Startup reports a store that does not answer (and fails the boot past its bound): a renewal
+    // would only say the same without where.
+    if (
+      this.startup &&
+      !(await this.startup.reached().then(
+        () => true,
+        () => false,
+      ))
+    )
+      return;
+    if (this.timer !== undefined) return;
     this.startedAt = Date.now();
     this.timer = setInterval(() => void this.renew(), Math.ceil(ttlMs / 3));
     this.timer.unref();

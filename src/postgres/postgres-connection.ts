@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Client, ClientConfig, Pool, PoolConfig } from 'pg';
-import { TasksConfigError } from '../errors.js';
+import { TaskError, TasksConfigError } from '../errors.js';
 
 /** How a PostgreSQL-backed part reaches PostgreSQL: the app's own pool, or where to connect. */
 export interface PostgresConnectionOptions {
@@ -160,4 +160,97 @@ export function within<T>(operation: Promise<T>, ms: number): Promise<T> {
     timer.unref();
   });
   return Promise.race([operation, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Where `pool` connects, for messages: `host:port/database` (a socket directory for a Unix
+ * socket), from its options, else PostgreSQL's environment variables and defaults, as `pg` reads
+ * them. Never a user or password: a connection string is parsed here for its host, port and
+ * database only.
+ */
+export function postgresAddress(pool: Pool): string {
+  const options = ((pool as unknown as { options?: PoolConfig }).options ?? {}) as PoolConfig;
+  let host = options.host;
+  let port: string | number | undefined = options.port;
+  let database = options.database;
+  if (typeof options.connectionString === 'string') {
+    try {
+      const url = new URL(options.connectionString);
+      host ??= decodeURIComponent(url.hostname) || url.searchParams.get('host') || undefined;
+      port ??= url.port || undefined;
+      database ??= decodeURIComponent(url.pathname.slice(1)) || undefined;
+    } catch {
+      return 'PostgreSQL at an unreadable connection string';
+    }
+  }
+  host ??= process.env.PGHOST ?? 'localhost';
+  port ??= process.env.PGPORT ?? 5432;
+  database ??= process.env.PGDATABASE;
+  const at = host.startsWith('/') ? `${host} (port ${port})` : `${hostPort(host, port)}`;
+  return `PostgreSQL at ${at}${database ? `/${database}` : ''}`;
+}
+
+/** `host:port`, with an IPv6 host in brackets. */
+function hostPort(host: string, port: string | number): string {
+  return `${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
+}
+
+/**
+ * An error PostgreSQL (or the way to it) gave `role`, naming where PostgreSQL was sought, and for
+ * a connection that failed what to check. The original error is its `cause`.
+ */
+export class PostgresUnavailableError extends Error {
+  constructor(
+    readonly address: string,
+    message: string,
+    options: { cause: unknown },
+  ) {
+    super(message, options);
+    this.name = 'PostgresUnavailableError';
+  }
+}
+
+/**
+ * SQLSTATE classes of a connection that failed or was refused: connection exceptions (08),
+ * invalid authorization (28), an unknown database (3D000), a server shutting down or starting
+ * (57P01 to 57P03).
+ */
+const CONNECTION_STATES = /^(08|28|3D000|57P0[1-3])/;
+
+/**
+ * `error` of a call on `pool` by `role`: this package's own errors (a schema at the wrong
+ * version, a refusal) pass as they are; any other names the address, and when the connection
+ * itself failed (refused, timed out, not resolved, login refused) what to check.
+ */
+export function postgresFault(pool: Pool, role: string, error: unknown): unknown {
+  if (
+    error instanceof PostgresUnavailableError ||
+    error instanceof TaskError ||
+    error instanceof TasksConfigError
+  ) {
+    return error;
+  }
+  const address = postgresAddress(pool);
+  const own = (error as Error)?.message ?? String(error);
+  const { code } = (error ?? {}) as { code?: unknown };
+  const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+  if (sqlState !== undefined && !CONNECTION_STATES.test(sqlState)) {
+    return new PostgresUnavailableError(address, `${address} answered ${role}: ${own}`, {
+      cause: error,
+    });
+  }
+  if (sqlState !== undefined && /^(28|3D)/.test(sqlState)) {
+    const what = sqlState.startsWith('28') ? 'user and password' : 'database name';
+    return new PostgresUnavailableError(
+      address,
+      `${address} refused ${role}'s login (${own}): check the ${what} of ${role}'s connection`,
+      { cause: error },
+    );
+  }
+  return new PostgresUnavailableError(
+    address,
+    `${role} could not reach ${address} (${own}): check that PostgreSQL runs there and that ` +
+      `${role}'s connection names the right host and port`,
+    { cause: error },
+  );
 }

@@ -12,6 +12,8 @@ import {
   connectPool,
   newClient,
   type PostgresConnectionOptions,
+  postgresAddress,
+  postgresFault,
   schemaOf,
   timeoutOf,
 } from './postgres-connection.js';
@@ -170,19 +172,28 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
             query_timeout: this.timeoutMs,
           }
     ) as QueryConfig;
-    return this.pool.query(query).then(() => undefined);
+    return this.pool.query(query).then(
+      () => undefined,
+      (error: unknown) => {
+        throw postgresFault(this.pool, 'PostgresTaskNotifier', error);
+      },
+    );
   }
 
   /** Runs LISTEN/UNLISTEN statements on the listener, in one round trip. */
   private async run(statements: readonly string[]): Promise<void> {
     const client = await this.connected;
     if (client === undefined || client !== this.listener) {
-      throw new Error('the LISTEN connection is down');
+      throw new Error(`the LISTEN connection to ${postgresAddress(this.pool)} is down`);
     }
-    await client.query({
-      text: statements.join('; '),
-      query_timeout: this.timeoutMs,
-    } as QueryConfig);
+    try {
+      await client.query({
+        text: statements.join('; '),
+        query_timeout: this.timeoutMs,
+      } as QueryConfig);
+    } catch (error) {
+      throw postgresFault(this.pool, 'PostgresTaskNotifier', error);
+    }
   }
 
   /** Connects the LISTEN connection; on failure or when it breaks later, tries again. */
@@ -225,8 +236,9 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
       if (this.failingSince === undefined || now - this.failureLoggedAt >= FAILURE_LOG_MS) {
         this.failingSince ??= now;
         this.failureLoggedAt = now;
+        const fault = postgresFault(this.pool, 'PostgresTaskNotifier', error) as Error;
         this.logger.error(
-          `Could not connect to LISTEN: ${error instanceof Error ? error.message : String(error)} (tried again every ${RECONNECT_MS} ms; logged once a minute)`,
+          `Could not connect to LISTEN: ${fault.message} (tried again every ${RECONNECT_MS} ms; logged once a minute)`,
         );
       }
       broke();

@@ -31,6 +31,7 @@ import type { TaskOwner, TaskRecord } from '../task.js';
 import {
   connectPool,
   type PostgresConnectionOptions,
+  postgresFault,
   quoteIdentifier,
   schemaOf,
   timeoutOf,
@@ -184,7 +185,14 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
    */
   private run<R extends QueryResultRow>(statement: Statement, values: unknown[]): Promise<R[]> {
     const rows = this.query<R>(statement, values);
-    return this.owned ? rows : within(rows, this.timeoutMs);
+    return this.naming(this.owned ? rows : within(rows, this.timeoutMs));
+  }
+
+  /** A call whose failure names where PostgreSQL was sought (see `postgresFault`). */
+  private naming<T>(call: Promise<T>): Promise<T> {
+    return call.catch((error: unknown) => {
+      throw postgresFault(this.pool, 'PostgresTaskStore', error);
+    });
   }
 
   private async query<R extends QueryResultRow>(
@@ -384,7 +392,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       text: 'SELECT 1',
       query_timeout: this.timeoutMs,
     } as QueryConfig);
-    await (this.owned ? pong : within(pong, this.timeoutMs));
+    await this.naming(this.owned ? pong : within(pong, this.timeoutMs));
   }
 
   private closing: Promise<void> | undefined;

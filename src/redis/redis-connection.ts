@@ -76,9 +76,118 @@ export function connect(
   } else {
     client = new Redis({ ...defaults, ...connection });
   }
-  // A connection error is reported by the calls that fail; ioredis reconnects by itself.
-  client.on('error', () => undefined);
+  // A connection error is reported by the calls that fail (see `redisFault`, which names it);
+  // ioredis reconnects by itself.
+  watchErrors(client);
   return { client, owned: true };
+}
+
+/** The last connection error of each client a part made (`connect`, or a duplicate it made). */
+const lastErrors = new WeakMap<RedisClient, string>();
+
+/**
+ * Keeps `client`'s connection errors (ECONNREFUSED, ENOTFOUND, WRONGPASS...) for `redisFault`,
+ * which names the last one: a failed call alone says only that it ran out of retries. For clients
+ * a part made; an app's own client keeps its own error listeners.
+ */
+export function watchErrors(client: RedisClient): void {
+  client.on('error', (error: unknown) => {
+    lastErrors.set(client, messageOfError(error));
+  });
+}
+
+/**
+ * Where `client` connects, for messages: `host:port`, a socket path, a Sentinel group or a
+ * Cluster's first nodes. Never a password (a URL's is parsed into options, and not read here).
+ */
+export function redisAddress(client: RedisClient): string {
+  if (client.isCluster) {
+    const nodes = (client as unknown as { startupNodes?: unknown[] }).startupNodes ?? [];
+    return `the Redis Cluster at ${nodes.map(nodeAddress).join(', ') || 'no node'}`;
+  }
+  const options = (client as Redis).options ?? {};
+  if (options.sentinels?.length) {
+    const sentinels = options.sentinels.map((node) => nodeAddress(node)).join(', ');
+    return `the Redis primary "${options.name ?? 'mymaster'}" of the Sentinels at ${sentinels}`;
+  }
+  if (options.path) return `Redis at ${options.path}`;
+  return `Redis at ${hostPort(options.host ?? 'localhost', options.port ?? 6379)}`;
+}
+
+/** `host:port`, with an IPv6 host in brackets. */
+function hostPort(host: string, port: number | string): string {
+  return `${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** A Cluster or Sentinel node as `host:port` (its options may be a port, a string or an object). */
+function nodeAddress(node: unknown): string {
+  if (typeof node === 'number') return hostPort('localhost', node);
+  if (typeof node === 'string') {
+    // A URL: only its host and port (it may hold a password).
+    try {
+      const url = new URL(node.includes('://') ? node : `redis://${node}`);
+      return hostPort(url.hostname || 'localhost', url.port || 6379);
+    } catch {
+      return 'an unreadable address';
+    }
+  }
+  const { host, port } = (node ?? {}) as { host?: string; port?: number };
+  return hostPort(host ?? 'localhost', port ?? 6379);
+}
+
+/** An error's message, without the "Error: " some connection errors repeat in it. */
+function messageOfError(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).replace(/^Error: /, '');
+}
+
+/**
+ * A Redis call that failed, naming where Redis was sought: the part's `role`, the address, what
+ * went wrong (the last connection error when the client is not connected: "connect ECONNREFUSED
+ * 127.0.0.1:6379" says more than ioredis's "Reached the max retries per request limit") and what
+ * to check. The original error is its `cause`.
+ */
+export class RedisUnavailableError extends Error {
+  constructor(
+    readonly address: string,
+    message: string,
+    options: { cause: unknown },
+  ) {
+    super(message, options);
+    this.name = 'RedisUnavailableError';
+  }
+}
+
+/** `error` of a call on `client` by `role`, as a RedisUnavailableError that names the address. */
+export function redisFault(client: RedisClient, role: string, error: unknown): Error {
+  if (error instanceof RedisUnavailableError) return error;
+  const address = redisAddress(client);
+  const own = messageOfError(error);
+  // Redis answered with an error: where it came from is what to add (and, for a refused login,
+  // what to check).
+  if (isReplyError(error)) {
+    const hint = /^(NOAUTH|WRONGPASS)/.test(own)
+      ? `: check the username and password of ${role}'s connection`
+      : '';
+    return new RedisUnavailableError(address, `${address} answered ${role}: ${own}${hint}`, {
+      cause: error,
+    });
+  }
+  const last = client.status === 'ready' ? undefined : lastErrors.get(client);
+  let reason = own;
+  if (last !== undefined && last !== own) {
+    reason = (error as Error)?.name === 'MaxRetriesPerRequestError' ? last : `${own}; ${last}`;
+  }
+  return new RedisUnavailableError(
+    address,
+    `${role} could not reach ${address} (${reason}): check that Redis runs there and that ` +
+      `${role}'s connection names the right host and port`,
+    { cause: error },
+  );
+}
+
+/** Whether Redis itself answered with this error (ioredis's ReplyError), rather than not at all. */
+function isReplyError(error: unknown): boolean {
+  return error instanceof Error && error.name === 'ReplyError';
 }
 
 export class RedisTimeoutError extends Error {

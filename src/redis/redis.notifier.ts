@@ -13,7 +13,9 @@ import {
   DEFAULT_REDIS_TIMEOUT_MS,
   type RedisClient,
   type RedisConnectionOptions,
+  redisFault,
   release,
+  watchErrors,
   withTimeout,
 } from './redis-connection.js';
 import { RedisTaskStore } from './redis.task-store.js';
@@ -74,7 +76,7 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     this.subscriber = this.sharded
       ? (this.publisher as Cluster).duplicate(undefined, { shardedSubscribers: true })
       : (this.publisher as Redis).duplicate();
-    this.subscriber.on('error', () => undefined);
+    watchErrors(this.subscriber);
     this.prefix = options.prefix ?? DEFAULT_PREFIX;
     this.everyChannel = `${this.prefix}changes`;
     this.controlChannel = `${this.prefix}hearers`;
@@ -92,8 +94,9 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     });
     this.changes = new RemoteChanges(
       {
-        apply: (watch, unwatch) => withTimeout(this.apply(watch, unwatch), this.timeoutMs),
-        applyAll: (on) => withTimeout(this.applyAll(on), this.timeoutMs),
+        apply: (watch, unwatch) =>
+          this.subscribing(withTimeout(this.apply(watch, unwatch), this.timeoutMs)),
+        applyAll: (on) => this.subscribing(withTimeout(this.applyAll(on), this.timeoutMs)),
         read: (taskId) =>
           (reader ??= new RedisTaskStore({ client: this.publisher, prefix: this.prefix })).get(
             taskId,
@@ -107,7 +110,8 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     // On a Cluster every instance hears the heartbeats of those that want every task's changes.
     if (this.sharded) {
       this.subscriber.subscribe(this.controlChannel).catch((error: unknown) => {
-        this.logger.error(`Could not subscribe to ${this.controlChannel}: ${String(error)}`);
+        const fault = redisFault(this.subscriber, 'RedisTaskNotifier', error);
+        this.logger.error(`Could not subscribe to ${this.controlChannel}: ${fault.message}`);
       });
     }
     this.ready = Promise.all([readyOf(this.publisher), readyOf(this.subscriber)]).then(
@@ -196,16 +200,35 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     this.listenFeed.publish(record);
     const channel = this.channelOf(record.taskId);
     const message = this.changes.encode(record);
-    if (!this.sharded) return this.publisher.publish(channel, message).then(() => undefined);
+    if (!this.sharded) return this.publishing(this.publisher.publish(channel, message));
     // On a Cluster: to the task's node; and, while some instance wants every task's changes,
     // announced as a reference on the channel every node relays.
     if (!this.changes.announcing) {
-      return this.publisher.spublish(channel, message).then(() => undefined);
+      return this.publishing(this.publisher.spublish(channel, message));
     }
-    return Promise.all([
-      this.publisher.spublish(channel, message),
-      this.publisher.publish(this.everyChannel, this.changes.reference(record)),
-    ]).then(() => undefined);
+    return this.publishing(
+      Promise.all([
+        this.publisher.spublish(channel, message),
+        this.publisher.publish(this.everyChannel, this.changes.reference(record)),
+      ]),
+    );
+  }
+
+  /** A publish, whose failure names where Redis was sought. */
+  private publishing(sent: Promise<unknown>): Promise<void> {
+    return sent.then(
+      () => undefined,
+      (error: unknown) => {
+        throw redisFault(this.publisher, 'RedisTaskNotifier', error);
+      },
+    );
+  }
+
+  /** A change of subscriptions, whose failure names where Redis was sought. */
+  private subscribing(change: Promise<void>): Promise<void> {
+    return change.catch((error: unknown) => {
+      throw redisFault(this.subscriber, 'RedisTaskNotifier', error);
+    });
   }
 
   private closing: Promise<void> | undefined;

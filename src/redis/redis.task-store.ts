@@ -42,6 +42,7 @@ import {
   DEFAULT_REDIS_TIMEOUT_MS,
   type RedisClient,
   type RedisConnectionOptions,
+  redisFault,
   release,
   withTimeout,
 } from './redis-connection.js';
@@ -547,7 +548,10 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     return this.closing;
   }
 
+  /** Bounds a call by `timeoutMs`; a failure names where Redis was sought (see `redisFault`). */
   private call<T>(operation: Promise<T>): Promise<T> {
-    return withTimeout(operation, this.timeoutMs);
+    return withTimeout(operation, this.timeoutMs).catch((error: unknown) => {
+      throw redisFault(this.client, 'RedisTaskStore', error);
+    });
   }
 }

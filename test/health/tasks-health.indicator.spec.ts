@@ -37,18 +37,32 @@ afterEach(async () => {
   while (apps.length > 0) await apps.pop()!.close();
 });
 
-/** A store whose ping never answers. */
+/**
+ * A store whose ping never answers once `away` (set after the boot: startup waits for a store
+ * that does not answer).
+ */
 class HangingStore extends InMemoryTaskStore {
+  away = false;
   override ping(): Promise<void> {
-    return new Promise(() => undefined);
+    return this.away ? new Promise(() => undefined) : super.ping();
   }
 }
 
-/** A store whose ping fails with a multi-line message. */
+/** A store whose ping fails with a multi-line message once `away`. */
 class FailingStore extends InMemoryTaskStore {
+  away = false;
   override ping(): Promise<void> {
-    return Promise.reject(new Error('connection refused\n    at somewhere (file.js:1:1)'));
+    return this.away
+      ? Promise.reject(new Error('connection refused\n    at somewhere (file.js:1:1)'))
+      : super.ping();
   }
+}
+
+/** The indicator of an app on `store`, which goes away once the app has started. */
+async function indicatorAway(store: HangingStore | FailingStore): Promise<TasksHealthIndicator> {
+  const indicator = await indicatorFor({ store });
+  store.away = true;
+  return indicator;
 }
 
 /** A store without `ping`: the indicator reads a task that does not exist. */
@@ -96,7 +110,7 @@ describe('TasksHealthIndicator', () => {
   });
 
   it('is down within its timeout when the store does not answer', async () => {
-    const indicator = await indicatorFor({ store: new HangingStore() });
+    const indicator = await indicatorAway(new HangingStore());
     const started = Date.now();
     const result = await indicator.isHealthy('tasks', { timeoutMs: 200 });
     const elapsed = Date.now() - started;
@@ -113,7 +127,7 @@ describe('TasksHealthIndicator', () => {
   });
 
   it('waits 1,000 ms by default', async () => {
-    const indicator = await indicatorFor({ store: new HangingStore() });
+    const indicator = await indicatorAway(new HangingStore());
     const started = Date.now();
     const result = await indicator.isHealthy();
     const elapsed = Date.now() - started;
@@ -126,7 +140,7 @@ describe('TasksHealthIndicator', () => {
   });
 
   it('is down with the first line of the error when the store fails, never a stack', async () => {
-    const indicator = await indicatorFor({ store: new FailingStore() });
+    const indicator = await indicatorAway(new FailingStore());
     const result = await indicator.isHealthy();
     expect(result.tasks).toEqual({
       status: 'down',

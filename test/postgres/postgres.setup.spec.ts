@@ -304,7 +304,11 @@ describe('PostgresTaskStore: connections and schemas', () => {
           () => undefined,
           (caught: unknown) => caught,
         );
-        expect((error as Error).message).toBe('PostgreSQL did not answer within 200 ms');
+        // Bounded, and naming where PostgreSQL was sought.
+        expect((error as Error).message).toContain(
+          `PostgresTaskStore could not reach PostgreSQL at 127.0.0.1:${port}/postgres ` +
+            '(PostgreSQL did not answer within 200 ms)',
+        );
       }
     } finally {
       for (const socket of sockets) socket.destroy();
