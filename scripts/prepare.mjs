@@ -11,10 +11,13 @@ if (missing.length > 0) {
   );
   process.exit(0);
 }
-// npm sets npm_execpath to its own CLI when it runs a script; fall back to the npm on PATH.
+// npm sets npm_execpath to its own CLI when it runs a script; fall back to the npm on PATH. The
+// build's report goes to stderr: `npm pack --json` (which runs prepare) answers on stdout, and
+// the report would come before its JSON there.
 const npmCli = process.env.npm_execpath;
+const stdio = ['inherit', process.stderr, 'inherit'];
 const built = npmCli
-  ? spawnSync(process.execPath, [npmCli, 'run', 'build'], { stdio: 'inherit' })
-  : spawnSync('npm', ['run', 'build'], { stdio: 'inherit', shell: process.platform === 'win32' });
+  ? spawnSync(process.execPath, [npmCli, 'run', 'build'], { stdio })
+  : spawnSync('npm', ['run', 'build'], { stdio, shell: process.platform === 'win32' });
 if (built.error) throw built.error;
 process.exit(built.status ?? 1);

@@ -12,16 +12,10 @@ import { checkPath } from './tasks.config.js';
 import { registrationProviders } from './tasks.providers.js';
 import { EXPORTED_TOKENS, TasksRegistration } from './tasks.registration.js';
 
-/**
- * TasksModule's base class, options token and option types, from Nest's ConfigurableModuleBuilder:
- * `forRoot(options)` / `forRootAsync(...)`, each with the registration extras beside the options.
- */
-export const {
-  ConfigurableModuleClass,
-  MODULE_OPTIONS_TOKEN: TASKS_MODULE_OPTIONS,
-  OPTIONS_TYPE,
-  ASYNC_OPTIONS_TYPE,
-} = new ConfigurableModuleBuilder<TasksModuleOptions>({ moduleName: 'Tasks' })
+// Named one export at a time below rather than by `export const { … } = …`: a destructuring
+// export becomes one multi-name `export declare const` in the declarations, whose names the
+// declaration bundler of `npm run build` (rolldown-plugin-dts) loses.
+const definitions = new ConfigurableModuleBuilder<TasksModuleOptions>({ moduleName: 'Tasks' })
   .setClassMethodName('forRoot')
   .setExtras<TasksModuleExtras>(
     {
@@ -54,3 +48,15 @@ export const {
     },
   )
   .build();
+
+/**
+ * TasksModule's base class, from Nest's ConfigurableModuleBuilder: `forRoot(options)` /
+ * `forRootAsync(...)`, each with the registration extras beside the options.
+ */
+export const ConfigurableModuleClass = definitions.ConfigurableModuleClass;
+/** The token TasksModule's options are provided under. */
+export const TASKS_MODULE_OPTIONS = definitions.MODULE_OPTIONS_TOKEN;
+/** The type of `forRoot`'s argument (use as `typeof OPTIONS_TYPE`). */
+export const OPTIONS_TYPE = definitions.OPTIONS_TYPE;
+/** The type of `forRootAsync`'s argument (use as `typeof ASYNC_OPTIONS_TYPE`). */
+export const ASYNC_OPTIONS_TYPE = definitions.ASYNC_OPTIONS_TYPE;

@@ -10,8 +10,8 @@ export interface ConsoleFiles {
   readonly css: string;
 }
 
-// In the built package this module is bundled into another file: scripts/bundle.mjs points this
-// exact URL at dist/console/assets/ from there (it fails the build when it cannot find it).
+// The same URL in src/ and in the built package: the build keeps this module at
+// dist/console/console-assets.js and copies the files to dist/console/assets/ (tsdown.config.ts).
 const ASSETS = new URL('./assets/', import.meta.url);
 
 /**
