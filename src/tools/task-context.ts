@@ -7,7 +7,8 @@ import {
   type TaskOwner,
   validateProgressMessage,
 } from '../task.js';
-import { isStoreUnavailable, type TasksService } from '../tasks.service.js';
+import type { TasksService } from '../tasks.service.js';
+import { isStoreUnavailable } from '../tasks.writer.js';
 import type { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
 import { backoff, type CallOutage, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';

@@ -37,7 +37,8 @@ import {
 import { isRefusal, OwnerSlots } from '../owner-slots.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
-import { isStoreUnavailable, TasksService } from '../tasks.service.js';
+import { TasksService } from '../tasks.service.js';
+import { isStoreUnavailable } from '../tasks.writer.js';
 import { JobTaskContext, RunningTaskContext } from './task-context.js';
 import { backoff, CallOutage, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';
 import { type QueuedCall, TaskQueue, toolQueue } from './task-queue.js';
