@@ -15,7 +15,8 @@ import { TasksService } from '../tasks.service.js';
 import { toolQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
-import { type TaskJob, TaskToolRunner } from '../tools/task-tool.runner.js';
+import type { TaskJob } from '../tools/task-tool.calls.js';
+import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { BullTaskQueue, type TaskJobData } from './bull-task-queue.js';
 import { FAIR_MAX_LEVEL, FAIR_RANKS } from './fair-turns.js';
 import {
