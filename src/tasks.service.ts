@@ -117,7 +117,7 @@ export class TasksService implements OnApplicationShutdown {
     @Optional() @Inject(TaskNotifier) private readonly notifier: TaskNotifier | null,
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     /** Where each write is published for this process's waiters (see tools/task-watch.ts). */
-    @Optional() waiters: WaiterFeed = new WaiterFeed(),
+    @Optional() private readonly waiters: WaiterFeed = new WaiterFeed(),
     /** The app's `@OnTaskChange` methods: every write this process makes, beside the notifier. */
     @Optional() listeners?: TaskChangeListeners,
     /** Metrics of every write this process makes (see telemetry/), when telemetry is on. */
@@ -125,7 +125,14 @@ export class TasksService implements OnApplicationShutdown {
   ) {
     this.leased = Boolean(config.lease) && hasLeases(store);
     this.announcer = new TaskAnnouncer(notifier, listeners, this.logger);
-    this.writer = new TaskWriter(store, config, waiters, this.announcer, telemetry, this.logger);
+    this.writer = new TaskWriter(
+      store,
+      config,
+      this.waiters,
+      this.announcer,
+      telemetry,
+      this.logger,
+    );
   }
 
   /**

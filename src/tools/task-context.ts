@@ -49,7 +49,7 @@ export interface TaskContext {
 /** The answers of a tool that asked for none first: one frozen object for every call. */
 const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
 
-/** What a context needs of its running call (see RunningCall in task-tool.runner.ts). */
+/** What a context needs of its running call (see RunningCall in running-call.ts). */
 export interface ContextCall {
   /** Made when first read. */
   readonly signal: AbortSignal;
