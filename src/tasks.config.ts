@@ -3,7 +3,6 @@ import {
   DEFAULT_JANITOR_INTERVAL_MS,
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_STORE_OUTAGE_MS,
-  DEFAULT_MCP_PATH,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_BODY_TIMEOUT_MS,
   DEFAULT_HEADERS_TIMEOUT_MS,
@@ -25,16 +24,32 @@ import {
   MAX_SHUTDOWN_DRAIN_MS,
   MIN_LEASE_TTL_MS,
 } from './tasks.constants.js';
-import { show, TasksConfigError } from './errors.js';
-import { isTaskToolOption, OptionProblems, taskToolOptionHint } from './option-problems.js';
+import {
+  isObject,
+  mustBe,
+  nonNegativeInteger,
+  optionalFunction,
+  positiveInteger,
+  positiveIntegerOrNull,
+  section,
+} from './option-checks.js';
+import { OptionProblems } from './option-problems.js';
 import { isPositiveInteger } from './task.js';
-import { isTaskNotifier } from './notify/task-notifier.js';
-import { missingLeaseMethods, missingStoreMethods, type TaskStore } from './store/task-store.js';
+import {
+  BODIES_KEYS,
+  JANITOR_KEYS,
+  LEASE_KEYS,
+  LISTEN_KEYS,
+  OPTION_KEYS,
+  optionElsewhere,
+  RESULT_WAITS_KEYS,
+  SHUTDOWN_KEYS,
+  TELEMETRY_KEYS,
+} from './tasks-option-keys.js';
 import type {
   TasksBodiesOptions,
   TasksConfig,
   TasksListenOptions,
-  TasksModuleExtras,
   TasksModuleOptions,
   TasksResultWaitsOptions,
   TasksServerOptions,
@@ -42,167 +57,10 @@ import type {
 } from './interfaces/tasks-module-options.interface.js';
 
 /*
- * Every check of TasksModule's configuration, each run once at startup: the options resolved into
- * TasksConfig, and the registration extras (path, guards, and the store and notifier parts).
+ * TasksModule's options resolved into TasksConfig, each checked once at startup: the values here,
+ * the names in tasks-option-keys.ts, the single-value checks in option-checks.ts. The registration
+ * extras (path, guards, the store and notifier parts) are checked in tasks-extras.config.ts.
  */
-
-const OPTION_KEYS: ReadonlySet<string> = new Set([
-  'cancellation',
-  'defaultTtlMs',
-  'maxTtlMs',
-  'maxRows',
-  'maxTasksPerOwner',
-  'maxTaskBytes',
-  'janitor',
-  'serverInfo',
-  'principal',
-  'tenant',
-  'configure',
-  'serverOptions',
-  'allowedHosts',
-  'allowedOrigins',
-  'maxBodyBytes',
-  'bodies',
-  'listen',
-  'resultWaits',
-  'runningTasksOnShutdown',
-  'shutdown',
-  'lease',
-  'storeOutageMs',
-  'telemetry',
-]);
-const LISTEN_KEYS: ReadonlySet<string> = new Set([
-  'keepAliveMs',
-  'maxStreams',
-  'maxStreamsPerPrincipal',
-  'maxTaskIds',
-]);
-const BODIES_KEYS: ReadonlySet<string> = new Set([
-  'maxBytesInFlight',
-  'maxBytesInFlightPerAddress',
-  'timeoutMs',
-  'headersTimeoutMs',
-]);
-const RESULT_WAITS_KEYS: ReadonlySet<string> = new Set(['max', 'maxPerPrincipal']);
-const JANITOR_KEYS: ReadonlySet<string> = new Set(['intervalMs', 'terminalTtlMs']);
-const LEASE_KEYS: ReadonlySet<string> = new Set(['ttlMs']);
-const SHUTDOWN_KEYS: ReadonlySet<string> = new Set(['drainMs']);
-const TELEMETRY_KEYS: ReadonlySet<string> = new Set([
-  'meterProvider',
-  'tracerProvider',
-  'recordTaskIds',
-]);
-
-/** The registration extras: given beside the options, never inside what useFactory returns. */
-const EXTRA_KEYS: ReadonlySet<string> = new Set(
-  Object.keys({
-    isGlobal: true,
-    store: true,
-    notifier: true,
-    path: true,
-    guards: true,
-    console: true,
-  } satisfies Record<keyof TasksModuleExtras, true>),
-);
-
-/** The options of TasksQueueModule (`nestjs-mcp-tasks/bullmq`). */
-const QUEUE_KEYS: ReadonlySet<string> = new Set(['worker', 'workers', 'fair']);
-
-/** The nested options objects, by name, with their keys. */
-const SECTIONS: ReadonlyArray<readonly [string, ReadonlySet<string>]> = [
-  ['listen', LISTEN_KEYS],
-  ['bodies', BODIES_KEYS],
-  ['resultWaits', RESULT_WAITS_KEYS],
-  ['janitor', JANITOR_KEYS],
-  ['lease', LEASE_KEYS],
-  ['shutdown', SHUTDOWN_KEYS],
-  ['telemetry', TELEMETRY_KEYS],
-];
-
-/**
- * Where an unknown top-level option belongs, when it is a real option elsewhere: on each
- * `@TaskTool()`, beside the options (an extra), in TasksQueueModule, in a nested object, or in
- * `serverInfo`. Undefined for anything else (a near miss or the list of options then).
- */
-function optionElsewhere(key: string): string | undefined {
-  if (key === 'name' || key === 'version') {
-    return `${key} is not an option; the server's name and version go in serverInfo: { name, version }`;
-  }
-  if (isTaskToolOption(key)) {
-    const also = key === 'ttlMs' ? ' (the module-wide default is defaultTtlMs)' : '';
-    return `${taskToolOptionHint(key, 'TasksModule')}${also}`;
-  }
-  if (EXTRA_KEYS.has(key)) {
-    return `${key} is not an option; it is given beside the options: forRoot({ ${key} }), or forRootAsync({ ${key}, useFactory }), not in what useFactory returns`;
-  }
-  if (QUEUE_KEYS.has(key)) {
-    return `${key} is a TasksQueueModule option, not a TasksModule one: TasksQueueModule.forRoot({ ${key} })`;
-  }
-  const home = SECTIONS.find(([, keys]) => keys.has(key));
-  if (home !== undefined) {
-    return `${key} is not an option; did you mean ${home[0]}.${key} (${home[0]}: { ${key} })?`;
-  }
-  return undefined;
-}
-
-const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
-  new TasksConfigError(`${key} must be ${expectation}, got ${show(value)}`);
-
-/*
- * Each check below notes its problem in `p` and goes on with a stand-in (the default, or a value
- * that keeps the checks depending on it quiet), so that one boot reports every problem.
- */
-
-function positiveInteger(p: OptionProblems, key: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (isPositiveInteger(value)) return value;
-  p.add(mustBe(key, 'a positive integer', value).message);
-  return fallback;
-}
-
-function nonNegativeInteger(
-  p: OptionProblems,
-  key: string,
-  value: unknown,
-  fallback: number,
-): number {
-  if (value === undefined) return fallback;
-  if (value === 0 || isPositiveInteger(value)) return value as number;
-  p.add(mustBe(key, 'an integer of 0 or more', value).message);
-  return fallback;
-}
-
-function positiveIntegerOrNull<F extends number | null | undefined>(
-  p: OptionProblems,
-  key: string,
-  value: unknown,
-  fallback: F,
-): number | null | F {
-  if (value === undefined) return fallback;
-  if (value === null || isPositiveInteger(value)) return value;
-  p.add(mustBe(key, 'a positive integer or null', value).message);
-  return fallback;
-}
-
-/**
- * A nested options object (`listen`, `bodies`...): the object, `{}` when absent, or undefined
- * (problem noted) when it is not an object. Its unknown keys are noted too.
- */
-function section(
-  p: OptionProblems,
-  key: string,
-  value: unknown,
-  known: ReadonlySet<string>,
-  expectation = 'an object',
-): Record<string, unknown> {
-  const given = value ?? {};
-  if (!isObject(given)) {
-    p.add(mustBe(key, expectation, given).message);
-    return {};
-  }
-  p.unknownKeys(`${key}.`, given, known);
-  return given;
-}
 
 /** Validates module options once, at startup, and merges the defaults. */
 export function resolveTasksConfig(options: TasksModuleOptions | undefined): TasksConfig {
@@ -499,20 +357,6 @@ function resultWaitsOptions(
 
 const DEFAULT_SERVER_INFO = { name: 'nestjs-mcp-tasks', version: '0.1.0' };
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-function optionalFunction(
-  p: OptionProblems,
-  key: string,
-  value: unknown,
-): ((...args: never[]) => unknown) | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value === 'function') return value as (...args: never[]) => unknown;
-  p.add(mustBe(key, 'a function', value).message);
-  return undefined;
-}
-
 function hostList(
   p: OptionProblems,
   key: string,
@@ -527,79 +371,4 @@ function hostList(
     return undefined;
   }
   return Object.freeze([...value]);
-}
-
-/** The `path` extra: where the endpoint is served, or `false` for none. */
-export function checkPath(path: unknown): string | false {
-  if (path === undefined) return DEFAULT_MCP_PATH;
-  if (path === false) return false;
-  if (typeof path !== 'string' || !/^\/?[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path)) {
-    throw mustBe('path', 'a URL path or false', path);
-  }
-  return path;
-}
-
-/**
- * The `guards` extra (or another list of guards, named by `key`): guard classes or instances
- * (anything with a `canActivate` method).
- */
-export function checkGuards(
-  guards: TasksModuleExtras['guards'],
-  key = 'guards',
-): NonNullable<TasksModuleExtras['guards']> {
-  if (guards === undefined) return [];
-  if (
-    !Array.isArray(guards) ||
-    !guards.every(
-      (guard) =>
-        typeof guard === 'function' ||
-        (guard !== null && typeof guard === 'object' && typeof guard.canActivate === 'function'),
-    )
-  ) {
-    throw new TasksConfigError(
-      `${key} must be an array of guard classes or instances, got ${show(guards)}`,
-    );
-  }
-  return guards;
-}
-
-const RECIPE_KEYS = ['useClass', 'useValue', 'useExisting', 'useFactory'] as const;
-
-/**
- * Whether a `store` / `notifier` extra that is not a class is a Nest provider recipe (else it is
- * an instance). A part naming two recipes is refused.
- */
-export function isPartRecipe(key: string, part: unknown): boolean {
-  const recipe =
-    part !== null && typeof part === 'object' ? RECIPE_KEYS.filter((name) => name in part) : [];
-  if (recipe.length > 1) {
-    throw new TasksConfigError(`${key} names ${recipe.join(' and ')}; give one of them`);
-  }
-  return recipe.length === 1;
-}
-
-/** The check of a built `store` / `notifier` part: `problemWith` says what is wrong, or null. */
-export function checkPart<T>(
-  key: string,
-  value: unknown,
-  problemWith: (value: unknown) => string | null,
-): T {
-  const problem = problemWith(value);
-  if (problem !== null) throw new TasksConfigError(`${key} ${problem}, got ${show(value)}`);
-  return value as T;
-}
-
-/** What keeps a value from being the `store` part, or null. */
-export function storeProblem(value: unknown): string | null {
-  const missing = missingStoreMethods(value);
-  if (missing.length > 0) return `must implement TaskStore (missing ${missing.join(', ')})`;
-  const partial = missingLeaseMethods(value as TaskStore);
-  return partial.length === 0
-    ? null
-    : `must implement all of TaskStoreLeases or none of it (missing ${partial.join(', ')})`;
-}
-
-/** What keeps a value from being the `notifier` part, or null. */
-export function notifierProblem(value: unknown): string | null {
-  return isTaskNotifier(value) ? null : 'must implement TaskNotifier (a notify method)';
 }

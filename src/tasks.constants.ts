@@ -110,7 +110,9 @@ export const MAX_TASK_ID_LENGTH = 256;
  * buffered output is closed: 1 MiB.
  */
 export const MAX_STREAM_BUFFERED_BYTES = 1_048_576;
-/** The bytes of records kept while the notifier fails, to send again (see TasksService). */
+/** The bytes of records kept while the notifier fails, to send again (see TaskAnnouncer). */
 export const MAX_UNSENT_CHANGE_BYTES = 32 * 1_048_576;
-/** The bytes of records kept of writes whose answer was lost, to confirm (see TasksService). */
+/** The bytes of records kept of writes whose answer was lost, to confirm (see TaskWriter). */
 export const MAX_UNCONFIRMED_WRITE_BYTES = 32 * 1_048_576;
+/** While the store or the notifier fails, how often the outage is logged again. */
+export const STORE_FAULT_LOG_MS = 60_000;

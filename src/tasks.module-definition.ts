@@ -8,7 +8,7 @@ import { checkConsole } from './console/console.config.js';
 import { createConsoleController } from './console/console.controller.js';
 import { consoleProviders } from './console/console.providers.js';
 import { createMcpController } from './mcp/mcp.controller.js';
-import { checkPath } from './tasks.config.js';
+import { checkPath } from './tasks-extras.config.js';
 import { registrationProviders } from './tasks.providers.js';
 import { EXPORTED_TOKENS, TasksRegistration } from './tasks.registration.js';
 

@@ -25,14 +25,14 @@ import { TaskChangeListeners } from './notify/task-change.listeners.js';
 import { WaiterFeed } from './notify/waiter-feed.js';
 import { InMemoryTaskStore } from './store/in-memory.task-store.js';
 import { TaskStore } from './store/task-store.js';
+import { resolveTasksConfig } from './tasks.config.js';
 import {
   checkGuards,
   checkPart,
   isPartRecipe,
   notifierProblem,
-  resolveTasksConfig,
   storeProblem,
-} from './tasks.config.js';
+} from './tasks-extras.config.js';
 import { MCP_PATH, TASKS_CONFIG } from './tasks.constants.js';
 import { TasksService } from './tasks.service.js';
 import { TasksTelemetry } from './telemetry/tasks.telemetry.js';

@@ -1,7 +1,7 @@
 import type { CanActivate, Type } from '@nestjs/common';
 import { show, TasksConfigError } from '../errors.js';
 import type { TasksConsoleOptions } from '../interfaces/tasks-module-options.interface.js';
-import { checkGuards } from '../tasks.config.js';
+import { checkGuards } from '../tasks-extras.config.js';
 
 /** Where the task console is served when its options name no path. */
 export const DEFAULT_CONSOLE_PATH = 'mcp-tasks';

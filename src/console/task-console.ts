@@ -15,7 +15,8 @@ import type { TaskListPage } from '../store/task-store.js';
 import { type TaskOwner, type TaskRecord, type TaskState, expiresAt, isTerminal } from '../task.js';
 import { TASK_STATES } from '../task/rules.js';
 import { MAX_STREAM_BUFFERED_BYTES, TASKS_CONFIG } from '../tasks.constants.js';
-import { MAX_LIST_LIMIT, TasksService } from '../tasks.service.js';
+import { MAX_LIST_LIMIT } from '../tasks.listing.js';
+import { TasksService } from '../tasks.service.js';
 import { type ConsoleFiles, escapeHtml, readConsoleFiles } from './console-assets.js';
 import { ConsoleHistory, type HeardChange } from './console-history.js';
 

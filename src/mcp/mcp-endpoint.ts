@@ -10,7 +10,7 @@ import { type AuthInfo, createMcpHandler, type McpHttpHandler } from '@modelcont
 import { ownerOf } from '../principal.js';
 import type { TaskOwner } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
-import { bodyRefusal, sendBodyRefusal } from './body-parsing.js';
+import { bodyRefusal, sendBodyRefusal } from './body-refusals.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { methodNotAllowed, SDK_METHODS } from './body-parsing.installer.js';

@@ -119,9 +119,10 @@ export class TaskToolCallHandler {
           firstInput = round.answers;
         }
       }
-      const record = await this.runner.start(tool, input, owner, requestedTtlMs, firstInput, {
-        meta: params._meta,
-        ...(headers !== undefined && { headers }),
+      const record = await this.runner.start(tool, input, owner, {
+        requestedTtlMs,
+        firstInput,
+        trace: { meta: params._meta, ...(headers !== undefined && { headers }) },
       });
       sendResult(
         res,

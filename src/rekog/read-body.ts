@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
-import { readJson, UNPARSABLE_BODY } from '../mcp/body-parsing.js';
+import { readJson } from '../mcp/body-reader.js';
+import { UNPARSABLE_BODY } from '../mcp/body-refusals.js';
 
 /**
  * Reads a JSON body the package's parsers did not reach (a route they do not front) with the

@@ -21,7 +21,7 @@ import {
   JSON_TYPE,
   type RefusedBody,
   sendBodyRefusal,
-} from '../mcp/body-parsing.js';
+} from '../mcp/body-refusals.js';
 import { sendError, sendFault } from '../mcp/json-rpc.js';
 import { type FrameworkReply, type FrameworkRequest, handOver } from '../mcp/mcp-endpoint.js';
 import { headerValue } from '../mcp/standard-headers.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TaskStoreUnreachableError } from '../errors.js';
-import { isStoreUnavailable } from '../tasks.service.js';
+import { isStoreUnavailable } from '../tasks.writer.js';
 
 /** The first wait before a write is tried again while the store is away, and the longest. */
 export const OUTAGE_RETRY_FIRST_MS = 250;

@@ -7,7 +7,8 @@ import {
   type TaskOwner,
   validateProgressMessage,
 } from '../task.js';
-import { isStoreUnavailable, type TasksService } from '../tasks.service.js';
+import type { TasksService } from '../tasks.service.js';
+import { isStoreUnavailable } from '../tasks.writer.js';
 import type { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
 import { backoff, type CallOutage, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';
@@ -48,7 +49,7 @@ export interface TaskContext {
 /** The answers of a tool that asked for none first: one frozen object for every call. */
 const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
 
-/** What a context needs of its running call (see RunningCall in task-tool.runner.ts). */
+/** What a context needs of its running call (see RunningCall in running-call.ts). */
 export interface ContextCall {
   /** Made when first read. */
   readonly signal: AbortSignal;

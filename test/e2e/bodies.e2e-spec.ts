@@ -9,7 +9,7 @@ import { Module, type Type } from '@nestjs/common';
 import type { Server } from 'node:http';
 import { TasksModule, type TasksModuleOptions } from '../../src/index.js';
 import { BodyParsingInstaller } from '../../src/mcp/body-parsing.installer.js';
-import { REFUSAL_LINGER_MS } from '../../src/mcp/body-parsing.js';
+import { REFUSAL_LINGER_MS } from '../../src/mcp/body-refusals.js';
 import { ADAPTERS, type AdapterName, type RunningApp, startApp } from './app.js';
 import { mcpRequest, post } from './raw.js';
 import { type SlowBody, slowBody } from './slow-body.js';

@@ -1,6 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { BodyBudget } from '../../src/mcp/body-budget.js';
-import { OVERSIZED_BODY, readJson, RefusedBody } from '../../src/mcp/body-parsing.js';
+import { readJson } from '../../src/mcp/body-reader.js';
+import { OVERSIZED_BODY, RefusedBody } from '../../src/mcp/body-refusals.js';
 import { BODY_CHUNK_OVERHEAD_BYTES } from '../../src/tasks.constants.js';
 
 /**

@@ -1,9 +1,5 @@
-import {
-  JSON_TYPE,
-  MAX_BODY_DEPTH,
-  NestingScanner,
-  nestingOf,
-} from '../../src/mcp/body-parsing.js';
+import { NestingScanner, nestingOf } from '../../src/mcp/body-reader.js';
+import { JSON_TYPE, MAX_BODY_DEPTH } from '../../src/mcp/body-refusals.js';
 
 /** The nesting depth of a parsed JSON value (the reference nestingOf must agree with). */
 function depthOfValue(value: unknown): number {

@@ -1,0 +1,127 @@
+import { INTERNAL_ERROR_MESSAGE, TasksConfigError } from '../errors.js';
+import {
+  type CallToolResult,
+  type InputRequest,
+  type InputResponse,
+  type TaskOwner,
+  type TaskRecord,
+  validateInputRequests,
+} from '../task.js';
+import type { TasksService } from '../tasks.service.js';
+import type { TraceCarrier } from '../telemetry/tasks.telemetry.js';
+import type { TaskToolDefinition } from './task-tool.registry.js';
+
+/*
+ * What a call of a task tool is as TaskToolRunner takes it: in process (`start`, `runInline`) or
+ * as a queue job (`runJob`), and how its task is made from the tool's options.
+ */
+
+/** How `TaskToolRunner.start` starts a call, beyond its tool, input and owner. */
+export interface StartCallOptions {
+  /**
+   * The TTL the client asked for (2025-11-25 `task.ttl`), in place of the tool's; the module's
+   * `maxTtlMs` caps both.
+   */
+  readonly requestedTtlMs?: number;
+  /**
+   * The answers to the tool's `requireInputFirst` gathered before the task (2026-07-28 multi
+   * round-trip); without them the task asks them first.
+   */
+  readonly firstInput?: Readonly<Record<string, InputResponse>>;
+  /** Where the request names the trace the run's span continues (telemetry). */
+  readonly trace?: TraceCarrier;
+}
+
+/** One call on its way in (see `TaskToolRunner.begin`). */
+export interface ToolCall extends StartCallOptions {
+  readonly tool: TaskToolDefinition;
+  readonly input: unknown;
+  readonly owner: TaskOwner;
+  /** The client waits for the end in the same request (runInline), not through the task. */
+  readonly inline: boolean;
+}
+
+/** A job of a queue-run tool, as its worker runs it (see `TaskToolRunner.runJob`). */
+export interface TaskJob {
+  /** Which run of the job this is, from 1. A later run restarts the method from its start. */
+  readonly run: number;
+  /** False while the queue will run the job again if this run throws. */
+  readonly lastRun: boolean;
+  /** Answers the method took in earlier runs, by input key. */
+  readonly answers: Readonly<Record<string, InputResponse>>;
+  /** Keeps the answers taken so far with the job, for a later run. */
+  keepAnswers(answers: Readonly<Record<string, InputResponse>>): Promise<void>;
+}
+
+/**
+ * What a queue worker does with a job after `runJob`: nothing more (`settled`), run it again as
+ * a failed attempt (`retry`), or put it back for another worker as it was (`stopped`: this
+ * process is shutting down and stopped the method).
+ */
+export type JobOutcome = 'settled' | 'retry' | 'stopped';
+
+/** The requests of the tool's `requireInputFirst` for this input, or none. */
+export async function firstInputRequests(
+  tool: TaskToolDefinition,
+  input: unknown,
+): Promise<Record<string, InputRequest> | undefined> {
+  const ask = tool.options.requireInputFirst;
+  const requests = typeof ask === 'function' ? await ask(input) : ask;
+  if (requests === undefined || Object.keys(requests).length === 0) return undefined;
+  return validateInputRequests(requests);
+}
+
+/**
+ * Stores the call's task, labelled with the tool's name and, when the tool keeps them, the
+ * arguments its `keepArguments` returns (TasksService checks them: JSON, 4 KiB at most).
+ */
+export async function createCallTask(
+  tasks: TasksService,
+  { tool, input, owner, requestedTtlMs }: ToolCall,
+): Promise<TaskRecord> {
+  const { pollIntervalMs, statusMessage, keepArguments } = tool.options;
+  const ttlMs = requestedTtlMs ?? tool.options.ttlMs;
+  let kept: unknown;
+  try {
+    kept = keepArguments?.(input);
+  } catch (error) {
+    // A fault of the tool's own code: the call fails as an internal error, the reason logged.
+    throw new TasksConfigError(`Tool "${tool.name}": keepArguments threw: ${String(error)}`);
+  }
+  if (typeof (kept as { then?: unknown } | null)?.then === 'function') {
+    throw new TasksConfigError(
+      `Tool "${tool.name}": keepArguments must return its copy, not a promise`,
+    );
+  }
+  // An in-process call is held by this instance's lease; a queue-run one by no one (a worker
+  // runs it, and the queue runs it again should that worker die).
+  return tasks.create(
+    owner,
+    {
+      ...(ttlMs !== undefined && { ttlMs }),
+      ...(pollIntervalMs !== undefined && { pollIntervalMs }),
+      ...(statusMessage !== undefined && { statusMessage }),
+    },
+    {
+      held: tool.options.queue === undefined,
+      toolName: tool.name,
+      ...(kept !== undefined && { arguments: kept }),
+    },
+  );
+}
+
+/**
+ * What a call of a client without the tasks extension answers once its task ends (runInline):
+ * the task's result, or its error or cancellation as a tool error.
+ */
+export function inlineResult(end: TaskRecord): CallToolResult {
+  if (end.status === 'completed' && end.result) {
+    const { resultType, ...result } = end.result;
+    return result as CallToolResult;
+  }
+  const message =
+    end.status === 'failed'
+      ? (end.error?.message ?? INTERNAL_ERROR_MESSAGE)
+      : 'The task was cancelled';
+  return { content: [{ type: 'text', text: message }], isError: true };
+}
