@@ -54,6 +54,12 @@ export const TIERS = {
   ],
 };
 
+/**
+ * Specs that start nothing but take long on their own (the seeded fuzz suite: about a minute of
+ * CPU): they run in `integration`, so that `unit` stays under a minute on two cores.
+ */
+export const LONG = ['test/e2e/fuzz.e2e-spec.ts'];
+
 const rootDir = import.meta.dirname;
 const SPECS = ['**/*.spec.ts', '**/*.e2e-spec.ts'];
 
@@ -84,16 +90,28 @@ const project = (displayName, testMatch, testPathIgnorePatterns = []) => ({
   setupFiles: ['<rootDir>/test/support/setup.ts'],
 });
 
+/** The three tiers as Jest projects. */
+export const PROJECTS = [
+  project(
+    'unit',
+    SPECS.map((spec) => `<rootDir>/test/${spec}`),
+    [...TIERS.integration, ...LONG, ...TIERS.consumer].map(prefix),
+  ),
+  project('integration', globs([...TIERS.integration, ...LONG])),
+  project('consumer', globs(TIERS.consumer)),
+];
+
+/**
+ * `npm run test:<tier>` sets TEST_TIER to run one tier (rather than Jest's `--selectProjects`,
+ * which would take a file named after it for one more project name); `npm test` runs them all.
+ */
+const tier = process.env.TEST_TIER;
+if (tier && !PROJECTS.some((project) => project.displayName === tier)) {
+  throw new Error(`TEST_TIER is ${tier}: unit, integration or consumer, or unset for all three`);
+}
+
 export default {
-  projects: [
-    project(
-      'unit',
-      SPECS.map((spec) => `<rootDir>/test/${spec}`),
-      [...TIERS.integration, ...TIERS.consumer].map(prefix),
-    ),
-    project('integration', globs(TIERS.integration)),
-    project('consumer', globs(TIERS.consumer)),
-  ],
+  projects: tier ? PROJECTS.filter((project) => project.displayName === tier) : PROJECTS,
   // A failed test file can leave servers it started running (and Jest waiting on their pipes):
   // every process a test starts carries a mark of the run, and the teardown kills what is left.
   globalSetup: '<rootDir>/test/support/servers/jest-global-setup.mjs',
