@@ -19,7 +19,11 @@ import {
   type TasksModuleOptions,
 } from '../../src/index.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
-import { connectOfficialClient, type OfficialClient, testContextFetch } from '../support/official-client.js';
+import {
+  connectOfficialClient,
+  type OfficialClient,
+  testContextFetch,
+} from '../support/official-client.js';
 import { eventually, type ListenOptions, openListen, rpc, type SseReader } from '../support/sse.js';
 import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from '../support/wire.js';
 

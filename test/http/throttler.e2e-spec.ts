@@ -7,7 +7,13 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import { ADAPTERS, type AdapterName } from '../support/app.js';
 import { connectTasksClient } from '../../src/client/index.js';
 import { connectOfficialClient, testContextFetch, textOf } from '../support/official-client.js';
-import { leak, mcpRequest, type McpRequestOptions, post, type RawResponse } from '../support/raw.js';
+import {
+  leak,
+  mcpRequest,
+  type McpRequestOptions,
+  post,
+  type RawResponse,
+} from '../support/raw.js';
 import { v1Client, v1Transport } from '../support/v1-client.js';
 import { legacyHeaders } from '../support/wire.js';
 import { sleep } from '../support/helpers.js';

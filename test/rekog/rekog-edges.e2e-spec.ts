@@ -21,7 +21,14 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connectOfficialClient, testContextFetch, textOf } from '../support/official-client.js';
-import { exchange, leak, mcpRequest, post, type RawRequest, type RawResponse } from '../support/raw.js';
+import {
+  exchange,
+  leak,
+  mcpRequest,
+  post,
+  type RawRequest,
+  type RawResponse,
+} from '../support/raw.js';
 import { openListen, rpc } from '../support/sse.js';
 import { v1Client, v1Transport } from '../support/v1-client.js';
 import { type JsonRpcMessage, legacyHeaders, standardHeaders } from '../support/wire.js';
