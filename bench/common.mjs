@@ -10,8 +10,8 @@ import { randomFillSync } from 'node:crypto';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 import { fileURLToPath, URL } from 'node:url';
-import { freePort } from '../test/servers/free-port.mjs';
-import { postgresBinDir, startPrivatePostgres } from '../test/servers/postgres.mjs';
+import { freePort } from '../test/support/servers/free-port.mjs';
+import { postgresBinDir, startPrivatePostgres } from '../test/support/servers/postgres.mjs';
 
 /** The repository this bench runs from. */
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));

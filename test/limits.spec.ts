@@ -12,7 +12,7 @@ import {
   TaskTooLargeError,
   type TaskRecord,
 } from '../src/index.js';
-import { accept, elicit, rejection, serviceWith, textResult } from './helpers.js';
+import { accept, elicit, rejection, serviceWith, textResult } from './support/helpers.js';
 
 const alice = { principal: 'alice' };
 const mallory = { principal: 'mallory' };

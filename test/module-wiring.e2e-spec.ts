@@ -21,8 +21,8 @@ import {
   TasksModule,
   TasksService,
 } from '../src/index.js';
-import { ADAPTERS, type AdapterName } from './e2e/app.js';
-import { mcpRequest, post, type RawResponse } from './e2e/raw.js';
+import { ADAPTERS, type AdapterName } from './support/app.js';
+import { mcpRequest, post, type RawResponse } from './support/raw.js';
 
 // ----- a small app: a task tool, an auth module with a JwtService-like provider -------------------
 

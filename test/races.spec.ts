@@ -4,7 +4,7 @@ import { isTerminal, type TaskOwner } from '../src/task.js';
 import type { TasksModuleOptions } from '../src/interfaces/tasks-module-options.interface.js';
 import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
-import { accept, elicit, racer, RecordingNotifier } from './helpers.js';
+import { accept, elicit, racer, RecordingNotifier } from './support/helpers.js';
 
 const alice: TaskOwner = { principal: 'alice' };
 

@@ -4,7 +4,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { TasksModule } from '../src/index.js';
-import { ADAPTERS, type AdapterName } from './e2e/app.js';
+import { ADAPTERS, type AdapterName } from './support/app.js';
 
 @Controller('jobs')
 class JobsController {

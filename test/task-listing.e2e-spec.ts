@@ -29,10 +29,10 @@ import {
 import { RedisTaskStore } from '../src/redis/redis.task-store.js';
 import { toTask2025 } from '../src/task.js';
 import { MAX_KEPT_ARGUMENTS_BYTES } from '../src/task/rules.js';
-import { startTestRedis, type TestRedis } from './redis-server.js';
-import { serviceWith } from './helpers.js';
-import { startApp } from './e2e/app.js';
-import { openListen, rpc } from './e2e/sse.js';
+import { startTestRedis, type TestRedis } from './support/redis-server.js';
+import { serviceWith } from './support/helpers.js';
+import { startApp } from './support/app.js';
+import { openListen, rpc } from './support/sse.js';
 
 const alice = { principal: 'alice' };
 const bob = { principal: 'bob' };

@@ -44,7 +44,7 @@ import {
   validateStatusMessage,
   validateTaskId,
 } from '../src/task.js';
-import { elicit } from './helpers.js';
+import { elicit } from './support/helpers.js';
 
 const T0 = Date.UTC(2026, 6, 28, 12, 0, 0);
 const ok = (result: TransitionResult): TaskRecord => {

@@ -18,7 +18,7 @@ import type {
 import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksJanitor } from '../src/janitor/tasks.janitor.js';
 import { TasksService } from '../src/tasks.service.js';
-import { RecordingNotifier } from './helpers.js';
+import { RecordingNotifier } from './support/helpers.js';
 
 const owner = { principal: 'alice' };
 const apps: INestApplicationContext[] = [];

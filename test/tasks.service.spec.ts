@@ -15,7 +15,7 @@ import { resolveTasksConfig } from '../src/tasks.config.js';
 import { TasksService } from '../src/tasks.service.js';
 import { CallOutage } from '../src/tools/store-outage.js';
 import { RunningTaskContext } from '../src/tools/task-context.js';
-import { accept, elicit, serviceWith, sleep, textResult } from './helpers.js';
+import { accept, elicit, serviceWith, sleep, textResult } from './support/helpers.js';
 
 const alice: TaskOwner = { principal: 'alice' };
 const bob: TaskOwner = { principal: 'bob' };

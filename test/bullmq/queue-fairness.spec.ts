@@ -24,7 +24,7 @@ import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
 import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';
 import { WaiterFeed } from '../../src/notify/waiter-feed.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 
 /**
  * Fair turns on a BullMQ queue (issue 34, item 4): each job's priority is its owner's rank, kept

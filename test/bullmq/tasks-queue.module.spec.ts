@@ -9,7 +9,7 @@ import { TasksConfigError } from '../../src/errors.js';
 import { TaskQueue, TaskTool, TasksModule, TasksService } from '../../src/index.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
 import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 
 /** How TasksQueueModule is wired into an app: its boot errors, forRootAsync, what a call enqueues. */
 

@@ -10,7 +10,7 @@ import {
   statusOutage,
   TaskServerUnreachableError,
 } from '../../src/client/retry.js';
-import { rejection } from '../helpers.js';
+import { rejection } from '../support/helpers.js';
 
 /** A loopback server; `onRequest` decides what each request gets. */
 async function serve(onRequest: Parameters<typeof createServer>[1]): Promise<Server> {

@@ -11,7 +11,7 @@
  * readers.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ADAPTERS, startApp, type RunningApp } from '../e2e/app.js';
+import { ADAPTERS, startApp, type RunningApp } from '../support/app.js';
 import { ConformanceFixtureModule } from './fixture.js';
 import {
   type Check,

@@ -1,9 +1,10 @@
 import puppeteer, { type Browser, type HTTPRequest, type Page } from 'puppeteer-core';
 import { connectTasksClient, type TasksClient } from '../../src/client/index.js';
 import { TasksService } from '../../src/index.js';
-import { startApp, type RunningApp } from '../e2e/app.js';
-import { testContextFetch } from '../e2e/official-client.js';
-import { bearerOnlyConsoleApp, findChromium, TOKENS } from './console-app.js';
+import { startApp, type RunningApp } from '../support/app.js';
+import { testContextFetch } from '../support/official-client.js';
+import { findChromium } from '../support/chromium.js';
+import { bearerOnlyConsoleApp, TOKENS } from './console-app.js';
 import { ConsoleTools, Gate } from './console-tools.js';
 
 /**

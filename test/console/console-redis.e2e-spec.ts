@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { TasksService } from '../../src/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { startApp, type RunningApp } from '../e2e/app.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startApp, type RunningApp } from '../support/app.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import { ADMIN, call, consoleApp, openStream } from './console-app.js';
 
 /**

@@ -9,9 +9,10 @@ import { join, resolve } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { connectTasksClient, type TasksClient } from '../../src/client/index.js';
 import { TasksService } from '../../src/index.js';
-import { startApp, type RunningApp } from '../e2e/app.js';
-import { testContextFetch } from '../e2e/official-client.js';
-import { consoleApp, findChromium } from './console-app.js';
+import { startApp, type RunningApp } from '../support/app.js';
+import { testContextFetch } from '../support/official-client.js';
+import { findChromium } from '../support/chromium.js';
+import { consoleApp } from './console-app.js';
 import { ConsoleTools, Gate, HTML_MESSAGE } from './console-tools.js';
 
 /**

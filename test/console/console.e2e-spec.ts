@@ -9,7 +9,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { TasksModule, TasksService, InMemoryTaskStore, TasksConfigError } from '../../src/index.js';
 import { TaskConsole } from '../../src/console/task-console.js';
-import { ADAPTERS, startApp, type RunningApp } from '../e2e/app.js';
+import { ADAPTERS, startApp, type RunningApp } from '../support/app.js';
 import {
   ADMIN,
   ALICE,

@@ -5,8 +5,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DemoModule } from '../../examples/demo.module.js';
-import { SseReader } from '../e2e/sse.js';
-import { type JsonRpcMessage, parseMessage } from '../e2e/wire.js';
+import { SseReader } from '../support/sse.js';
+import { type JsonRpcMessage, parseMessage } from '../support/wire.js';
 
 /**
  * docs/clients.md, run against the demo (DemoModule in memory, as `npm start` runs it, on a free

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { v1Client, v1Transport } from '../e2e/v1-client.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
 
 /**
  * docs/inspector.md's fallback: the demo started with DEMO_WHEN_CLIENT_LACKS_TASKS=inline runs

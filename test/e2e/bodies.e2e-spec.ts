@@ -10,10 +10,10 @@ import type { Server } from 'node:http';
 import { TasksModule, type TasksModuleOptions } from '../../src/index.js';
 import { BodyParsingInstaller } from '../../src/mcp/body-parsing.installer.js';
 import { REFUSAL_LINGER_MS } from '../../src/mcp/body-refusals.js';
-import { ADAPTERS, type AdapterName, type RunningApp, startApp } from './app.js';
-import { mcpRequest, post } from './raw.js';
-import { type SlowBody, slowBody } from './slow-body.js';
-import { standardHeaders } from './wire.js';
+import { ADAPTERS, type AdapterName, type RunningApp, startApp } from '../support/app.js';
+import { mcpRequest, post } from '../support/raw.js';
+import { type SlowBody, slowBody } from '../support/slow-body.js';
+import { standardHeaders } from '../support/wire.js';
 
 const MAX_BODY = 65_536;
 const PER_ADDRESS = 2 * MAX_BODY;

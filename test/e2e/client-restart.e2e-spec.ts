@@ -25,11 +25,11 @@ import {
   type TasksClient,
   type TasksClientOptions,
 } from '../../src/client/index.js';
-import { type AdapterName, ADAPTERS } from './app.js';
-import { testContextFetch, textOf } from './official-client.js';
-import { v1Client, v1Transport } from './v1-client.js';
-import { eventually } from './sse.js';
-import { rejection, sleep, textResult } from '../helpers.js';
+import { type AdapterName, ADAPTERS } from '../support/app.js';
+import { testContextFetch, textOf } from '../support/official-client.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
+import { eventually } from '../support/sse.js';
+import { rejection, sleep, textResult } from '../support/helpers.js';
 
 /**
  * The client entry across a server that goes away: a restart (two apps built one after the other

@@ -1,7 +1,7 @@
 import { JsonRpcResponseError, type TaskView } from '@modelcontextprotocol/ext-tasks/client';
 import type { JsonValue, TaskId } from '@modelcontextprotocol/ext-tasks/core';
 import { DemoModule } from '../../examples/demo.module.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import {
   connectOfficialClient,
   createRawDispatch,
@@ -11,8 +11,8 @@ import {
   type OfficialClientOptions,
   TASKS_EXTENSION_ID,
   textOf,
-} from './official-client.js';
-import { rejection, sleep } from '../helpers.js';
+} from '../support/official-client.js';
+import { rejection, sleep } from '../support/helpers.js';
 
 /** Polls `read` until `until` holds (or fails the test after `timeoutMs`). */
 async function eventually<T>(

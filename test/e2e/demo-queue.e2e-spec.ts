@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { NestFactory } from '@nestjs/core';
 import { type INestApplicationContext, Module } from '@nestjs/common';
 import { DemoModule, demoQueue, demoStorage } from '../../examples/demo.module.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { type RunningApp, startApp } from './app.js';
-import { eventually, rpc } from './sse.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { eventually, rpc } from '../support/sse.js';
 
 /**
  * The demo as the README runs it with REDIS_URL: `npm start` offers long_job, a queue-run tool,

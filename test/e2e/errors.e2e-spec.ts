@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { DemoModule } from '../../examples/demo.module.js';
 import { type InMemoryTaskStore, TaskStore } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import {
   leak,
   mcpRequest,
@@ -10,8 +10,8 @@ import {
   postRaw,
   type RawRequest,
   type RawResponse,
-} from './raw.js';
-import { standardHeaders, TASKS_EXTENSION } from './wire.js';
+} from '../support/raw.js';
+import { standardHeaders, TASKS_EXTENSION } from '../support/wire.js';
 
 /**
  * What the endpoint answers to requests that are wrong in every way a client (or an attacker) can

@@ -10,10 +10,10 @@ import {
   TasksService,
 } from '../../src/index.js';
 import { ListenHandler } from '../../src/mcp/listen.handler.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { finish, type FuzzCase, type Targets } from './fuzz/cases.js';
-import { families } from './fuzz/index.js';
-import { obj } from './fuzz/json.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { finish, type FuzzCase, type Targets } from '../support/fuzz/cases.js';
+import { families } from '../support/fuzz/index.js';
+import { obj } from '../support/fuzz/json.js';
 import {
   ACCEPTED,
   describeOutcome,
@@ -22,10 +22,10 @@ import {
   sameOutcome,
   TOO_DEEP,
   TOOL_ERROR,
-} from './fuzz/outcomes.js';
-import { bearer, rpc } from './fuzz/requests.js';
-import { nestedArray } from './fuzz/sizes.js';
-import { exchange, leak } from './raw.js';
+} from '../support/fuzz/outcomes.js';
+import { bearer, rpc } from '../support/fuzz/requests.js';
+import { nestedArray } from '../support/fuzz/sizes.js';
+import { exchange, leak } from '../support/raw.js';
 import { cursorAfter, listingKey } from '../../src/store/task-listing.js';
 import { docFigure } from '../docs/figures.js';
 

@@ -1,8 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import { DemoModule } from '../../examples/demo.module.js';
 import { type InMemoryTaskStore, TaskStore } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { exchange, leak, mcpRequest, type RawAnswer, type RawExchange } from './raw.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { exchange, leak, mcpRequest, type RawAnswer, type RawExchange } from '../support/raw.js';
 
 /**
  * The HTTP forms around the endpoint, over real sockets (every byte written by hand), under

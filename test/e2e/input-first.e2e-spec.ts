@@ -9,9 +9,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { TaskTool, TasksModule, type InputRequest, type TaskContext } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { mcpRequest, post } from './raw.js';
-import { type JsonRpcMessage, parseMessage } from './wire.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { mcpRequest, post } from '../support/raw.js';
+import { type JsonRpcMessage, parseMessage } from '../support/wire.js';
 
 const ask = (message: string, field: string): InputRequest => ({
   method: 'elicitation/create',

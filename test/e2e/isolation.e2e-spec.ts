@@ -17,17 +17,17 @@ import {
 import { BullModule } from '@nestjs/bullmq';
 import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import {
   PostgresTaskNotifier,
   PostgresTaskStore,
   postgresNotifier,
 } from '../../src/postgres/index.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
-import { type AdapterName, type RunningApp, startApp } from './app.js';
-import { mcpRequest, post, type RawResponse } from './raw.js';
-import { eventually, openListen, type SseReader } from './sse.js';
-import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from './wire.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
+import { type AdapterName, type RunningApp, startApp } from '../support/app.js';
+import { mcpRequest, post, type RawResponse } from '../support/raw.js';
+import { eventually, openListen, type SseReader } from '../support/sse.js';
+import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from '../support/wire.js';
 import { docFigure } from '../docs/figures.js';
 
 /**

@@ -11,9 +11,9 @@ import {
 } from '../../src/index.js';
 import { TasksLease } from '../../src/janitor/tasks.lease.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { type RunningApp, startApp } from './app.js';
-import { eventually, rpc } from './sse.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { eventually, rpc } from '../support/sse.js';
 import { docFigure } from '../docs/figures.js';
 
 /**

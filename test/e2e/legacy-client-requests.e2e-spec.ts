@@ -19,8 +19,8 @@ import { inputRequired, type McpServer, SdkError } from '@modelcontextprotocol/s
 import { Module } from '@nestjs/common';
 import * as z from 'zod/v4';
 import { TasksModule } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { testContextFetch } from './official-client.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { testContextFetch } from '../support/official-client.js';
 
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 

@@ -16,10 +16,10 @@ import { DemoModule } from '../../examples/demo.module.js';
 import { TasksModule } from '../../src/index.js';
 import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
 import { TasksService } from '../../src/tasks.service.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { v1Client, v1Transport } from './v1-client.js';
-import { mcpRequest, post } from './raw.js';
-import { legacyHeaders, parseMessage } from './wire.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
+import { mcpRequest, post } from '../support/raw.js';
+import { legacyHeaders, parseMessage } from '../support/wire.js';
 
 type V1Message = { type: string; task?: { taskId: string }; [key: string]: unknown };
 

@@ -19,14 +19,14 @@ import {
   McpError,
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
-import { v1Client, v1Transport } from './v1-client.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
 import { DemoModule } from '../../examples/demo.module.js';
 import { TaskNotifier, TaskStore, TasksService } from '../../src/index.js';
 import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
 import { RedisTaskStore, redisNotifier, RedisTaskNotifier } from '../../src/redis/index.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { type AdapterName, type RunningApp, startApp } from './app.js';
-import { legacyHeaders } from './wire.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { type AdapterName, type RunningApp, startApp } from '../support/app.js';
+import { legacyHeaders } from '../support/wire.js';
 
 /** Each run of this file gets its own keys and channel, also on a shared REDIS_URL. */
 const PREFIX = `e2e-legacy-redis-${process.pid}-${Date.now()}:`;

@@ -12,9 +12,9 @@ import {
   type TasksModuleOptions,
   TasksService,
 } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { leak, mcpRequest, post } from './raw.js';
-import { legacyHeaders } from './wire.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { leak, mcpRequest, post } from '../support/raw.js';
+import { legacyHeaders } from '../support/wire.js';
 
 /** `Authorization: Bearer <name>` makes `<name>` the principal. */
 const principal = (request: unknown): string | undefined => {

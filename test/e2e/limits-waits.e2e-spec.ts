@@ -18,10 +18,10 @@ import {
 import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
 import { ListenHandler } from '../../src/mcp/listen.handler.js';
 import { RedisTaskStore } from '../../src/redis/index.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { ADAPTERS, type AdapterName, type RunningApp, startApp } from './app.js';
-import { leak } from './raw.js';
-import { eventually, type ListenResponse, openListen, type SseReader } from './sse.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { ADAPTERS, type AdapterName, type RunningApp, startApp } from '../support/app.js';
+import { leak } from '../support/raw.js';
+import { eventually, type ListenResponse, openListen, type SseReader } from '../support/sse.js';
 import {
   declaredCapabilities,
   envelope,
@@ -29,7 +29,7 @@ import {
   legacyHeaders,
   parseMessage,
   standardHeaders,
-} from './wire.js';
+} from '../support/wire.js';
 
 /** `Authorization: Bearer <name>` makes `<name>` the principal; none is anonymous. */
 const principal = (request: unknown): string | undefined => {

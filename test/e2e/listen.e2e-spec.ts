@@ -18,10 +18,14 @@ import {
   type TasksModuleExtras,
   type TasksModuleOptions,
 } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { connectOfficialClient, type OfficialClient, testContextFetch } from './official-client.js';
-import { eventually, type ListenOptions, openListen, rpc, type SseReader } from './sse.js';
-import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from './wire.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import {
+  connectOfficialClient,
+  type OfficialClient,
+  testContextFetch,
+} from '../support/official-client.js';
+import { eventually, type ListenOptions, openListen, rpc, type SseReader } from '../support/sse.js';
+import { type JsonRpcMessage, SUBSCRIPTION_ID_KEY } from '../support/wire.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 

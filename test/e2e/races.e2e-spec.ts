@@ -16,11 +16,11 @@ import {
 } from '../../src/index.js';
 import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { accept, elicit, seededRandom } from '../helpers.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { type RunningApp, startApp } from './app.js';
-import { eventually, openListen, rpc, type SseReader } from './sse.js';
-import type { JsonRpcMessage } from './wire.js';
+import { accept, elicit, seededRandom } from '../support/helpers.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { eventually, openListen, rpc, type SseReader } from '../support/sse.js';
+import type { JsonRpcMessage } from '../support/wire.js';
 import { docFigure } from '../docs/figures.js';
 
 /**

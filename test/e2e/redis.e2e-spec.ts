@@ -15,11 +15,11 @@ import {
 } from '../../src/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import type { CallToolResult } from '../../src/task.js';
-import { seededRandom } from '../helpers.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { type AdapterName, type RunningApp, startApp } from './app.js';
-import { eventually, openListen, rpc, type RpcAnswer, type SseReader } from './sse.js';
-import type { JsonRpcMessage } from './wire.js';
+import { seededRandom } from '../support/helpers.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { type AdapterName, type RunningApp, startApp } from '../support/app.js';
+import { eventually, openListen, rpc, type RpcAnswer, type SseReader } from '../support/sse.js';
+import type { JsonRpcMessage } from '../support/wire.js';
 
 /**
  * Two (or three) Nest apps sharing one private Redis through RedisTaskStore and the Redis

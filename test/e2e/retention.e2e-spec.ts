@@ -6,8 +6,8 @@ import { Module } from '@nestjs/common';
 import type { McpServer } from '@modelcontextprotocol/server';
 import * as z from 'zod/v4';
 import { McpServerNotifier, TasksModule } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { declaredCapabilities, envelope, PROTOCOL_VERSION } from './wire.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { declaredCapabilities, envelope, PROTOCOL_VERSION } from '../support/wire.js';
 
 /**
  * A leak guard, not a memory threshold: after a few hundred malformed requests (bodies over

@@ -3,11 +3,11 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { Injectable, Module } from '@nestjs/common';
 import { type TaskContext, TasksModule, TasksService, TaskTool } from '../../src/index.js';
 import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { mcpRequest, post } from './raw.js';
-import { eventually, openListen, rpc } from './sse.js';
-import { v1Client, v1Transport } from './v1-client.js';
-import { legacyHeaders, type JsonRpcMessage } from './wire.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { mcpRequest, post } from '../support/raw.js';
+import { eventually, openListen, rpc } from '../support/sse.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
+import { legacyHeaders, type JsonRpcMessage } from '../support/wire.js';
 
 /**
  * A graceful shutdown of one instance, over real HTTP on both adapters, with the in-memory store:

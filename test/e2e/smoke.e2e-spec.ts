@@ -1,6 +1,6 @@
 import { DemoModule } from '../../examples/demo.module.js';
-import { ADAPTERS, startApp } from './app.js';
-import { declaredCapabilities, envelope, PROTOCOL_VERSION } from './wire.js';
+import { ADAPTERS, startApp } from '../support/app.js';
+import { declaredCapabilities, envelope, PROTOCOL_VERSION } from '../support/wire.js';
 
 const META = envelope(declaredCapabilities(true), 'smoke');
 

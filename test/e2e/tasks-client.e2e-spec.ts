@@ -29,10 +29,10 @@ import {
   TaskServerUnreachableError,
   TasksExtensionMissingError,
 } from '../../src/client/index.js';
-import { ADAPTERS, type RunningApp, startApp } from './app.js';
-import { testContextFetch, textOf } from './official-client.js';
-import { eventually as pollUntil } from './sse.js';
-import { rejection, sleep } from '../helpers.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { testContextFetch, textOf } from '../support/official-client.js';
+import { eventually as pollUntil } from '../support/sse.js';
+import { rejection, sleep } from '../support/helpers.js';
 
 /** Waits until `check` returns a value (fails after 5 s). */
 const eventually = <T>(check: () => T | undefined | Promise<T | undefined>): Promise<T> =>

@@ -12,8 +12,8 @@ import { IsString } from 'class-validator';
 import * as z from 'zod/v4';
 import { TasksConfigError } from '../../src/errors.js';
 import { TaskTool, type TaskContext, TasksModule, TasksService } from '../../src/index.js';
-import { ADAPTERS, startApp, type RunningApp } from './app.js';
-import { declaredCapabilities, envelope, PROTOCOL_VERSION } from './wire.js';
+import { ADAPTERS, startApp, type RunningApp } from '../support/app.js';
+import { declaredCapabilities, envelope, PROTOCOL_VERSION } from '../support/wire.js';
 
 const META = (tasks: boolean) => envelope(declaredCapabilities(tasks), 'tools-spec');
 

@@ -17,11 +17,11 @@ import { newTask, type TaskRecord } from '../../src/task.js';
 import type { TasksModuleOptions } from '../../src/interfaces/tasks-module-options.interface.js';
 import { RedisTaskStore } from '../../src/redis/index.js';
 import { ADMIN, call, consoleApp } from '../console/console-app.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { type AdapterName, type RunningApp, startApp } from './app.js';
-import { leak, mcpRequest, post, type RawResponse } from './raw.js';
-import { v1Client, v1Transport } from './v1-client.js';
-import { legacyHeaders, type JsonRpcMessage } from './wire.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { type AdapterName, type RunningApp, startApp } from '../support/app.js';
+import { leak, mcpRequest, post, type RawResponse } from '../support/raw.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
+import { legacyHeaders, type JsonRpcMessage } from '../support/wire.js';
 
 /** The default `maxTtlMs`: 7 days. */
 const WEEK_MS = 604_800_000;

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { startPostgresWithReplica } from '../servers/postgres-replica.mjs';
-import { startRedisSentinelSet } from '../servers/redis-sentinel.mjs';
-import { startTcpProxy } from '../servers/tcp-proxy.mjs';
+import { startPostgresWithReplica } from '../support/servers/postgres-replica.mjs';
+import { startRedisSentinelSet } from '../support/servers/redis-sentinel.mjs';
+import { startTcpProxy } from '../support/servers/tcp-proxy.mjs';
 import { expectRideThrough } from './harness.js';
 
 /**

@@ -4,9 +4,9 @@ import pg from 'pg';
 import { RedisTaskStore } from '../../src/redis/index.js';
 import { completeTask, newTask, toStoredResult, type TaskRecord } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
-import { startPostgresWithReplica } from '../servers/postgres-replica.mjs';
-import { startRedisSentinelSet } from '../servers/redis-sentinel.mjs';
-import { startTcpProxy } from '../servers/tcp-proxy.mjs';
+import { startPostgresWithReplica } from '../support/servers/postgres-replica.mjs';
+import { startRedisSentinelSet } from '../support/servers/redis-sentinel.mjs';
+import { startTcpProxy } from '../support/servers/tcp-proxy.mjs';
 
 /**
  * The fault suite's failover servers, proven on real failovers: a Redis primary killed under

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { eventually, rpc } from '../e2e/sse.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { eventually, rpc } from '../support/sse.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import { follow, heardEnd, startInstance, startSteady } from './harness.js';
 
 /**

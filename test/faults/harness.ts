@@ -9,9 +9,9 @@ import {
   TaskTool,
   TasksModule,
 } from '../../src/index.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { openListen, rpc, type SseReader } from '../e2e/sse.js';
-import type { JsonRpcMessage } from '../e2e/wire.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { openListen, rpc, type SseReader } from '../support/sse.js';
+import type { JsonRpcMessage } from '../support/wire.js';
 
 /**
  * The fault suite's app and its measures: instances of one Nest app sharing a store, each with a

@@ -3,9 +3,9 @@ import { InMemoryTaskStore, type TaskStore } from '../../src/index.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { docFigure } from '../docs/figures.js';
-import { eventually } from '../e2e/sse.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { eventually } from '../support/sse.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import { type FaultInstance, follow, gate, heardEnd, startInstance, startTool } from './harness.js';
 
 /**

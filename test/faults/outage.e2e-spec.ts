@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { canStopServer, startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import { docFigure } from '../docs/figures.js';
 import { expectRideThrough, FAULT_LEASE_MS, PROGRESS_MS } from './harness.js';
 

@@ -8,10 +8,10 @@ import { Module } from '@nestjs/common';
 import { TasksModule, TasksService } from '../../src/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { TaskNotifier } from '../../src/notify/task-notifier.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { eventually, openListen } from '../e2e/sse.js';
-import { serviceWith, textResult } from '../helpers.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { eventually, openListen } from '../support/sse.js';
+import { serviceWith, textResult } from '../support/helpers.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 
 describe('a change whose message never came, written just after a reconnect', () => {
   let redis: TestRedis;

@@ -4,9 +4,9 @@ import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminu
 import { TasksHealthIndicator, TasksHealthModule } from '../../src/health/index.js';
 import { TasksModule } from '../../src/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { startApp, type RunningApp } from '../e2e/app.js';
-import { eventually } from '../e2e/sse.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startApp, type RunningApp } from '../support/app.js';
+import { eventually } from '../support/sse.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 
 /**
  * `GET /health` of an app on RedisTaskStore and the Redis notifier, on a private redis-server:

@@ -19,8 +19,8 @@ import {
   DEFAULT_BODY_TIMEOUT_MS,
   DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
 } from '../../src/tasks.constants.js';
-import { type SlowBody, slowBody, type SlowOutcome } from '../e2e/slow-body.js';
-import { standardHeaders } from '../e2e/wire.js';
+import { type SlowBody, slowBody, type SlowOutcome } from '../support/slow-body.js';
+import { standardHeaders } from '../support/wire.js';
 import { agent, Wire } from './http.js';
 import { buildServers, FIXTURE_ENTRY, type ServerProcess, startServer } from './server.js';
 

@@ -1,6 +1,6 @@
 import type { Agent } from 'node:http';
-import type { SseReader } from '../e2e/sse.js';
-import type { JsonRpcMessage } from '../e2e/wire.js';
+import type { SseReader } from '../support/sse.js';
+import type { JsonRpcMessage } from '../support/wire.js';
 import { agent, type Answer, NoAnswerError, Wire } from './http.js';
 
 /**

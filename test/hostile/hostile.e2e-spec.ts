@@ -31,11 +31,11 @@ import {
   DEFAULT_MAX_TASKS_PER_OWNER,
   DEFAULT_MAX_TTL_MS,
 } from '../../src/tasks.constants.js';
-import type { SseReader } from '../e2e/sse.js';
-import type { JsonRpcMessage } from '../e2e/wire.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import type { SseReader } from '../support/sse.js';
+import type { JsonRpcMessage } from '../support/wire.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import pg from 'pg';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 import { Honest } from './honest.js';
 import { agent, type Answer, Wire } from './http.js';
 import { janitorPass, type LeftInRedis, leftInRedis } from './redis-keys.js';

@@ -1,7 +1,7 @@
 import { Agent, type ClientRequest, request } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
-import { type ListenResponse, SseReader } from '../e2e/sse.js';
+import { type ListenResponse, SseReader } from '../support/sse.js';
 import {
   declaredCapabilities,
   envelope,
@@ -9,7 +9,7 @@ import {
   legacyHeaders,
   parseMessage,
   standardHeaders,
-} from '../e2e/wire.js';
+} from '../support/wire.js';
 
 /**
  * Real HTTP for the hostile-tenant suite, over `node:http` and an Agent of the caller's: each

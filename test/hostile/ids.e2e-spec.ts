@@ -13,10 +13,10 @@ import {
   TasksService,
 } from '../../src/index.js';
 import { MAX_REQUEST_ID_LENGTH, MAX_TASK_ID_LENGTH } from '../../src/tasks.constants.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { mcpRequest, post } from '../e2e/raw.js';
-import { openListen, type SseReader } from '../e2e/sse.js';
-import { bearerPrincipal, KeptLog, type Storage, STORES } from './in-process.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { mcpRequest, post } from '../support/raw.js';
+import { openListen, type SseReader } from '../support/sse.js';
+import { bearerPrincipal, KeptLog, type Storage, STORES } from '../support/in-process.js';
 
 function idsModule(storage: TasksModuleExtras): Type<unknown> {
   @Module({

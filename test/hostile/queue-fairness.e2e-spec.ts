@@ -3,9 +3,9 @@ import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
 import { type INestApplicationContext, Module } from '@nestjs/common';
 import { DemoModule, demoQueue, demoStorage } from '../../examples/demo.module.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { rpc } from '../e2e/sse.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { rpc } from '../support/sse.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 
 /**
  * Issue 34, item 4: one principal cannot starve the others on a queue-run tool. The demo as the

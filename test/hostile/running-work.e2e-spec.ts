@@ -13,9 +13,9 @@ import {
   TasksModule,
   type TasksModuleExtras,
 } from '../../src/index.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { legacyHeaders } from '../e2e/wire.js';
-import { bearerPrincipal, KeptLog, type Storage, STORES } from './in-process.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { legacyHeaders } from '../support/wire.js';
+import { bearerPrincipal, KeptLog, type Storage, STORES } from '../support/in-process.js';
 
 const QUOTA = 100;
 const CALLS = 1_000;

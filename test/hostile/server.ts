@@ -1,8 +1,8 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { lock, newestSource, unlock } from '../build-once.js';
-import { freePort } from '../redis-server.js';
+import { lock, newestSource, unlock } from '../support/build-once.js';
+import { freePort } from '../support/redis-server.js';
 
 /**
  * The servers of the hostile-tenant suite, as real processes: the demo

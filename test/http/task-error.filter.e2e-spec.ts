@@ -33,9 +33,9 @@ import {
   TasksService,
   taskErrorStatus,
 } from '../../src/index.js';
-import { ADAPTERS, type AdapterName } from '../e2e/app.js';
-import { mcpRequest, post } from '../e2e/raw.js';
-import { elicit } from '../helpers.js';
+import { ADAPTERS, type AdapterName } from '../support/app.js';
+import { mcpRequest, post } from '../support/raw.js';
+import { elicit } from '../support/helpers.js';
 
 const alice = { principal: 'alice' };
 
@@ -239,7 +239,7 @@ describe.each(ADAPTERS)('TaskErrorFilter over HTTP (%s)', (adapter) => {
         await app.close();
       });
       beforeEach(() => {
-        // The library's code calls Logger instances; app and test loggers are off (test/setup.ts).
+        // The library's code calls Logger instances; app and test loggers are off (test/support/setup.ts).
         logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
         warned = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
       });

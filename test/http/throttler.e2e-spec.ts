@@ -4,13 +4,19 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SdkHttpError } from '@modelcontextprotocol/client';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ADAPTERS, type AdapterName } from '../e2e/app.js';
+import { ADAPTERS, type AdapterName } from '../support/app.js';
 import { connectTasksClient } from '../../src/client/index.js';
-import { connectOfficialClient, testContextFetch, textOf } from '../e2e/official-client.js';
-import { leak, mcpRequest, type McpRequestOptions, post, type RawResponse } from '../e2e/raw.js';
-import { v1Client, v1Transport } from '../e2e/v1-client.js';
-import { legacyHeaders } from '../e2e/wire.js';
-import { sleep } from '../helpers.js';
+import { connectOfficialClient, testContextFetch, textOf } from '../support/official-client.js';
+import {
+  leak,
+  mcpRequest,
+  type McpRequestOptions,
+  post,
+  type RawResponse,
+} from '../support/raw.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
+import { legacyHeaders } from '../support/wire.js';
+import { sleep } from '../support/helpers.js';
 
 /**
  * Rate limits the Nest way (docs/rate-limits.md): the ThrottlerGuard of `@nestjs/throttler` in

@@ -4,9 +4,9 @@
  */
 import { Module } from '@nestjs/common';
 import { McpServerNotifier, TasksModule } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from '../e2e/app.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import { Catalogue, CatalogueModule } from './catalogue.js';
-import { openListen } from '../e2e/sse.js';
+import { openListen } from '../support/sse.js';
 
 @Module({
   imports: [

@@ -10,16 +10,16 @@ import { McpServer } from '@modelcontextprotocol/server';
 import * as z from 'zod/v4';
 import { TasksModule } from '../../src/index.js';
 import { IDLE_SERVERS, McpServerPool } from '../../src/mcp/mcp-server.pool.js';
-import { ADAPTERS, type RunningApp, startApp } from '../e2e/app.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import { Catalogue, CatalogueModule } from './catalogue.js';
-import { mcpRequest, post } from '../e2e/raw.js';
+import { mcpRequest, post } from '../support/raw.js';
 import {
   CLIENT_CAPABILITIES_KEY,
   legacyHeaders,
   PROTOCOL_VERSION,
   PROTOCOL_VERSION_KEY,
   standardHeaders,
-} from '../e2e/wire.js';
+} from '../support/wire.js';
 
 /** What the app's `configure` sees: how many servers it built, and the tools to register. */
 const surface = {

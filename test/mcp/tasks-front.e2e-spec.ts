@@ -12,9 +12,9 @@ import {
 } from '@nestjs/common';
 import * as z from 'zod/v4';
 import { McpTasksFront, TaskTool, TasksModule } from '../../src/index.js';
-import { ADAPTERS, type RunningApp, startApp } from '../e2e/app.js';
-import { mcpRequest, post } from '../e2e/raw.js';
-import { legacyHeaders } from '../e2e/wire.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { mcpRequest, post } from '../support/raw.js';
+import { legacyHeaders } from '../support/wire.js';
 
 /**
  * McpTasksFront in front of an MCP handler of the app's own (here a stand-in that answers every

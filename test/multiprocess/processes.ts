@@ -1,8 +1,8 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { mcpRequest, post } from '../e2e/raw.js';
-import type { JsonRpcMessage } from '../e2e/wire.js';
+import { mcpRequest, post } from '../support/raw.js';
+import type { JsonRpcMessage } from '../support/wire.js';
 
 /**
  * The processes of the multi-process tests: the fixture app (test/multiprocess/fixture/main.ts)

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import {
   buildFixture,
   call,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Queue } from 'bullmq';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { mcpRequest, post } from '../e2e/raw.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { mcpRequest, post } from '../support/raw.js';
 import {
   buildFixture,
   call,

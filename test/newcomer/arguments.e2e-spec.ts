@@ -5,10 +5,10 @@ import { Test } from '@nestjs/testing';
 import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { TasksConfigError } from '../../src/errors.js';
 import { TaskTool, TasksModule } from '../../src/index.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { connectOfficialClient, type OfficialClient, textOf } from '../e2e/official-client.js';
-import { rpc } from '../e2e/sse.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { connectOfficialClient, type OfficialClient, textOf } from '../support/official-client.js';
+import { rpc } from '../support/sse.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 
 /**
  * Issue 35, item 1: arguments never vanish. A `@TaskTool()` without `input` gets the client's

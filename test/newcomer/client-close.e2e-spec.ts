@@ -13,10 +13,10 @@ import {
   TaskDetachedError,
   type TasksClient,
 } from '../../src/client/index.js';
-import { bearerPrincipal } from '../hostile/in-process.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { textOf } from '../e2e/official-client.js';
-import { rejection, sleep } from '../helpers.js';
+import { bearerPrincipal } from '../support/in-process.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { textOf } from '../support/official-client.js';
+import { rejection, sleep } from '../support/helpers.js';
 
 /** Tasks whose method saw its signal abort (cancelled on the server). */
 const cancelled: string[] = [];

@@ -19,8 +19,8 @@ import {
   TaskServerUnreachableError,
   TasksExtensionMissingError,
 } from '../../src/client/index.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { rejection } from '../helpers.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { rejection } from '../support/helpers.js';
 
 /** The real case: an app that forgot `TasksModule`. Nest answers 404 on /mcp. */
 @Controller()

@@ -6,7 +6,7 @@ import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { TaskTool, TasksModule } from '../../src/index.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { freePort } from '../redis-server.js';
+import { freePort } from '../support/servers/free-port.mjs';
 
 /**
  * A newcomer's store or queue at an address where nothing listens (issue 35, item 5): what the

@@ -8,9 +8,9 @@ import { RedisTaskNotifier, RedisTaskStore } from '../../src/redis/index.js';
 import type { TaskStore } from '../../src/store/task-store.js';
 import { newTask, type TaskRecord } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
-import { startTestRedisCluster, type TestRedisCluster } from '../redis-cluster-server.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
+import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 
 /**
  * Fan-out that grows with watchers, not with instances, on each engine: an instance receives the

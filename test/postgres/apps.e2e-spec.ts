@@ -12,10 +12,10 @@ import {
   PostgresTaskStore,
   postgresNotifier,
 } from '../../src/postgres/index.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { eventually, openListen, rpc, type SseReader } from '../e2e/sse.js';
-import type { JsonRpcMessage } from '../e2e/wire.js';
-import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { eventually, openListen, rpc, type SseReader } from '../support/sse.js';
+import type { JsonRpcMessage } from '../support/wire.js';
+import { canStopServer, startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 /**
  * Two Nest apps sharing one private PostgreSQL through PostgresTaskStore and the PostgreSQL

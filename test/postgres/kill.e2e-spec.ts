@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { post, mcpRequest } from '../e2e/raw.js';
+import { post, mcpRequest } from '../support/raw.js';
 import {
   buildFixture,
   call,
@@ -10,7 +10,7 @@ import {
   startFixture,
   TERMINAL,
 } from '../multiprocess/processes.js';
-import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { canStopServer, startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 /**
  * Instances on one PostgreSQL as separate Node processes (the fixture app of test/multiprocess,

@@ -4,9 +4,9 @@ import * as z from 'zod/v4';
 import { type TaskContext, TaskTool, TasksModule, TasksService } from '../../src/index.js';
 import { TasksLease } from '../../src/janitor/tasks.lease.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { eventually, rpc } from '../e2e/sse.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { eventually, rpc } from '../support/sse.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 /**
  * The lease on PostgreSQL: two Nest apps sharing one database, each an instance with a short

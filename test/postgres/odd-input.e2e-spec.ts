@@ -25,11 +25,11 @@ import { TasksConfigError } from '../../src/errors.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { newTask } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { mcpRequest, post, type RawResponse } from '../e2e/raw.js';
-import { eventually, openListen, type SseReader } from '../e2e/sse.js';
-import { type JsonRpcMessage, legacyHeaders } from '../e2e/wire.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { mcpRequest, post, type RawResponse } from '../support/raw.js';
+import { eventually, openListen, type SseReader } from '../support/sse.js';
+import { type JsonRpcMessage, legacyHeaders } from '../support/wire.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 /** The schema of the PostgreSQL app: a reserved word, which must be quoted to work. */
 const SCHEMA = 'user';

@@ -2,7 +2,7 @@ import { types } from 'node:util';
 import { PostgresTaskStore } from '../../src/postgres/index.js';
 import { completeTask, newTask, type TaskRecord, toStoredResult } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
-import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { canStopServer, startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 let postgres: TestPostgres;
 

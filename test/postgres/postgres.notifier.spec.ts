@@ -3,7 +3,7 @@ import { WaiterFeed } from '../../src/notify/waiter-feed.js';
 import { PostgresTaskNotifier, PostgresTaskStore } from '../../src/postgres/index.js';
 import { newTask, type TaskRecord } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
-import { canStopServer, startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { canStopServer, startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 let postgres: TestPostgres;
 

@@ -12,7 +12,7 @@ import { encodeRecord, indexedFields } from '../../src/store/store-rules.js';
 import { ownerKey } from '../../src/store/task-listing.js';
 import { newTask, type TaskRecord } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 let postgres: TestPostgres;
 let pool: pg.Pool;

@@ -4,7 +4,7 @@ import { PostgresTaskStore } from '../../src/postgres/postgres.task-store.js';
 import { taskStoreContract } from '../../src/testing/index.js';
 import type { TaskOwner, TaskRecord } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 let postgres: TestPostgres;
 let schemas = 0;

@@ -3,8 +3,8 @@ import { PostgresTaskStore } from '../../src/postgres/index.js';
 import { isTerminal, type TaskOwner } from '../../src/task.js';
 import { resolveTasksConfig } from '../../src/tasks.config.js';
 import { TasksService } from '../../src/tasks.service.js';
-import { racer, RecordingNotifier } from '../helpers.js';
-import { startTestPostgres, type TestPostgres } from '../postgres-server.js';
+import { racer, RecordingNotifier } from '../support/helpers.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 /**
  * Two services over two PostgresTaskStores (two pools) on one schema stand for two processes

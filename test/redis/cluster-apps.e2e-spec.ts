@@ -9,10 +9,10 @@ import {
   TasksService,
 } from '../../src/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { startApp, type RunningApp } from '../e2e/app.js';
-import { eventually, openListen, rpc, type SseReader } from '../e2e/sse.js';
-import type { JsonRpcMessage } from '../e2e/wire.js';
-import { startTestRedisCluster, type TestRedisCluster } from '../redis-cluster-server.js';
+import { startApp, type RunningApp } from '../support/app.js';
+import { eventually, openListen, rpc, type SseReader } from '../support/sse.js';
+import type { JsonRpcMessage } from '../support/wire.js';
+import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster-server.js';
 
 /**
  * Two Nest apps on one Redis Cluster of three masters, through RedisTaskStore and the Redis

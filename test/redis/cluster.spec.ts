@@ -7,7 +7,7 @@ import { newTask, type TaskRecord } from '../../src/task.js';
 import { resolveTasksConfig } from '../../src/tasks.config.js';
 import { TasksService } from '../../src/tasks.service.js';
 import { taskStoreContract } from '../../src/testing/index.js';
-import { startTestRedisCluster, type TestRedisCluster } from '../redis-cluster-server.js';
+import { startTestRedisCluster, type TestRedisCluster } from '../support/redis-cluster-server.js';
 
 /**
  * RedisTaskStore and RedisTaskNotifier on a real Redis Cluster of three masters (no replicas),

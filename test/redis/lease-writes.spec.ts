@@ -3,7 +3,7 @@ import { TasksLease } from '../../src/janitor/tasks.lease.js';
 import { RedisTaskStore } from '../../src/redis/redis.task-store.js';
 import { resolveTasksConfig } from '../../src/tasks.config.js';
 import { TasksService } from '../../src/tasks.service.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 
 /**
  * What the lease costs Redis per renewal, counted by Redis itself (INFO commandstats): the same

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { RedisTaskStore } from '../../src/redis/redis.task-store.js';
 import { completeTask, newTask, toStoredResult } from '../../src/task.js';
 import { newTaskId as newId } from '../../src/task-id.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import { taskStoreContract } from '../../src/testing/index.js';
 
 let redis: TestRedis;

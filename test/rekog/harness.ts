@@ -9,12 +9,12 @@
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { lock, newestSource, unlock } from '../build-once.js';
+import { lock, newestSource, unlock } from '../support/build-once.js';
 import { promisify } from 'node:util';
-import { exchange, type RawRequest, type RawResponse } from '../e2e/raw.js';
-import type { SseReader } from '../e2e/sse.js';
-import { type JsonRpcMessage, legacyHeaders } from '../e2e/wire.js';
-import { sleep } from '../helpers.js';
+import { exchange, type RawRequest, type RawResponse } from '../support/raw.js';
+import type { SseReader } from '../support/sse.js';
+import { type JsonRpcMessage, legacyHeaders } from '../support/wire.js';
+import { sleep } from '../support/helpers.js';
 
 export const ROOT = resolve(process.cwd());
 /** The tsconfig's outDir. */

@@ -20,11 +20,18 @@ import { Client as V2Client, StreamableHTTPClientTransport } from '@modelcontext
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { connectOfficialClient, testContextFetch, textOf } from '../e2e/official-client.js';
-import { exchange, leak, mcpRequest, post, type RawRequest, type RawResponse } from '../e2e/raw.js';
-import { openListen, rpc } from '../e2e/sse.js';
-import { v1Client, v1Transport } from '../e2e/v1-client.js';
-import { type JsonRpcMessage, legacyHeaders, standardHeaders } from '../e2e/wire.js';
+import { connectOfficialClient, testContextFetch, textOf } from '../support/official-client.js';
+import {
+  exchange,
+  leak,
+  mcpRequest,
+  post,
+  type RawRequest,
+  type RawResponse,
+} from '../support/raw.js';
+import { openListen, rpc } from '../support/sse.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
+import { type JsonRpcMessage, legacyHeaders, standardHeaders } from '../support/wire.js';
 import { type ServerProcess, startServer } from '../hostile/server.js';
 import {
   buildRekogApps,

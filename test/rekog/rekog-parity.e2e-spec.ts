@@ -11,7 +11,7 @@
  * the limit, declared and chunked; broken JSON, an empty body, JSON that is an array, a number, a
  * string or null; no `jsonrpc`; long ids and ids holding NUL; media types other than JSON; a
  * foreign Host or Origin) and cases drawn from the endpoint's own fuzz generators
- * (test/e2e/fuzz/: broken JSON, sizes near the limit, deep nesting, content types, envelopes)
+ * (test/support/fuzz/: broken JSON, sizes near the limit, deep nesting, content types, envelopes)
  * from a fixed seed. Each answer is reduced to HTTP status, JSON-RPC error code, message and id
  * (or the kind of answer when it is no error), and the two must be equal, case by case.
  *
@@ -21,11 +21,11 @@
 import { request } from 'node:http';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import type { FuzzCase, Header, Targets } from '../e2e/fuzz/cases.js';
-import { families } from '../e2e/fuzz/index.js';
-import { obj, Raw, ser } from '../e2e/fuzz/json.js';
-import { bearer, rpc as fuzzRpc, standardHeaders } from '../e2e/fuzz/requests.js';
-import { rpc } from '../e2e/sse.js';
+import type { FuzzCase, Header, Targets } from '../support/fuzz/cases.js';
+import { families } from '../support/fuzz/index.js';
+import { obj, Raw, ser } from '../support/fuzz/json.js';
+import { bearer, rpc as fuzzRpc, standardHeaders } from '../support/fuzz/requests.js';
+import { rpc } from '../support/sse.js';
 import { type ServerProcess, startServer } from '../hostile/server.js';
 import { PARITY_SETUPS } from './fixture/parity-setups.js';
 import { buildRekogApps, eventually, FIXTURES } from './harness.js';

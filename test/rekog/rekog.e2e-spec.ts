@@ -31,13 +31,13 @@ import {
   TASKS_EXTENSION_ID,
   testContextFetch,
   textOf,
-} from '../e2e/official-client.js';
-import { mcpRequest, post, type RawRequest } from '../e2e/raw.js';
-import { openListen, rpc, type SseReader } from '../e2e/sse.js';
-import { v1Client, v1Transport } from '../e2e/v1-client.js';
-import { legacyHeaders } from '../e2e/wire.js';
+} from '../support/official-client.js';
+import { mcpRequest, post, type RawRequest } from '../support/raw.js';
+import { openListen, rpc, type SseReader } from '../support/sse.js';
+import { v1Client, v1Transport } from '../support/v1-client.js';
+import { legacyHeaders } from '../support/wire.js';
 import { type ServerProcess, startServer } from '../hostile/server.js';
-import { rejection, sleep } from '../helpers.js';
+import { rejection, sleep } from '../support/helpers.js';
 import {
   buildRekogApps,
   eventually,

@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { endRun, leftovers, markProcess, RUN_MARK } from './run-mark.mjs';
+import { endRun, leftovers, markProcess, RUN_MARK } from '../support/servers/run-mark.mjs';
 
 /**
  * What a test run leaves running is killed at its end (Jest's globalTeardown), found by the mark

@@ -1,5 +1,5 @@
 import { ExpiryHeap } from '../../src/store/expiry-heap.js';
-import { seededRandom } from '../helpers.js';
+import { seededRandom } from '../support/helpers.js';
 
 describe('ExpiryHeap', () => {
   it('pops in deadline order, interleaved with pushes, like a sorted list would', () => {

@@ -1,5 +1,5 @@
 import { ExpiryIndex } from '../../src/store/expiry-index.js';
-import { seededRandom } from '../helpers.js';
+import { seededRandom } from '../support/helpers.js';
 
 describe('ExpiryIndex', () => {
   it('hands out exactly the due entries, whatever the lanes and order, like a model list', () => {

@@ -9,10 +9,10 @@ import {
 import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { TaskTool, TasksModule } from '../../src/index.js';
 import { connectTasksClient, type TasksClient } from '../../src/client/index.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { testContextFetch } from '../e2e/official-client.js';
-import { eventually } from '../e2e/sse.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { testContextFetch } from '../support/official-client.js';
+import { eventually } from '../support/sse.js';
 
 /**
  * A queue-run tool's job carries the request's W3C trace context (`QueuedCall.trace`): the span of

@@ -31,11 +31,11 @@ import { connectTasksClient, TaskFailedError, type TasksClient } from '../../src
 import { resolveTasksConfig } from '../../src/tasks.config.js';
 import { TasksConfigError } from '../../src/errors.js';
 import { TasksTelemetry } from '../../src/telemetry/tasks.telemetry.js';
-import { type RunningApp, startApp } from '../e2e/app.js';
-import { testContextFetch } from '../e2e/official-client.js';
-import { eventually } from '../e2e/sse.js';
-import { declaredCapabilities, envelope, parseMessage, standardHeaders } from '../e2e/wire.js';
-import { rejection, sleep } from '../helpers.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { testContextFetch } from '../support/official-client.js';
+import { eventually } from '../support/sse.js';
+import { declaredCapabilities, envelope, parseMessage, standardHeaders } from '../support/wire.js';
+import { rejection, sleep } from '../support/helpers.js';
 
 /**
  * Metrics and traces through @opentelemetry/api, on a real app over loopback HTTP with the

@@ -11,7 +11,7 @@ import {
   type TaskContext,
 } from '../../src/index.js';
 import { runTaskTool, TaskToolInputError, type TaskToolRun } from '../../src/testing/index.js';
-import { accept, elicit } from '../helpers.js';
+import { accept, elicit } from '../support/helpers.js';
 import type { WaiterFeed } from '../../src/notify/waiter-feed.js';
 
 const askName = (message = 'What is your name?'): InputRequest => elicit(message);

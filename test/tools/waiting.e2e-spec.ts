@@ -15,11 +15,11 @@ import {
 } from '../../src/index.js';
 import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { startTestRedis, type TestRedis } from '../redis-server.js';
-import { ADAPTERS, type RunningApp, startApp } from '../e2e/app.js';
-import { mcpRequest, post } from '../e2e/raw.js';
-import { parseMessage } from '../e2e/wire.js';
-import { elicit } from '../helpers.js';
+import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
+import { mcpRequest, post } from '../support/raw.js';
+import { parseMessage } from '../support/wire.js';
+import { elicit } from '../support/helpers.js';
 
 /** The in-memory store, counting its reads. */
 class CountingStore extends InMemoryTaskStore {

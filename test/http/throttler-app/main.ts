@@ -17,7 +17,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { defaultPrincipal, type TaskContext, TasksModule, TaskTool } from '../../../src/index.js';
-import { BearerGuard } from '../../bearer.guard.js';
+import { BearerGuard } from '../../support/bearer.guard.js';
 
 const globalGuards = process.env.MODE === 'global';
 

@@ -1,4 +1,4 @@
-// A private PostgreSQL server on loopback, for the tests (test/postgres-server.ts) and the benches
+// A private PostgreSQL server on loopback, for the tests (test/support/postgres-server.ts) and the benches
 // (bench/common.mjs): plain JavaScript, so that both run the same steps.
 import { spawnSync } from 'node:child_process';
 import {

@@ -1,4 +1,4 @@
-// A private three-master Redis Cluster on loopback, for the tests (test/redis-cluster-server.ts)
+// A private three-master Redis Cluster on loopback, for the tests (test/support/redis-cluster-server.ts)
 // and the benches (bench/redis-cluster.mjs): plain JavaScript, so that both run the same steps.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

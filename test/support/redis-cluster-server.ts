@@ -5,7 +5,7 @@ export type TestRedisCluster = Pick<RedisCluster, 'nodes' | 'stop'>;
 
 /**
  * `REDIS_CLUSTER_NODES` (`host:port,host:port,…`) when set, else three private redis-servers from
- * PATH, joined by `redis-cli --cluster create` with no replicas (see test/servers/redis-cluster.mjs,
+ * PATH, joined by `redis-cli --cluster create` with no replicas (see servers/redis-cluster.mjs,
  * which the benches start too). No persistence: the tests never restart a node.
  */
 export function startTestRedisCluster(): Promise<TestRedisCluster> {

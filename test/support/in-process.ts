@@ -2,8 +2,8 @@ import type { LoggerService } from '@nestjs/common';
 import { InMemoryTaskStore, type TasksModuleExtras } from '../../src/index.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { startTestPostgres } from '../postgres-server.js';
-import { startTestRedis } from '../redis-server.js';
+import { startTestPostgres } from './postgres-server.js';
+import { startTestRedis } from './redis-server.js';
 
 /**
  * What the in-process hostile specs share (running-work, ids): the three stores as deployed (each

@@ -1,16 +1,16 @@
-import { InMemoryTaskStore } from '../src/store/in-memory.task-store.js';
-import type { TaskNotifier } from '../src/notify/task-notifier.js';
-import type { TaskStore } from '../src/store/task-store.js';
+import { InMemoryTaskStore } from '../../src/store/in-memory.task-store.js';
+import type { TaskNotifier } from '../../src/notify/task-notifier.js';
+import type { TaskStore } from '../../src/store/task-store.js';
 import type {
   CallToolResult,
   InputRequest,
   InputResponse,
   TaskOwner,
   TaskRecord,
-} from '../src/task.js';
-import type { TasksModuleOptions } from '../src/interfaces/tasks-module-options.interface.js';
-import { resolveTasksConfig } from '../src/tasks.config.js';
-import { TasksService } from '../src/tasks.service.js';
+} from '../../src/task.js';
+import type { TasksModuleOptions } from '../../src/interfaces/tasks-module-options.interface.js';
+import { resolveTasksConfig } from '../../src/tasks.config.js';
+import { TasksService } from '../../src/tasks.service.js';
 
 /** A notifier that remembers every record it was handed. */
 export class RecordingNotifier implements TaskNotifier {
