@@ -10,7 +10,7 @@
 //
 // `--check` only tells: it prints why an install is needed and exits 1, or exits 0.
 import { execSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync } from 'node:fs';
 
 const INSTALLED = 'node_modules/.package-lock.json';
 
@@ -37,6 +37,15 @@ const why = whyInstall();
 if (process.argv.includes('--check')) {
   if (why !== undefined) console.log(why);
   process.exit(why === undefined ? 0 : 1);
+}
+if (why !== undefined && existsSync('node_modules') && lstatSync('node_modules').isSymbolicLink()) {
+  // A worktree that links another checkout's node_modules: `npm ci` would empty that checkout's
+  // packages under every process using them. Installing is the owner's call.
+  console.error(
+    `The installed packages differ from package-lock.json (${why}), and node_modules is a link ` +
+      'to another checkout: run `npm ci` there (or replace the link with an install of its own).',
+  );
+  process.exit(1);
 }
 if (why !== undefined) {
   console.log(`Installing dependencies (npm ci: ${why})...`);
