@@ -7,17 +7,8 @@ import { WaiterFeed } from '../notify/waiter-feed.js';
 import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
 import { TaskStore } from '../store/task-store.js';
 import type { TaskRecord } from '../task.js';
-import {
-  connect,
-  DEFAULT_PREFIX,
-  DEFAULT_REDIS_TIMEOUT_MS,
-  type RedisClient,
-  type RedisConnectionOptions,
-  redisFault,
-  release,
-  watchErrors,
-  withTimeout,
-} from './redis-connection.js';
+import { connect, redisFault, release, watchErrors, withTimeout } from './redis-connection.js';
+import type { RedisClient, RedisConnectionOptions } from './redis-connection.js';
 import { RedisTaskStore } from './redis.task-store.js';
 
 /**
@@ -69,7 +60,12 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     waiters?: WaiterFeed,
     store?: Pick<TaskStore, 'get'>,
   ) {
-    ({ client: this.publisher, owned: this.owned } = connect(options, 'RedisTaskNotifier'));
+    ({
+      client: this.publisher,
+      owned: this.owned,
+      prefix: this.prefix,
+      timeoutMs: this.timeoutMs,
+    } = connect(options, 'RedisTaskNotifier'));
     this.deliversRemoteChanges = waiters !== undefined;
     this.sharded = this.publisher.isCluster;
     // On a Redis Cluster, the subscriber holds one connection per master for sharded pub/sub.
@@ -77,11 +73,9 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
       ? (this.publisher as Cluster).duplicate(undefined, { shardedSubscribers: true })
       : (this.publisher as Redis).duplicate();
     watchErrors(this.subscriber);
-    this.prefix = options.prefix ?? DEFAULT_PREFIX;
     this.everyChannel = `${this.prefix}changes`;
     this.controlChannel = `${this.prefix}hearers`;
     this.pattern = `${this.prefix.replace(/[*?[\]\\]/g, '\\$&')}changes:*`;
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
     let reader = store;
     this.subscriber.on('message', (_channel: string, message: string) => {
       this.changes.hear(message);
