@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { TaskQuotaError, TaskStoreFullError } from '../../index.js';
 import type { TaskRecord } from '../../index.js';
 import { sameRecord, isNull, is, accepted, refusal, errorName } from './contract-assertions.js';
-import { HOUR, record, type ContractRule } from './contract-fixtures.js';
+import { HOUR, record } from './contract-fixtures.js';
+import type { ContractRule } from './contract-fixtures.js';
 import { alice, aliceOfTenant, bob, carol } from './contract-owners.js';
 
 /** A full store or a full owner quota refuses a create; expired tasks hold no place. */

@@ -3,7 +3,8 @@
  * every runner: they are `node:assert` errors).
  */
 import assert from 'node:assert/strict';
-import type { TaskRecord } from '../../index.js';
+import type { TaskRecord, TaskStore } from '../../index.js';
+import { completed } from './contract-fixtures.js';
 
 /**
  * A deep copy without `undefined` properties and with plain prototypes, so that records compare
@@ -97,4 +98,11 @@ export function show(value: unknown): string {
 export function errorName(error: unknown): string {
   if (error instanceof Error) return `${error.constructor.name}: ${error.message}`;
   return show(error);
+}
+
+/** Writes `task` completed at `at` (its next version), failing when the store refuses the write. */
+export async function finish(store: TaskStore, task: TaskRecord, at: number): Promise<TaskRecord> {
+  const done = completed(task, at);
+  is(await store.compareAndSet(done, task.version), true, 'compareAndSet(completed)');
+  return done;
 }

@@ -2,15 +2,9 @@
  * The contract rules of expiry: a task past its TTL is gone at once, and `cleanup` removes exactly
  * the expired and the long-finished tasks.
  */
-import { sameRecord, isNull, is } from './contract-assertions.js';
-import {
-  HOUR,
-  unlimited,
-  record,
-  changed,
-  completed,
-  type ContractRule,
-} from './contract-fixtures.js';
+import { sameRecord, isNull, is, finish } from './contract-assertions.js';
+import { HOUR, unlimited, record, changed } from './contract-fixtures.js';
+import type { ContractRule } from './contract-fixtures.js';
 import { alice } from './contract-owners.js';
 
 /** An expired task is never read nor written; cleanup counts what it removed. */
@@ -98,10 +92,8 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       const recent = record(alice, null, now - 10 * HOUR);
       const working = record(alice, null, now - 10 * HOUR);
       for (const task of [old, recent, working]) await store.create(task, unlimited);
-      const oldDone = completed(old, now - 2 * HOUR);
-      const recentDone = completed(recent, now - HOUR / 2);
-      is(await store.compareAndSet(oldDone, old.version), true, 'compareAndSet(completed)');
-      is(await store.compareAndSet(recentDone, recent.version), true, 'compareAndSet(completed)');
+      await finish(store, old, now - 2 * HOUR);
+      const recentDone = await finish(store, recent, now - HOUR / 2);
       is(
         await store.cleanup(now, { terminalTtlMs: HOUR }),
         1,
@@ -124,10 +116,8 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       const due = record(alice, null, now - 10 * HOUR);
       const young = record(alice, null, now - 10 * HOUR);
       for (const task of [due, young]) await store.create(task, unlimited);
-      const dueDone = completed(due, now - HOUR);
-      const youngDone = completed(young, now - HOUR + 1);
-      is(await store.compareAndSet(dueDone, due.version), true, 'compareAndSet(completed)');
-      is(await store.compareAndSet(youngDone, young.version), true, 'compareAndSet(completed)');
+      await finish(store, due, now - HOUR);
+      const youngDone = await finish(store, young, now - HOUR + 1);
       is(
         await store.cleanup(now, { terminalTtlMs: HOUR }),
         1,
@@ -149,8 +139,7 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       const now = Date.now();
       const task = record(alice, 24 * HOUR, now - 10 * HOUR);
       await store.create(task, unlimited);
-      const done = completed(task, now - 9 * HOUR);
-      is(await store.compareAndSet(done, task.version), true, 'compareAndSet(completed)');
+      const done = await finish(store, task, now - 9 * HOUR);
       is(
         await store.cleanup(now, { terminalTtlMs: HOUR }),
         0,

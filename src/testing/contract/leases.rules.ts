@@ -3,14 +3,8 @@
  */
 import assert from 'node:assert/strict';
 import type { TaskStore, TaskStoreLeases } from '../../index.js';
-import {
-  HOUR,
-  unlimited,
-  record,
-  changed,
-  completed,
-  type ContractRule,
-} from './contract-fixtures.js';
+import { HOUR, unlimited, record, changed, completed } from './contract-fixtures.js';
+import type { ContractRule } from './contract-fixtures.js';
 
 /** A lease holds its tasks while renewed; a lapsed or released lease is named once. */
 export const LEASE_RULES: readonly ContractRule[] = [

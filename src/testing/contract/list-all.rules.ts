@@ -4,15 +4,9 @@
 import assert from 'node:assert/strict';
 import { TaskError } from '../../index.js';
 import type { TaskOwner, TaskRecord, TaskState, TaskStore } from '../../index.js';
-import { sameRecord, is, refusal, errorName } from './contract-assertions.js';
-import {
-  HOUR,
-  unlimited,
-  record,
-  completed,
-  newestFirst,
-  type ContractRule,
-} from './contract-fixtures.js';
+import { sameRecord, is, refusal, errorName, finish } from './contract-assertions.js';
+import { HOUR, unlimited, record, newestFirst } from './contract-fixtures.js';
+import type { ContractRule } from './contract-fixtures.js';
 import { alice, aliceOfTenant, bob, carol } from './contract-owners.js';
 
 /** Every owner’s listing: newest first, each task once, filtered by status or tool. */
@@ -157,8 +151,7 @@ export const LIST_ALL_RULES: readonly ContractRule[] = [
       const expiredDone = { ...record(bob, HOUR, Date.now() - 2 * HOUR), status: 'completed' };
       for (const task of [...tasks, expiredDone as TaskRecord]) await store.create(task, unlimited);
       // A task that finishes is listed by the status it has now.
-      const finished = completed(tasks[0]!, Date.now());
-      is(await store.compareAndSet(finished, tasks[0]!.version), true, 'compareAndSet(completed)');
+      const finished = await finish(store, tasks[0]!, Date.now());
       const now = [finished, ...tasks.slice(1)];
       const wanted = (status: TaskState[]): string[] =>
         newestFirst(now.filter((task) => status.includes(task.status)));

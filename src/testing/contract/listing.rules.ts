@@ -4,8 +4,9 @@
 import assert from 'node:assert/strict';
 import { TaskError } from '../../index.js';
 import type { TaskOwner, TaskRecord, TaskState, TaskStore } from '../../index.js';
-import { sameRecord, is, refusal, errorName } from './contract-assertions.js';
-import { HOUR, unlimited, record, completed, type ContractRule } from './contract-fixtures.js';
+import { sameRecord, is, refusal, errorName, finish } from './contract-assertions.js';
+import { HOUR, unlimited, record } from './contract-fixtures.js';
+import type { ContractRule } from './contract-fixtures.js';
 import { alice, aliceOfTenant, bob, carol } from './contract-owners.js';
 
 /** An owner’s listing: newest first, each task once, cursors that keep their place. */
@@ -145,8 +146,7 @@ export const LISTING_RULES: readonly ContractRule[] = [
         await store.create(task, unlimited);
       }
       // A task that finishes is listed by the status it has now.
-      const finished = completed(mine[0]!, Date.now());
-      is(await store.compareAndSet(finished, mine[0]!.version), true, 'compareAndSet(completed)');
+      const finished = await finish(store, mine[0]!, Date.now());
       const now = [finished, ...mine.slice(1)];
       const newest = (wanted: TaskState[]): string[] =>
         now

@@ -6,14 +6,8 @@ import assert from 'node:assert/strict';
 import { TaskError } from '../../index.js';
 import type { TaskRecord } from '../../index.js';
 import { sameRecord, isNull, is, refusal, errorName } from './contract-assertions.js';
-import {
-  unlimited,
-  newId,
-  record,
-  changed,
-  completed,
-  type ContractRule,
-} from './contract-fixtures.js';
+import { unlimited, newId, record, changed, completed } from './contract-fixtures.js';
+import type { ContractRule } from './contract-fixtures.js';
 import { alice } from './contract-owners.js';
 
 /** Create, read, replace and delete one record; an owner sees only its own tasks. */
