@@ -1,12 +1,13 @@
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
-import { ListenFeed } from '../notify/listen-feed.js';
+import type { ListenFeed } from '../notify/listen-feed.js';
 import { type ReceivedChanges, RemoteChanges } from '../notify/remote-changes.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
-import { WaiterFeed } from '../notify/waiter-feed.js';
+import type { WaiterFeed } from '../notify/waiter-feed.js';
 import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
-import { TaskStore } from '../store/task-store.js';
+import type { TaskStore } from '../store/task-store.js';
 import type { TaskRecord } from '../task.js';
+import { notifierProvider } from '../notifier.provider.js';
 import { connect, redisFault, release, watchErrors, withTimeout } from './redis-connection.js';
 import type { RedisClient, RedisConnectionOptions } from './redis-connection.js';
 import { RedisTaskStore } from './redis.task-store.js';
@@ -253,9 +254,7 @@ function readyOf(client: RedisClient): Promise<void> {
  * Records sent by reference are read through the module's store.
  */
 export function redisNotifier(options: RedisConnectionOptions): PartProvider<TaskNotifier> {
-  return {
-    useFactory: (listenFeed: ListenFeed, waiters: WaiterFeed, store: TaskStore) =>
-      new RedisTaskNotifier(options, listenFeed, waiters, store),
-    inject: [ListenFeed, WaiterFeed, TaskStore],
-  } as PartProvider<TaskNotifier>;
+  return notifierProvider(
+    (listenFeed, waiters, store) => new RedisTaskNotifier(options, listenFeed, waiters, store),
+  );
 }
