@@ -45,7 +45,12 @@ const FILTERED_LIST_BATCHES = 3;
 export class RedisTaskListing {
   constructor(private readonly redis: RedisListingAccess) {}
 
-  /** An owner's listing, its index read in batches when filtered (see RedisTaskStore.list). */
+  /**
+   * Unfiltered, two round trips: the page of listing keys, then the page's records. With a status
+   * filter the index is read in batches of `max(limit, 100)` entries, two round trips each, until
+   * `limit` tasks match; at most 3 batches per call (6 round trips), after which the page ends
+   * where the reading stopped, shorter than `limit`, with a `nextCursor` to go on from there.
+   */
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
     const index = this.redis.keys.owner(ownerKey(owner)).index;
     return this.page(
@@ -56,7 +61,11 @@ export class RedisTaskListing {
     );
   }
 
-  /** The listing across owners (see RedisTaskStore.listAll). */
+  /**
+   * Reads the set of every task as `list` reads an owner's index: two round trips unfiltered (a
+   * script that finds the cursor's place and reads the page of ids, then the records), batches of
+   * `max(limit, 100)` entries with a status or tool filter, at most 3 per call.
+   */
   async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
     return this.page(
       (last, count) => this.readCreated(last, count),

@@ -219,21 +219,12 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     await this.client.zadd(sets.index, 0, entry);
   }
 
-  /**
-   * Unfiltered, two round trips: the page of listing keys, then the page's records. With a status
-   * filter the index is read in batches of `max(limit, 100)` entries, two round trips each, until
-   * `limit` tasks match; at most 3 batches per call (6 round trips), after which the page ends
-   * where the reading stopped, shorter than `limit`, with a `nextCursor` to go on from there.
-   */
+  /** An owner's tasks, newest first: its index read by RedisTaskListing. */
   list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
     return this.listing.list(owner, options);
   }
 
-  /**
-   * Reads the set of every task as `list` reads an owner's index: two round trips unfiltered (a
-   * script that finds the cursor's place and reads the page of ids, then the records), batches of
-   * `max(limit, 100)` entries with a status or tool filter, at most 3 per call.
-   */
+  /** Every owner's tasks, newest first: the set of every task read by RedisTaskListing. */
   listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
     return this.listing.listAll(options);
   }
