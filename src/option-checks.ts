@@ -1,5 +1,6 @@
 import { show, TasksConfigError } from './errors.js';
 import type { OptionProblems } from './option-problems.js';
+import { isObject } from './object-shape.js';
 import { isPositiveInteger } from './task.js';
 
 /*
@@ -12,9 +13,8 @@ import { isPositiveInteger } from './task.js';
 export const mustBe = (key: string, expectation: string, value: unknown): TasksConfigError =>
   new TasksConfigError(`${key} must be ${expectation}, got ${show(value)}`);
 
-/** Whether a value is a plain object (not null, not an array). */
-export const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+/** Whether a value is an object (not null, not an array): defined in object-shape.ts. */
+export { isObject } from './object-shape.js';
 
 /**
  * The value when `accepts` takes it, else `fallback` (problem noted: `key` must be

@@ -1,6 +1,7 @@
 import type { WorkerOptions } from 'bullmq';
 import { show } from '../errors.js';
 import { isTaskToolOption, OptionProblems, taskToolOptionHint } from '../option-problems.js';
+import { isObject } from '../object-shape.js';
 
 /** The worker options this module sets itself: the rest of BullMQ's WorkerOptions are the app's. */
 export type TaskWorkerOptions = Omit<WorkerOptions, 'connection' | 'prefix' | 'autorun'>;
@@ -44,9 +45,6 @@ const OPTION_KEYS: ReadonlySet<string> = new Set(
     true
   >),
 );
-
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /**
  * Checks TasksQueueModule's options once, at startup: one TasksConfigError lists every problem,

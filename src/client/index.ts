@@ -5,11 +5,11 @@
  */
 export {
   type CallToolOptions,
-  connectTasksClient,
   type FollowOptions,
   TasksClient,
   type TasksClientOptions,
 } from './tasks-client.js';
+export { connectTasksClient } from './connect-tasks-client.js';
 export {
   type StatusListener,
   TaskCall,

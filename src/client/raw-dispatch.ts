@@ -14,6 +14,7 @@ import {
   statusOutage,
   TaskServerUnreachableError,
 } from './retry.js';
+import { isObject } from '../object-shape.js';
 
 /** The protocol revision the client speaks (the Tasks extension's era). */
 export const PROTOCOL_VERSION = '2026-07-28';
@@ -35,10 +36,6 @@ const NAME_FIELD: Readonly<Record<string, string>> = {
  * refused, which sent nothing, is tried again.
  */
 const IDEMPOTENT = new Set(['tasks/get', 'tasks/update', 'tasks/cancel']);
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
 
 /** A header value as sent: plain when it is printable ASCII, else the `=?base64?…?=` form. */
 function headerValue(value: string): string {

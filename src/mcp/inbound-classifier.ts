@@ -9,6 +9,7 @@ import {
   PROTOCOL_VERSION_META_KEY,
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/server';
+import { isObject } from '../object-shape.js';
 
 /**
  * The SDK's classifyInboundRequest, with a shortcut for the requests task traffic is made of.
@@ -200,10 +201,6 @@ function isJsonValue(value: unknown, depth: number): boolean {
 
 function isIdOrToken(value: unknown): boolean {
   return typeof value === 'string' || Number.isSafeInteger(value);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 /** Whether a header value has the optional whitespace around it that the SDK strips. */

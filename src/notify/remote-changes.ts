@@ -1,28 +1,26 @@
-import { randomBytes } from 'node:crypto';
 import type { Logger } from '@nestjs/common';
-import { deliveryMark, isNews, isTerminal, type TaskRecord } from '../task.js';
+import { messageOf } from '../errors.js';
+import { deliveryMark, isNews, type TaskRecord } from '../task.js';
+import {
+  changeMessage,
+  heartbeatMessage,
+  isHeartbeat,
+  newOrigin,
+  readChange,
+  referenceMessage,
+} from './change-message.js';
+import {
+  ChangeSubscriptions,
+  RETRY_MS,
+  type SubscriptionChannels,
+} from './change-subscriptions.js';
 import type { FeedWatcher, TaskFeed } from './task-feed.js';
 
 /** What an engine (Redis pub/sub, PostgreSQL LISTEN/NOTIFY) does for RemoteChanges. */
-export interface ChangeChannels {
-  /** Starts hearing the changes of `watch` and stops hearing those of `unwatch`, in one go. */
-  apply(watch: readonly string[], unwatch: readonly string[]): Promise<void>;
-  /** Starts (`true`) or stops hearing the changes of every task. */
-  applyAll(on: boolean): Promise<void>;
+export interface ChangeChannels extends SubscriptionChannels {
   /** The task as stored now (`null` when it is gone), for a change sent as a reference. */
   read(taskId: string): Promise<TaskRecord | null>;
 }
-
-/**
- * The most bytes of a change message that carries the record itself. PostgreSQL takes NOTIFY
- * payloads of up to 8,000 bytes; the same bound serves Redis: a larger record is sent as its id
- * and version, and each process that hears it reads the record once, however many of its
- * listeners wait on the task.
- */
-export const INLINE_CHANGE_BYTES = 7_900;
-
-/** How long a failed subscription change waits before it is tried again. */
-const RETRY_MS = 1_000;
 
 /**
  * An instance that hears every task's changes (a task console's stream is open) says so on the
@@ -32,17 +30,11 @@ const RETRY_MS = 1_000;
 const HEARTBEAT_MS = 5_000;
 const HEARERS_TTL_MS = 3 * HEARTBEAT_MS + 1_000;
 
-/** The body of a heartbeat message. */
-const HEARTBEAT = '!every';
-
 /** When the watched tasks are read again after a reconnect's first catch-up. */
 const CATCH_UP_AGAIN_MS = [2_000, 10_000];
 
 /** How many watched tasks are read at once after a reconnect. */
 const CATCH_UP_READS = 16;
-
-/** The length of a sender's tag at the head of each message. */
-const ORIGIN_LENGTH = 12;
 
 /** What one process has heard from the others (for benchmarks and metrics). */
 export interface ReceivedChanges {
@@ -54,25 +46,6 @@ export interface ReceivedChanges {
   reads: number;
 }
 
-interface Waiting {
-  readonly promise: Promise<void>;
-  settle(): void;
-}
-
-/** A task (or every task) this process wants to hear of. */
-interface Watch {
-  /** How many feeds listen to it (each tells its first listener and its last). */
-  refs: number;
-  /** Whether the engine is subscribed. */
-  active: boolean;
-  /** A subscription change in flight. */
-  pending: boolean;
-  /** The promise `watch` handed out while the subscription is not in place. */
-  waiting: Waiting | undefined;
-}
-
-const newWatch = (): Watch => ({ refs: 0, active: false, pending: false, waiting: undefined });
-
 /**
  * The part of a notifier for several processes that is the same on every engine. It is the
  * FeedWatcher of this process's feeds, so the process subscribes to the changes of the tasks
@@ -82,25 +55,22 @@ const newWatch = (): Watch => ({ refs: 0, active: false, pending: false, waiting
  * feed's `listen` resolves once its task's subscription is in place, so a listener that reads the
  * task after that misses no change.
  *
- * A change travels as one message: the sender's tag, then the record as JSON when it fits in
- * INLINE_CHANGE_BYTES, else `<version> <taskId>`, which the receiver reads from the store (one
- * read per task at a time, again only if a newer version was announced meanwhile). A process
- * skips its own messages (it delivered those at once), and delivers each version of a task once.
+ * A change travels as one message (see change-message.ts): the sender's tag, then the record as
+ * JSON when it fits in INLINE_CHANGE_BYTES, else `<version> <taskId>`, which the receiver reads
+ * from the store (one read per task at a time, again only if a newer version was announced
+ * meanwhile). A process skips its own messages (it delivered those at once), and delivers each
+ * version of a task once.
  */
 export class RemoteChanges implements FeedWatcher {
   /** This process's tag on what it sends. */
-  readonly origin = randomBytes(9).toString('base64url');
+  readonly origin = newOrigin();
   readonly received: ReceivedChanges = { messages: 0, bytes: 0, reads: 0 };
-  private readonly watches = new Map<string, Watch>();
-  private readonly every = newWatch();
-  private readonly dirty = new Set<string>();
-  private everyDirty = false;
-  /** Set by `resubscribe`: the watched tasks are read once the subscriptions are back. */
-  private catchUpAfterFlush = false;
-  private scheduled = false;
-  private flushing = false;
+  private readonly subscriptions: ChangeSubscriptions;
   private closed = false;
-  /** The mark (see deliveryMark) of the last state delivered of each task heard (watched tasks, and others while `every`). */
+  /**
+   * The mark (see deliveryMark) of the last state delivered of each task heard (watched tasks,
+   * and others while every task is).
+   */
   private readonly delivered = new Map<string, number>();
   /** The tasks being read after a reference, with the newest version announced meanwhile. */
   private readonly reading = new Map<string, number>();
@@ -118,10 +88,20 @@ export class RemoteChanges implements FeedWatcher {
   constructor(
     private readonly channels: ChangeChannels,
     private readonly feeds: readonly TaskFeed[],
-    private readonly timeoutMs: number,
+    timeoutMs: number,
     private readonly logger: Logger,
     private readonly announce?: (message: string) => Promise<unknown>,
   ) {
+    this.subscriptions = new ChangeSubscriptions(
+      channels,
+      {
+        forgotten: (taskId) => this.delivered.delete(taskId),
+        everyApplied: (on) => this.beat(on),
+        resubscribed: () => this.resubscribed(),
+      },
+      timeoutMs,
+      logger,
+    );
     for (const feed of feeds) feed.connect(this);
   }
 
@@ -138,53 +118,32 @@ export class RemoteChanges implements FeedWatcher {
 
   /** The message of a change: the record itself when it fits, else where to read it. */
   encode(record: TaskRecord): string {
-    // What the record keeps from clients and tools bounds its size from below: past the bound,
-    // the record is not serialized at all.
-    if ((record.bytes ?? 0) < INLINE_CHANGE_BYTES) {
-      const message = `${this.origin}${JSON.stringify(record)}`;
-      if (Buffer.byteLength(message, 'utf8') <= INLINE_CHANGE_BYTES) return message;
-    }
-    return this.reference(record);
+    return changeMessage(this.origin, record);
   }
 
-  /**
-   * The message of a change as a reference, `<version> <taskId>`, the version prefixed with `t`
-   * for a terminal state: the receiver reads the record, and a terminal state is news to it
-   * whatever the versions it heard before (see deliveryMark).
-   */
+  /** The message of a change as a reference, which the receiver reads (see change-message.ts). */
   reference(record: TaskRecord): string {
-    const terminal = isTerminal(record.status) ? 't' : '';
-    return `${this.origin}${terminal}${record.version} ${record.taskId}`;
+    return referenceMessage(this.origin, record);
   }
 
   // ----- what is heard --------------------------------------------------------------------------
 
   /** A message heard from the engine, on a task's channel or on every task's. */
   hear(message: string): void {
-    const body = message.slice(ORIGIN_LENGTH);
-    if (body === HEARTBEAT) {
+    if (isHeartbeat(message)) {
       if (!message.startsWith(this.origin)) this.hearersUntil = Date.now() + HEARERS_TTL_MS;
       return;
     }
     this.received.messages++;
     this.received.bytes += Buffer.byteLength(message, 'utf8');
     if (message.startsWith(this.origin)) return;
-    if (body.startsWith('{')) {
-      let record: TaskRecord;
-      try {
-        record = JSON.parse(body) as TaskRecord;
-      } catch {
-        return;
-      }
-      if (typeof record?.taskId === 'string') this.deliver(record);
+    const change = readChange(message);
+    if (change === undefined) return;
+    if ('record' in change) {
+      this.deliver(change.record);
       return;
     }
-    const space = body.indexOf(' ');
-    const terminal = body.startsWith('t');
-    const version = Number(body.slice(terminal ? 1 : 0, space));
-    const taskId = body.slice(space + 1);
-    if (space < 1 || !Number.isSafeInteger(version) || taskId === '') return;
-    const mark = terminal ? Number.POSITIVE_INFINITY : version;
+    const { taskId, mark } = change;
     if ((this.delivered.get(taskId) ?? 0) >= mark || !this.wants(taskId)) return;
     this.fetch(taskId, mark);
   }
@@ -194,12 +153,12 @@ export class RemoteChanges implements FeedWatcher {
     if (!this.wants(record.taskId)) return;
     if (!isNews(record, this.delivered.get(record.taskId))) return;
     this.delivered.set(record.taskId, deliveryMark(record));
-    if (this.delivered.size > this.watches.size + 4_096) this.forgetUnwatched();
+    if (this.delivered.size > this.subscriptions.size + 4_096) this.forgetUnwatched();
     for (const feed of this.feeds) feed.publish(record);
   }
 
   private wants(taskId: string): boolean {
-    return this.every.refs > 0 || (this.watches.get(taskId)?.refs ?? 0) > 0;
+    return this.subscriptions.wants(taskId);
   }
 
   /**
@@ -229,7 +188,7 @@ export class RemoteChanges implements FeedWatcher {
         this.reading.delete(taskId);
         // The store is away for a moment (it has just come back, say): read again in a while,
         // while someone here still wants the task, or its listeners would miss this change.
-        this.logger.warn(`Could not read a changed task: ${describe(error)}; trying again`);
+        this.logger.warn(`Could not read a changed task: ${messageOf(error)}; trying again`);
         this.later(() => {
           if (this.wants(taskId) && (this.delivered.get(taskId) ?? 0) < newest) {
             this.fetch(taskId, newest);
@@ -249,50 +208,35 @@ export class RemoteChanges implements FeedWatcher {
   /** Keeps the delivered versions of watched tasks only (every-task hearing adds the others). */
   private forgetUnwatched(): void {
     for (const taskId of this.delivered.keys()) {
-      if (!this.watches.has(taskId)) this.delivered.delete(taskId);
+      if (!this.subscriptions.has(taskId)) this.delivered.delete(taskId);
     }
   }
 
   // ----- what is watched (FeedWatcher) ----------------------------------------------------------
 
   watch(taskId: string): Promise<void> {
-    let watch = this.watches.get(taskId);
-    if (watch === undefined) this.watches.set(taskId, (watch = newWatch()));
-    watch.refs++;
-    if (watch.active && !watch.pending) return RESOLVED;
-    this.touch(taskId);
-    return this.waitOn(watch);
+    return this.subscriptions.watch(taskId);
   }
 
   unwatch(taskId: string): void {
-    const watch = this.watches.get(taskId);
-    if (watch === undefined || watch.refs === 0) return;
-    if (--watch.refs === 0) this.touch(taskId);
+    this.subscriptions.unwatch(taskId);
   }
 
   ready(taskId: string): Promise<void> | undefined {
-    return this.watches.get(taskId)?.waiting?.promise;
+    return this.subscriptions.ready(taskId);
   }
 
   watchAll(): Promise<void> {
-    this.every.refs++;
-    if (this.every.active && !this.every.pending) return RESOLVED;
-    this.everyDirty = true;
-    this.schedule();
-    return this.waitOn(this.every);
+    return this.subscriptions.watchAll();
   }
 
   unwatchAll(): void {
-    if (this.every.refs === 0) return;
-    if (--this.every.refs === 0) {
-      this.everyDirty = true;
-      this.schedule();
-    }
+    this.subscriptions.unwatchAll();
   }
 
   /** How many tasks this process is subscribed to, or about to be (for leak checks). */
   get watchedTasks(): number {
-    return this.watches.size;
+    return this.subscriptions.size;
   }
 
   /**
@@ -300,14 +244,18 @@ export class RemoteChanges implements FeedWatcher {
    * anew (the engines whose client does this by itself, as ioredis does, need not call it).
    */
   resubscribe(): void {
-    for (const [taskId, watch] of this.watches) {
-      watch.active = false;
-      this.dirty.add(taskId);
+    this.subscriptions.resubscribe();
+  }
+
+  /** The subscriptions are back after `resubscribe`: what changed meanwhile is read. */
+  private resubscribed(): void {
+    this.catchUp();
+    // Again a little later: another instance may write a change in the moments after the
+    // store came back, while its own notifier connection is still away, and the change it
+    // then sends may never come (seen once in a few dozen 60 s Redis outages under load).
+    for (const ms of CATCH_UP_AGAIN_MS) {
+      setTimeout(() => this.closed || this.catchUp(), ms).unref();
     }
-    this.every.active = false;
-    this.everyDirty = this.every.refs > 0;
-    this.catchUpAfterFlush = true;
-    this.schedule();
   }
 
   /**
@@ -316,9 +264,7 @@ export class RemoteChanges implements FeedWatcher {
    * A version the feeds had from this process may be delivered again, which they allow.
    */
   private catchUp(only?: readonly string[]): void {
-    const taskIds = (only ?? [...this.watches.keys()]).filter(
-      (taskId) => (this.watches.get(taskId)?.refs ?? 0) > 0,
-    );
+    const taskIds = this.subscriptions.listened(only);
     const failed: string[] = [];
     let failure: unknown;
     let next = 0;
@@ -339,7 +285,7 @@ export class RemoteChanges implements FeedWatcher {
       if (failed.length === 0 || this.closed) return;
       // Read again in a while (the store has just come back, say): a watcher misses nothing.
       this.logger.warn(
-        `Could not read ${failed.length} watched task(s) after a reconnect: ${describe(failure)}; trying again`,
+        `Could not read ${failed.length} watched task(s) after a reconnect: ${messageOf(failure)}; trying again`,
       );
       this.later(() => this.catchUp(failed));
     });
@@ -351,8 +297,8 @@ export class RemoteChanges implements FeedWatcher {
     this.heartbeat = undefined;
     if (!on || this.announce === undefined) return;
     const send = (): void => {
-      this.announce!(`${this.origin}${HEARTBEAT}`).catch((error: unknown) =>
-        this.logger.warn(`Could not send a heartbeat: ${describe(error)}`),
+      this.announce!(heartbeatMessage(this.origin)).catch((error: unknown) =>
+        this.logger.warn(`Could not send a heartbeat: ${messageOf(error)}`),
       );
     };
     send();
@@ -364,149 +310,6 @@ export class RemoteChanges implements FeedWatcher {
   close(): void {
     this.closed = true;
     this.beat(false);
-    for (const watch of this.watches.values()) settle(watch);
-    settle(this.every);
+    this.subscriptions.close();
   }
-
-  private touch(taskId: string): void {
-    this.dirty.add(taskId);
-    this.schedule();
-  }
-
-  /** The promise of a watch's subscription: settled when it is in place, or after timeoutMs. */
-  private waitOn(watch: Watch): Promise<void> {
-    if (watch.waiting !== undefined) return watch.waiting.promise;
-    let settle!: () => void;
-    const promise = new Promise<void>((resolve) => (settle = resolve));
-    const timer = setTimeout(() => {
-      if (watch.waiting?.promise === promise) watch.waiting = undefined;
-      settle();
-    }, this.timeoutMs);
-    timer.unref();
-    watch.waiting = {
-      promise,
-      settle: () => {
-        clearTimeout(timer);
-        settle();
-      },
-    };
-    return promise;
-  }
-
-  private schedule(): void {
-    if (this.scheduled || this.flushing || this.closed) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      void this.flush();
-    });
-  }
-
-  /** Applies what changed, one batch at a time, until nothing is left to change. */
-  private async flush(): Promise<void> {
-    this.flushing = true;
-    try {
-      while (!this.closed && (this.dirty.size > 0 || this.everyDirty)) {
-        const watch: string[] = [];
-        const unwatch: string[] = [];
-        for (const taskId of this.dirty) {
-          const entry = this.watches.get(taskId);
-          if (entry === undefined) continue;
-          if (entry.refs > 0 && !entry.active) watch.push(taskId);
-          else if (entry.refs === 0 && entry.active) unwatch.push(taskId);
-          else if (entry.refs === 0) this.forget(taskId, entry);
-          else settle(entry);
-        }
-        this.dirty.clear();
-        let every: boolean | undefined;
-        if (this.everyDirty) {
-          this.everyDirty = false;
-          if (this.every.refs > 0 !== this.every.active) every = this.every.refs > 0;
-          else settle(this.every);
-        }
-        for (const taskId of [...watch, ...unwatch]) this.watches.get(taskId)!.pending = true;
-        this.every.pending = every !== undefined;
-        try {
-          if (watch.length > 0 || unwatch.length > 0) await this.channels.apply(watch, unwatch);
-          if (every !== undefined) await this.channels.applyAll(every);
-        } catch (error) {
-          this.logger.warn(`Could not change subscriptions: ${describe(error)}`);
-          this.settleAfterFailure(watch, unwatch, every);
-          await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref());
-          continue;
-        }
-        for (const taskId of watch) this.settled(taskId, true);
-        for (const taskId of unwatch) this.settled(taskId, false);
-        if (every !== undefined) {
-          this.every.pending = false;
-          this.every.active = every;
-          this.beat(every);
-          if (this.every.refs > 0 !== every) this.everyDirty = true;
-          else settle(this.every);
-        }
-        if (this.catchUpAfterFlush && this.dirty.size === 0) {
-          this.catchUpAfterFlush = false;
-          this.catchUp();
-          // Again a little later: another instance may write a change in the moments after the
-          // store came back, while its own notifier connection is still away, and the change it
-          // then sends may never come (seen once in a few dozen 60 s Redis outages under load).
-          for (const ms of CATCH_UP_AGAIN_MS) {
-            setTimeout(() => this.closed || this.catchUp(), ms).unref();
-          }
-        }
-      }
-    } finally {
-      this.flushing = false;
-    }
-  }
-
-  /** A subscription change went through: the watch is as wanted, or is changed once more. */
-  private settled(taskId: string, active: boolean): void {
-    const entry = this.watches.get(taskId)!;
-    entry.pending = false;
-    entry.active = active;
-    if (entry.refs > 0 === active) {
-      if (active) settle(entry);
-      else this.forget(taskId, entry);
-    } else {
-      this.dirty.add(taskId);
-    }
-  }
-
-  /** A change failed: whoever waits goes on (waiters re-read as a safety net), and it is retried. */
-  private settleAfterFailure(
-    watch: readonly string[],
-    unwatch: readonly string[],
-    every: boolean | undefined,
-  ): void {
-    for (const taskId of [...watch, ...unwatch]) {
-      const entry = this.watches.get(taskId)!;
-      entry.pending = false;
-      settle(entry);
-      this.dirty.add(taskId);
-    }
-    if (every !== undefined) {
-      this.every.pending = false;
-      settle(this.every);
-      this.everyDirty = true;
-    }
-  }
-
-  private forget(taskId: string, entry: Watch): void {
-    settle(entry);
-    this.watches.delete(taskId);
-    this.delivered.delete(taskId);
-  }
-}
-
-const RESOLVED = Promise.resolve();
-
-function settle(watch: Watch): void {
-  const waiting = watch.waiting;
-  watch.waiting = undefined;
-  waiting?.settle();
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -2,12 +2,13 @@ import { createHash } from 'node:crypto';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Client, Notification, Pool, QueryConfig } from 'pg';
 import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
-import { ListenFeed } from '../notify/listen-feed.js';
+import type { ListenFeed } from '../notify/listen-feed.js';
 import { type ReceivedChanges, RemoteChanges } from '../notify/remote-changes.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
-import { WaiterFeed } from '../notify/waiter-feed.js';
-import { TaskStore } from '../store/task-store.js';
+import type { WaiterFeed } from '../notify/waiter-feed.js';
+import type { TaskStore } from '../store/task-store.js';
 import type { TaskRecord } from '../task.js';
+import { notifierProvider } from '../notifier.provider.js';
 import {
   connectPool,
   newClient,
@@ -288,9 +289,7 @@ function channelOf(schema: string, suffix: string): string {
  * `TasksModule.forRoot({ store: new PostgresTaskStore(pg), notifier: postgresNotifier(pg) })`.
  */
 export function postgresNotifier(options: PostgresConnectionOptions): PartProvider<TaskNotifier> {
-  return {
-    useFactory: (listenFeed: ListenFeed, waiters: WaiterFeed, store: TaskStore) =>
-      new PostgresTaskNotifier(options, listenFeed, waiters, store),
-    inject: [ListenFeed, WaiterFeed, TaskStore],
-  } as PartProvider<TaskNotifier>;
+  return notifierProvider(
+    (listenFeed, waiters, store) => new PostgresTaskNotifier(options, listenFeed, waiters, store),
+  );
 }

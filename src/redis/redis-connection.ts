@@ -47,10 +47,29 @@ function loadIoredis(): Ioredis {
   }
 }
 
-/** The client to use, and whether the part made it (and so closes it). */
-export function connect(
+/** A Redis-backed part's connection: its client, and the options' values with their defaults. */
+export interface RedisLink {
+  readonly client: RedisClient;
+  /** Whether the part made the client (and so closes it). */
+  readonly owned: boolean;
+  /** Prefix of every key and channel (`options.prefix`, or DEFAULT_PREFIX). */
+  readonly prefix: string;
+  /** Bound of every call (`options.timeoutMs`, or DEFAULT_REDIS_TIMEOUT_MS). */
+  readonly timeoutMs: number;
+}
+
+/** The client to use, whether the part made it, and the prefix and timeout it works with. */
+export function connect(options: RedisConnectionOptions, role: string): RedisLink {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
+  return { ...clientOf(options, role, timeoutMs), prefix, timeoutMs };
+}
+
+/** The app's client, or one made from the connection options. */
+function clientOf(
   options: RedisConnectionOptions,
   role: string,
+  timeoutMs: number,
 ): { client: RedisClient; owned: boolean } {
   if (options.client !== undefined) return { client: options.client, owned: false };
   const { connection } = options;
@@ -58,7 +77,6 @@ export function connect(
     throw new TasksConfigError(`${role} needs a client or connection options`);
   }
   const { Redis, Cluster } = loadIoredis();
-  const timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
   // While Redis is away, a queued call fails after one reconnect attempt (maxRetriesPerRequest),
   // not when Redis comes back: a call reported as failed must not run later, unseen. Calls
   // issued before the first connection wait for it. ioredis keeps reconnecting by itself.

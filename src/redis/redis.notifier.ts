@@ -1,23 +1,15 @@
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
-import { ListenFeed } from '../notify/listen-feed.js';
+import type { ListenFeed } from '../notify/listen-feed.js';
 import { type ReceivedChanges, RemoteChanges } from '../notify/remote-changes.js';
 import type { TaskNotifier } from '../notify/task-notifier.js';
-import { WaiterFeed } from '../notify/waiter-feed.js';
+import type { WaiterFeed } from '../notify/waiter-feed.js';
 import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
-import { TaskStore } from '../store/task-store.js';
+import type { TaskStore } from '../store/task-store.js';
 import type { TaskRecord } from '../task.js';
-import {
-  connect,
-  DEFAULT_PREFIX,
-  DEFAULT_REDIS_TIMEOUT_MS,
-  type RedisClient,
-  type RedisConnectionOptions,
-  redisFault,
-  release,
-  watchErrors,
-  withTimeout,
-} from './redis-connection.js';
+import { notifierProvider } from '../notifier.provider.js';
+import { connect, redisFault, release, watchErrors, withTimeout } from './redis-connection.js';
+import type { RedisClient, RedisConnectionOptions } from './redis-connection.js';
 import { RedisTaskStore } from './redis.task-store.js';
 
 /**
@@ -69,7 +61,12 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
     waiters?: WaiterFeed,
     store?: Pick<TaskStore, 'get'>,
   ) {
-    ({ client: this.publisher, owned: this.owned } = connect(options, 'RedisTaskNotifier'));
+    ({
+      client: this.publisher,
+      owned: this.owned,
+      prefix: this.prefix,
+      timeoutMs: this.timeoutMs,
+    } = connect(options, 'RedisTaskNotifier'));
     this.deliversRemoteChanges = waiters !== undefined;
     this.sharded = this.publisher.isCluster;
     // On a Redis Cluster, the subscriber holds one connection per master for sharded pub/sub.
@@ -77,11 +74,9 @@ export class RedisTaskNotifier implements TaskNotifier, OnApplicationShutdown {
       ? (this.publisher as Cluster).duplicate(undefined, { shardedSubscribers: true })
       : (this.publisher as Redis).duplicate();
     watchErrors(this.subscriber);
-    this.prefix = options.prefix ?? DEFAULT_PREFIX;
     this.everyChannel = `${this.prefix}changes`;
     this.controlChannel = `${this.prefix}hearers`;
     this.pattern = `${this.prefix.replace(/[*?[\]\\]/g, '\\$&')}changes:*`;
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
     let reader = store;
     this.subscriber.on('message', (_channel: string, message: string) => {
       this.changes.hear(message);
@@ -259,9 +254,7 @@ function readyOf(client: RedisClient): Promise<void> {
  * Records sent by reference are read through the module's store.
  */
 export function redisNotifier(options: RedisConnectionOptions): PartProvider<TaskNotifier> {
-  return {
-    useFactory: (listenFeed: ListenFeed, waiters: WaiterFeed, store: TaskStore) =>
-      new RedisTaskNotifier(options, listenFeed, waiters, store),
-    inject: [ListenFeed, WaiterFeed, TaskStore],
-  } as PartProvider<TaskNotifier>;
+  return notifierProvider(
+    (listenFeed, waiters, store) => new RedisTaskNotifier(options, listenFeed, waiters, store),
+  );
 }

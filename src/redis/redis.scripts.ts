@@ -227,46 +227,51 @@ if redis.call('ZCARD', KEYS[2]) > 0 then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 return 1`;
 
-const COMMANDS = {
-  nestjsMcpTasksReserve: { numberOfKeys: 4, lua: RESERVE },
-  nestjsMcpTasksFinish: { numberOfKeys: 1, lua: FINISH },
-  nestjsMcpTasksEvict: { numberOfKeys: 1, lua: EVICT },
-  nestjsMcpTasksGetOwned: { numberOfKeys: 1, lua: GET_OWNED },
-  nestjsMcpTasksDelete: { numberOfKeys: 1, lua: DELETE },
-  nestjsMcpTasksExpireRows: { numberOfKeys: 2, lua: EXPIRE_ROWS },
-  nestjsMcpTasksListAll: { numberOfKeys: 1, lua: LIST_ALL },
-  nestjsMcpTasksCreate: { numberOfKeys: 1, lua: CREATE },
-  nestjsMcpTasksCompareAndSet: { numberOfKeys: 1, lua: COMPARE_AND_SET },
-  nestjsMcpTasksIndex: { numberOfKeys: 1, lua: INDEX },
-  nestjsMcpTasksRenewLease: { numberOfKeys: 2, lua: RENEW_LEASE },
-  nestjsMcpTasksReleaseTasks: { numberOfKeys: 2, lua: RELEASE_TASKS },
-} as const;
-
 /** A script as a client command: its keys (one unless named), then its arguments. */
 type Script<R, Keys extends string[] = [key: string]> = (
   ...keysAndArgs: [...Keys, ...(string | number)[]]
 ) => Promise<R>;
 
+/** A script's definition for ioredis, typed with its command's reply and keys. */
+interface Command<R, Keys extends string[]> {
+  readonly numberOfKeys: Keys['length'];
+  readonly lua: string;
+  /** Never set: carries the command's type to ScriptClient. */
+  readonly script?: Script<R, Keys>;
+}
+
+/** Defines a script of one key, or of `Keys` (the number of keys follows from them). */
+function command<R, Keys extends string[] = [key: string]>(
+  lua: string,
+  numberOfKeys: Keys['length'] = 1,
+): Command<R, Keys> {
+  return { numberOfKeys, lua };
+}
+
 /** The keys of the lease scripts. */
 type LeaseKeys = [instances: string, held: string];
 
-/** The client with the scripts defined as its commands (sent by EVALSHA). */
-export type ScriptClient = RedisClient & {
-  nestjsMcpTasksReserve: Script<
+const COMMANDS = {
+  nestjsMcpTasksReserve: command<
     (number | string)[],
     [rows: string, created: string, quota: string, done: string]
-  >;
-  nestjsMcpTasksFinish: Script<number>;
-  nestjsMcpTasksEvict: Script<number | string>;
-  nestjsMcpTasksGetOwned: Script<string | null>;
-  nestjsMcpTasksDelete: Script<[string, string] | null>;
-  nestjsMcpTasksExpireRows: Script<number, [rows: string, created: string]>;
-  nestjsMcpTasksListAll: Script<string[]>;
-  nestjsMcpTasksCreate: Script<number>;
-  nestjsMcpTasksCompareAndSet: Script<number>;
-  nestjsMcpTasksIndex: Script<number>;
-  nestjsMcpTasksRenewLease: Script<string[], LeaseKeys>;
-  nestjsMcpTasksReleaseTasks: Script<number, LeaseKeys>;
+  >(RESERVE, 4),
+  nestjsMcpTasksFinish: command<number>(FINISH),
+  nestjsMcpTasksEvict: command<number | string>(EVICT),
+  nestjsMcpTasksGetOwned: command<string | null>(GET_OWNED),
+  nestjsMcpTasksDelete: command<[string, string] | null>(DELETE),
+  nestjsMcpTasksExpireRows: command<number, [rows: string, created: string]>(EXPIRE_ROWS, 2),
+  nestjsMcpTasksListAll: command<string[]>(LIST_ALL),
+  nestjsMcpTasksCreate: command<number>(CREATE),
+  nestjsMcpTasksCompareAndSet: command<number>(COMPARE_AND_SET),
+  nestjsMcpTasksIndex: command<number>(INDEX),
+  nestjsMcpTasksRenewLease: command<string[], LeaseKeys>(RENEW_LEASE, 2),
+  nestjsMcpTasksReleaseTasks: command<number, LeaseKeys>(RELEASE_TASKS, 2),
+};
+
+/** The client with the scripts defined as its commands (sent by EVALSHA). */
+export type ScriptClient = RedisClient & {
+  [Name in keyof typeof COMMANDS]-?: NonNullable<(typeof COMMANDS)[Name]['script']>;
 };
 
 /** Defines the scripts on `client`, once: a second store on the same client finds them there. */

@@ -11,14 +11,7 @@ import {
   roomOrder,
   visibleTo,
 } from '../store/store-rules.js';
-import {
-  cursorKey,
-  endPage,
-  listingFilter,
-  listingKey,
-  ownerKey,
-  placeOfKey,
-} from '../store/task-listing.js';
+import { listingKey, ownerKey, placeOfKey } from '../store/task-listing.js';
 import type {
   TaskListPage,
   TaskStore,
@@ -28,37 +21,12 @@ import type {
   TaskStoreListAllOptions,
   TaskStoreListOptions,
 } from '../store/task-store.js';
-import {
-  isExpired,
-  isOwnedBy,
-  isTerminal,
-  type TaskOwner,
-  type TaskRecord,
-  terminalSince,
-} from '../task.js';
-import {
-  connect,
-  DEFAULT_PREFIX,
-  DEFAULT_REDIS_TIMEOUT_MS,
-  type RedisClient,
-  type RedisConnectionOptions,
-  redisFault,
-  release,
-  withTimeout,
-} from './redis-connection.js';
+import { isTerminal, type TaskOwner, type TaskRecord, terminalSince } from '../task.js';
+import { connect, redisFault, release, withTimeout } from './redis-connection.js';
+import type { RedisClient, RedisConnectionOptions } from './redis-connection.js';
 import { type OwnerSets, RedisKeys } from './redis-keys.js';
 import { type ScriptClient, withScripts } from './redis.scripts.js';
-
-/** Listing keys read (newest first) and, aligned with them, their records or `null`. */
-interface ListingRead {
-  keys: string[];
-  records: (TaskRecord | null)[];
-}
-
-/** Index entries a filtered listing reads per round trip pair, at least (see `list`). */
-const FILTERED_LIST_BATCH = 100;
-/** Batches a filtered listing reads per call at most: its round trips are twice this. */
-const FILTERED_LIST_BATCHES = 3;
+import { RedisTaskListing } from './redis-task-listing.js';
 
 /** Expired rows one cleanup script removes at most (it loops until fewer are left). */
 const EXPIRE_ROWS_BATCH = 1000;
@@ -111,14 +79,21 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   private readonly timeoutMs: number;
   private readonly keys: RedisKeys;
   private readonly scripts: ScriptClient;
+  private readonly listing: RedisTaskListing;
   /** `list` filters by status itself. */
   readonly listsByStatus: boolean = true;
 
   constructor(options: RedisConnectionOptions) {
-    ({ client: this.client, owned: this.owned } = connect(options, 'RedisTaskStore'));
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS;
-    this.keys = new RedisKeys(options.prefix ?? DEFAULT_PREFIX);
+    const link = connect(options, 'RedisTaskStore');
+    ({ client: this.client, owned: this.owned, timeoutMs: this.timeoutMs } = link);
+    this.keys = new RedisKeys(link.prefix);
     this.scripts = withScripts(this.client);
+    this.listing = new RedisTaskListing({
+      client: this.client,
+      keys: this.keys,
+      scripts: this.scripts,
+      call: (operation) => this.call(operation),
+    });
   }
 
   /** The key of a task (for tests and operators, as the other key readers below). */
@@ -244,154 +219,14 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     await this.client.zadd(sets.index, 0, entry);
   }
 
-  /**
-   * Unfiltered, two round trips: the page of listing keys, then the page's records. With a status
-   * filter the index is read in batches of `max(limit, 100)` entries, two round trips each, until
-   * `limit` tasks match; at most 3 batches per call (6 round trips), after which the page ends
-   * where the reading stopped, shorter than `limit`, with a `nextCursor` to go on from there.
-   */
-  async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
-    const index = this.ownerIndexKey(owner);
-    return this.page(
-      (last, count) => this.readListing(owner, index, last, count),
-      cursorKey(options),
-      options.limit,
-      listingFilter(options.status),
-    );
+  /** An owner's tasks, newest first: its index read by RedisTaskListing. */
+  list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
+    return this.listing.list(owner, options);
   }
 
-  /**
-   * Reads the set of every task as `list` reads an owner's index: two round trips unfiltered (a
-   * script that finds the cursor's place and reads the page of ids, then the records), batches of
-   * `max(limit, 100)` entries with a status or tool filter, at most 3 per call.
-   */
-  async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
-    return this.page(
-      (last, count) => this.readCreated(last, count),
-      cursorKey(options),
-      options.limit,
-      listingFilter(options.status, options.toolName),
-    );
-  }
-
-  /**
-   * One page of a listing that `read` reads (entries below a listing key, and their records,
-   * `null` for a task not to list). Without `keep`, one read of `limit` entries; with it, batches
-   * of `max(limit, 100)` entries until `limit` records are kept, at most FILTERED_LIST_BATCHES.
-   */
-  private async page(
-    read: (after: string | undefined, count: number) => Promise<ListingRead>,
-    after: string | undefined,
-    limit: number,
-    keep?: (record: TaskRecord) => boolean,
-  ): Promise<TaskListPage> {
-    if (keep === undefined) {
-      const { keys, records } = await read(after, limit);
-      const tasks = records.filter((record): record is TaskRecord => record !== null);
-      return endPage(tasks, limit, keys.length === limit ? keys[keys.length - 1] : undefined);
-    }
-    const batch = Math.max(limit, FILTERED_LIST_BATCH);
-    const tasks: TaskRecord[] = [];
-    let last = after;
-    for (let reads = 0; reads < FILTERED_LIST_BATCHES; reads++) {
-      const { keys, records } = await read(last, batch);
-      for (let i = 0; i < keys.length; i++) {
-        last = keys[i]!;
-        const record = records[i];
-        if (record == null || !keep(record)) continue;
-        tasks.push(record);
-        // The page is full: the next one starts right after this task, not after the batch.
-        if (tasks.length === limit) return endPage(tasks, limit, last);
-      }
-      if (keys.length < batch) return endPage(tasks, limit, undefined);
-    }
-    return endPage(tasks, limit, last);
-  }
-
-  /**
-   * Up to `count` entries of the listing across owners below `after` (newest first) and, aligned
-   * with them, their records (`null` for a task gone or expired). Two round trips. Entries of
-   * tasks that are gone stay: the row is reserved (and listed) just before the task is written,
-   * so an entry without its task may be one being created; they go with their rows.
-   */
-  private async readCreated(after: string | undefined, count: number): Promise<ListingRead> {
-    const place = after === undefined ? undefined : placeOfKey(after);
-    const reply = await this.call(
-      this.scripts.nestjsMcpTasksListAll(
-        this.keys.created,
-        place?.createdAt ?? '',
-        place?.taskId ?? '',
-        count,
-      ),
-    );
-    const keys: string[] = [];
-    const ids: string[] = [];
-    for (let i = 0; i < reply.length; i += 2) {
-      ids.push(reply[i]!);
-      keys.push(listingKey({ createdAt: Number(reply[i + 1]), taskId: reply[i]! }));
-    }
-    return { keys, records: await this.readRecords(ids) };
-  }
-
-  /**
-   * The live records of `ids`, aligned with them (`null` for a task gone or expired): one
-   * pipeline, so one round trip, none for no ids. On a Redis Cluster the tasks lie in many slots,
-   * which one pipeline cannot span: the reads are sent at once instead, each to its task's node,
-   * still one round trip.
-   */
-  private async readRecords(ids: readonly string[]): Promise<(TaskRecord | null)[]> {
-    if (ids.length === 0) return [];
-    let jsons: (string | null)[];
-    if (this.client.isCluster) {
-      jsons = await this.call(
-        Promise.all(ids.map((id) => this.client.hget(this.keys.task(id), 'j'))),
-      );
-    } else {
-      const pipeline = this.client.pipeline();
-      for (const taskId of ids) pipeline.hget(this.keys.task(taskId), 'j');
-      const replies = (await this.call(pipeline.exec())) ?? [];
-      jsons = replies.map(([error, json]) => {
-        if (error) throw error;
-        return json as string | null;
-      });
-    }
-    const now = Date.now();
-    return jsons.map((json) => {
-      const record = json === null ? null : decodeRecord(json);
-      return record === null || isExpired(record, now) ? null : record;
-    });
-  }
-
-  /**
-   * Up to `count` entries of an owner's index below `after` (newest first) and, aligned with
-   * them, their records (`null` for a task gone, expired or, by a forged entry, not the owner's).
-   * Entries of tasks that are gone are dropped on the way. Two round trips.
-   */
-  private async readListing(
-    owner: TaskOwner,
-    index: string,
-    after: string | undefined,
-    count: number,
-  ): Promise<ListingRead> {
-    const keys = await this.call(
-      this.client.zrange(
-        index,
-        after === undefined ? '+' : `(${after}`,
-        '-',
-        'BYLEX',
-        'REV',
-        'LIMIT',
-        0,
-        count,
-      ),
-    );
-    const live = await this.readRecords(keys.map((key) => key.slice(key.indexOf(':') + 1)));
-    const gone = keys.filter((_key, i) => live[i] === null);
-    if (gone.length > 0) this.client.zrem(index, ...gone).catch(() => undefined);
-    const records = live.map((record) =>
-      record !== null && isOwnedBy(record, owner) ? record : null,
-    );
-    return { keys, records };
+  /** Every owner's tasks, newest first: the set of every task read by RedisTaskListing. */
+  listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
+    return this.listing.listAll(options);
   }
 
   /** One PING, bounded by `timeoutMs` like every call. */

@@ -2,13 +2,11 @@ import { Injectable } from '@nestjs/common';
 import {
   expiresAt,
   isExpired,
-  isOwnedBy,
   isTerminal,
   type TaskOwner,
   type TaskRecord,
   terminalSince,
 } from '../task.js';
-import { CreationIndex } from './creation-index.js';
 import { ExpiryHeap } from './expiry-heap.js';
 import { ExpiryIndex } from './expiry-index.js';
 import {
@@ -22,14 +20,8 @@ import {
   STORE_FULL,
   visibleTo,
 } from './store-rules.js';
-import {
-  cursorKey,
-  endPage,
-  listingFilter,
-  listingKey,
-  ownerKey,
-  placeOfKey,
-} from './task-listing.js';
+import { InMemoryListing } from './in-memory-listing.js';
+import { ownerKey } from './task-listing.js';
 import type {
   TaskListPage,
   TaskStore,
@@ -80,16 +72,10 @@ interface OwnerTally {
 }
 
 /**
- * Index entries one `list` or `listAll` page looks at most: a filter that matches few tasks ends
- * the page there, short, with a cursor to go on.
- */
-const LIST_LOOKS = 10_000;
-
-/**
  * The default store: one process, one Map. Two expiry indexes make cleanup cost O(expired): one
  * by `createdAt + ttlMs` (a lane per TTL), one by the moment a task without a TTL became
- * terminal. An index by creation (`CreationIndex`) per owner serves listing, and one of every task
- * the operator's listing across owners. Records are frozen on write, so a record handed out
+ * terminal. InMemoryListing keeps the indexes by creation that serve listing, per owner and across
+ * owners. Records are frozen on write, so a record handed out
  * cannot change the store behind its back.
  */
 @Injectable()
@@ -103,15 +89,8 @@ export class InMemoryTaskStore implements TaskStore {
   private readonly byExpiry = new ExpiryIndex();
   /** Terminal tasks without a TTL, by the instant they became terminal (one lane). */
   private readonly byTerminal = new ExpiryIndex();
-  /**
-   * Each owner's tasks by creation, for `list`. Entries of removed tasks stay until they pile up
-   * (then one pass compacts every owner's index and forgets the owners left without tasks), so
-   * removal never searches an index (it updates the owner's tally, one Map lookup).
-   */
-  private readonly byOwner = new Map<string, CreationIndex>();
-  private ownerStale = 0;
-  /** Every task by creation, for `listAll`. */
-  private readonly byCreation = new CreationIndex();
+  /** Each owner's tasks and every task by creation, for `list` and `listAll`. */
+  private readonly listing = new InMemoryListing(this.tasks);
   /** Heap entries whose task was deleted directly: compacted away when they pile up. */
   private stale = 0;
   /** Each owner's count and finished tasks, for `maxTasksPerOwner`; an owner without tasks goes. */
@@ -171,8 +150,7 @@ export class InMemoryTaskStore implements TaskStore {
     }
     tally.count++;
     this.index(record, undefined);
-    this.ownedBy(key).add(record.createdAt, record.taskId);
-    this.byCreation.add(record.createdAt, record.taskId);
+    this.listing.add(record, key);
   }
 
   /** The owner object last keyed, and its key: a task's versions share their owner object. */
@@ -257,9 +235,7 @@ export class InMemoryTaskStore implements TaskStore {
     this.tasks.clear();
     this.byExpiry.clear();
     this.byTerminal.clear();
-    this.byOwner.clear();
-    this.byCreation.clear();
-    this.ownerStale = 0;
+    this.listing.clear();
     this.stale = 0;
     this.tallies.clear();
     this.heldBytes = 0;
@@ -267,80 +243,15 @@ export class InMemoryTaskStore implements TaskStore {
 
   /** Walks the owner's creation index down from the cursor, as `listAll` walks every task's. */
   async list(owner: TaskOwner, options: TaskStoreListOptions): Promise<TaskListPage> {
-    const after = cursorKey(options);
-    const owned = this.byOwner.get(ownerKey(owner));
-    if (owned === undefined) return { tasks: [] };
-    const keep = listingFilter(options.status);
-    return this.page(
-      owned,
-      after,
-      options.limit,
-      (record) => isOwnedBy(record, owner) && (keep === undefined || keep(record)),
-    );
+    return this.listing.list(owner, options);
   }
 
   /** Walks the creation index of every task down from the cursor. */
   async listAll(options: TaskStoreListAllOptions): Promise<TaskListPage> {
-    const after = cursorKey(options);
-    return this.page(
-      this.byCreation,
-      after,
-      options.limit,
-      listingFilter(options.status, options.toolName),
-    );
+    return this.listing.listAll(options);
   }
 
-  /**
-   * One page from `index`, after the listing key `after`: O(log n) to find the place, then
-   * O(entries looked at), at most LIST_LOOKS. An entry is skipped when its task is gone, was
-   * re-created since, has expired, or `keep` refuses it. The walk stops at a match beyond the page
-   * (more follow) or after LIST_LOOKS entries (the next page goes on after the last of them).
-   */
-  private page(
-    index: CreationIndex,
-    after: string | undefined,
-    limit: number,
-    keep: ((record: TaskRecord) => boolean) | undefined,
-  ): TaskListPage {
-    let from = index.size;
-    if (after !== undefined) {
-      const place = placeOfKey(after);
-      from = index.below(place.createdAt, place.taskId);
-    }
-    const now = Date.now();
-    const matches: TaskRecord[] = [];
-    let looks = 0;
-    let last = '';
-    const stopped = index.walkDown(from, (createdAt, taskId) => {
-      if (looks++ === LIST_LOOKS) return false;
-      last = listingKey({ createdAt, taskId });
-      const record = this.tasks.get(taskId);
-      if (record === undefined || record.createdAt !== createdAt || isExpired(record, now)) {
-        return true;
-      }
-      if (keep !== undefined && !keep(record)) return true;
-      matches.push(record);
-      return matches.length <= limit;
-    });
-    return endPage(matches, limit, stopped < 0 ? undefined : last);
-  }
-
-  /** Whether an entry of `byCreation` is a stored task's (not one removed, or since re-created). */
-  private readonly listed = (createdAt: number, taskId: string): boolean =>
-    this.tasks.get(taskId)?.createdAt === createdAt;
-
-  /** The creation index of an owner (by its ownerKey), made on first use. */
-  private ownedBy(key: string): CreationIndex {
-    let index = this.byOwner.get(key);
-    if (index === undefined) this.byOwner.set(key, (index = new CreationIndex()));
-    return index;
-  }
-
-  /**
-   * Drops a stored record; its owner entry goes later (see `byOwner`): once removed tasks have
-   * left as many entries as there are live tasks, one pass compacts every owner's index
-   * (amortised O(1) per removal) and forgets the owners it leaves empty.
-   */
+  /** Drops a stored record; its listing entries go later (see InMemoryListing.removed). */
   private remove(record: TaskRecord): void {
     this.tasks.delete(record.taskId);
     this.heldBytes -= recordBytes(record);
@@ -350,18 +261,7 @@ export class InMemoryTaskStore implements TaskStore {
     else if (tally?.finished !== undefined && tally.finished.size > 2 * tally.count + 64) {
       this.compactFinished(tally);
     }
-    this.byCreation.noteRemoved(this.listed);
-    if (++this.ownerStale >= 1024 && this.ownerStale * 2 >= this.tasks.size) {
-      for (const [key, owned] of this.byOwner) {
-        // Listed under this owner: stored, not re-created since, and still this owner's.
-        owned.compact((createdAt, taskId) => {
-          const task = this.tasks.get(taskId);
-          return task?.createdAt === createdAt && ownerKey(task.owner) === key;
-        });
-        if (owned.size === 0) this.byOwner.delete(key);
-      }
-      this.ownerStale = 0;
-    }
+    this.listing.removed();
   }
 
   /**

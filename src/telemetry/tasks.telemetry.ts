@@ -1,4 +1,3 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import type * as Otel from '@opentelemetry/api';
 import { messageOf } from '../errors.js';
@@ -8,6 +7,10 @@ import type {
 } from '../interfaces/tasks-module-options.interface.js';
 import { isTerminal, type TaskRecord } from '../task/record.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
+import type { TraceCarrier, TraceFields } from './trace-carrier.js';
+import { contextFromFields, fieldsOfContext, namesTrace, parentContext } from './trace-context.js';
+
+export type { TraceCarrier, TraceFields } from './trace-carrier.js';
 
 /*
  * Metrics and traces through `@opentelemetry/api`, an optional peer: it is loaded with `import()`
@@ -16,7 +19,8 @@ import { TASKS_CONFIG } from '../tasks.constants.js';
  * OpenTelemetry SDK registered, there is nothing to record into, so the API (some 40 modules,
  * a good part of the app's startup) is not loaded then: the hooks wait, at one property check
  * each, and load it as soon as an SDK has registered. OpenTelemetry's types stay inside this
- * file's private members and local declarations, so no public declaration names them.
+ * file's private members and local declarations, and trace-context.ts, which no public declaration
+ * imports: no public declaration names them.
  */
 
 /** The instrumentation scope of everything this package records. */
@@ -26,18 +30,6 @@ const SCOPE = 'nestjs-mcp-tasks';
 const TOOL = 'gen_ai.tool.name';
 const STATUS = 'mcp.task.status';
 const TASK_ID = 'mcp.task.id';
-
-/**
- * Where a tool call's trace comes from: the request's `params._meta` (W3C `traceparent` and
- * `tracestate` keys, as the 2026-07-28 revision names them) and its HTTP headers.
- */
-export interface TraceCarrier {
-  readonly meta?: unknown;
-  readonly headers?: IncomingHttpHeaders;
-}
-
-/** The W3C trace context a queued call carries to its worker (see `QueuedCall.trace`). */
-export type TraceFields = Readonly<{ traceparent: string; tracestate?: string }>;
 
 /**
  * The context a run's span is a child of, as captured when the call arrived. Opaque outside this
@@ -53,8 +45,6 @@ export interface TelemetryRun {
    */
   end(latest: TaskRecord | undefined, error?: unknown): void;
 }
-
-const W3C_TRACEPARENT = /^([\da-f]{2})-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})(?:-|$)/;
 
 /**
  * Where `@opentelemetry/api` 1.x keeps what an SDK registers (meter and tracer providers, context
@@ -72,15 +62,6 @@ const sdkRegistered = (): boolean =>
  */
 class PendingParent {
   constructor(readonly carrier: TraceCarrier) {}
-}
-
-/** Whether `carrier` names a W3C trace, in `params._meta` or in the headers. */
-function namesTrace(carrier: TraceCarrier | undefined): carrier is TraceCarrier {
-  const meta = carrier?.meta as Record<string, unknown> | null | undefined;
-  if (meta !== null && typeof meta === 'object' && typeof meta.traceparent === 'string') {
-    return true;
-  }
-  return typeof carrier?.headers?.traceparent === 'string';
 }
 
 /**
@@ -351,55 +332,4 @@ class Instruments {
     }
     return found;
   }
-}
-
-/**
- * The parent of a call's spans: the active context when it has a span (an app with
- * OpenTelemetry's HTTP instrumentation), else the trace `carrier` names in `params._meta`, else
- * in its headers, else the active context.
- */
-function parentContext(api: typeof Otel, carrier: TraceCarrier | undefined): Otel.Context {
-  const active = api.context.active();
-  if (api.trace.getSpanContext(active) !== undefined || carrier === undefined) return active;
-  const meta = carrier.meta as Record<string, unknown> | null | undefined;
-  if (meta !== null && typeof meta === 'object') {
-    const fromMeta = contextFromFields(api, meta);
-    if (fromMeta !== undefined) return fromMeta;
-  }
-  const headers = carrier.headers;
-  if (headers === undefined) return active;
-  // The app's propagator first (it may speak B3 or another format), then plain W3C.
-  const extracted = api.propagation.extract(active, headers, api.defaultTextMapGetter);
-  if (api.trace.getSpanContext(extracted) !== undefined) return extracted;
-  return contextFromFields(api, headers) ?? active;
-}
-
-/** A context whose remote parent is the W3C `traceparent` / `tracestate` of `fields`. */
-function contextFromFields(api: typeof Otel, fields: unknown): Otel.Context | undefined {
-  if (fields === null || typeof fields !== 'object') return undefined;
-  const { traceparent, tracestate } = fields as Record<string, unknown>;
-  if (typeof traceparent !== 'string') return undefined;
-  const match = W3C_TRACEPARENT.exec(traceparent.trim().toLowerCase());
-  if (match === null || match[1] === 'ff') return undefined;
-  const spanContext: Otel.SpanContext = {
-    traceId: match[2]!,
-    spanId: match[3]!,
-    traceFlags: Number.parseInt(match[4]!, 16) & 1,
-    isRemote: true,
-  };
-  if (!api.isSpanContextValid(spanContext)) return undefined;
-  if (typeof tracestate === 'string' && tracestate.length > 0) {
-    spanContext.traceState = api.createTraceState(tracestate);
-  }
-  return api.trace.setSpanContext(api.ROOT_CONTEXT, spanContext);
-}
-
-/** The W3C fields of `parent`'s span, for a queued call to carry; none without a valid one. */
-function fieldsOfContext(api: typeof Otel, parent: Otel.Context): TraceFields | undefined {
-  const span = api.trace.getSpanContext(parent);
-  if (span === undefined || !api.isSpanContextValid(span)) return undefined;
-  const flags = (span.traceFlags & 0xff).toString(16).padStart(2, '0');
-  const traceparent = `00-${span.traceId}-${span.spanId}-${flags}`;
-  const tracestate = span.traceState?.serialize();
-  return tracestate ? { traceparent, tracestate } : { traceparent };
 }

@@ -5,8 +5,6 @@
  * answers and cancels go through the caller side of TasksService (what `tasks/update` and
  * `tasks/cancel` call).
  */
-import { Reflector } from '@nestjs/core';
-import type { StandardSchemaWithJSON } from '@modelcontextprotocol/server';
 import type { TaskNotifier } from '../notify/task-notifier.js';
 import { InMemoryTaskStore } from '../store/in-memory.task-store.js';
 import type { TaskStore } from '../store/task-store.js';
@@ -14,24 +12,27 @@ import {
   type CancellationMode,
   type InputRequest,
   type InputResponse,
-  isPlainObject,
   isTerminal,
   type TaskOwner,
   type TaskRecord,
   type TaskState,
 } from '../task.js';
 import { messageOf } from '../errors.js';
-import { TASK_TOOL_METADATA } from '../tasks.constants.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { resolveTasksConfig } from '../tasks.config.js';
 import { TasksService } from '../tasks.service.js';
-import { loadDtoLibraries, mayBeDtoClass } from '../tools/dto-libraries.js';
-import { formatIssue, toToolInputSchema, type ValidationIssue } from '../tools/input-schema.js';
 import type { TaskContext } from '../tools/task-context.js';
 import type { TaskToolOptions } from '../tools/task-tool.decorator.js';
 import { type TaskToolDefinition, TaskToolRegistry } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { waitForTask } from '../tools/task-watch.js';
+import {
+  decoratedTool,
+  functionTool,
+  type ToolFunction,
+  validated,
+  withOverrides,
+} from './run-task-tool.definition.js';
 
 /** Answers input requests: by key, or a function called with each request (`undefined`: not now). */
 export type TaskToolAnswers =
@@ -127,18 +128,7 @@ export interface TaskToolRun {
   dispose(): Promise<void>;
 }
 
-/** The input did not pass the tool's schema; the message is what the endpoint would answer. */
-export class TaskToolInputError extends Error {
-  constructor(
-    message: string,
-    readonly issues: readonly { message: string; path?: readonly unknown[] }[],
-  ) {
-    super(message);
-    this.name = 'TaskToolInputError';
-  }
-}
-
-type ToolFunction = (input: never, task: TaskContext) => unknown;
+export { TaskToolInputError } from './run-task-tool.definition.js';
 
 const DEFAULT_OWNER: TaskOwner = { principal: 'test-user', tenant: null };
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -177,7 +167,7 @@ export async function runTaskTool(target: object, ...rest: unknown[]): Promise<T
   let options: RunTaskFunctionOptions;
   if (typeof target === 'function') {
     [input, options = {}] = rest as [unknown, RunTaskFunctionOptions?];
-    definition = await functionTool(target as ToolFunction, options);
+    definition = await functionTool(target as ToolFunction, options.name, options.input);
   } else {
     const [method, given, runOptions = {}] = rest as [string, unknown, RunTaskToolOptions?];
     [input, options] = [given, runOptions];
@@ -190,135 +180,6 @@ export async function runTaskTool(target: object, ...rest: unknown[]): Promise<T
   const unchecked = typeof target === 'function' && options.input === undefined;
   const value = unchecked ? (input ?? {}) : await validated(definition, input);
   return await start(definition, value, options);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Tool definitions, as the explorer builds them
-// ---------------------------------------------------------------------------------------------
-
-const reflector = new Reflector();
-
-function toolOptionsOf(fn: unknown): TaskToolOptions | undefined {
-  if (typeof fn !== 'function') return undefined;
-  return reflector.get<TaskToolOptions | undefined>(TASK_TOOL_METADATA, fn);
-}
-
-async function decoratedTool(instance: object, name: string): Promise<TaskToolDefinition> {
-  if (instance === null || typeof instance !== 'object') {
-    throw new TypeError(`runTaskTool: expected an instance or a function, got ${String(instance)}`);
-  }
-  const owner = instance.constructor?.name ?? 'the instance';
-  const methods = methodNames(instance);
-  let methodName = name;
-  let options = toolOptionsOf((instance as Record<string, unknown>)[name]);
-  if (options === undefined) {
-    // Perhaps the tool's name rather than the method's.
-    const found = methods.find(
-      (candidate) => toolOptionsOf((instance as Record<string, unknown>)[candidate])?.name === name,
-    );
-    if (found !== undefined) {
-      methodName = found;
-      options = toolOptionsOf((instance as Record<string, unknown>)[found]);
-    }
-  }
-  if (options === undefined) {
-    const tools = methods.filter((candidate) =>
-      toolOptionsOf((instance as Record<string, unknown>)[candidate]),
-    );
-    throw new TypeError(
-      `runTaskTool: ${owner} has no @TaskTool method or tool named ${JSON.stringify(name)}` +
-        (tools.length > 0 ? `; its task tools are ${tools.join(', ')}` : '; it has no @TaskTool'),
-    );
-  }
-  const method = (instance as Record<string, (input: unknown, context: unknown) => unknown>)[
-    methodName
-  ]!;
-  return {
-    name: options.name,
-    options,
-    config: { inputSchema: await inputSchemaOf(options.input, options.name) },
-    invoke: (input, context) => method.call(instance, input, context),
-  };
-}
-
-function methodNames(instance: object): string[] {
-  const names = new Set<string>();
-  for (
-    let prototype = Object.getPrototypeOf(instance) as object | null;
-    prototype !== null && prototype !== Object.prototype;
-    prototype = Object.getPrototypeOf(prototype) as object | null
-  ) {
-    for (const key of Object.getOwnPropertyNames(prototype)) {
-      if (key !== 'constructor') names.add(key);
-    }
-  }
-  return [...names];
-}
-
-async function functionTool(
-  fn: ToolFunction,
-  options: RunTaskFunctionOptions,
-): Promise<TaskToolDefinition> {
-  const name = options.name ?? (fn.name || 'task_tool');
-  const toolOptions: TaskToolOptions = {
-    name,
-    ...(options.input !== undefined && { input: options.input }),
-  };
-  return {
-    name,
-    options: toolOptions,
-    config: { inputSchema: await inputSchemaOf(options.input, name) },
-    invoke: (input, context) => fn(input as never, context as TaskContext),
-  };
-}
-
-/** The tool's input schema, as the explorer builds it (class-validator loaded for a DTO class). */
-async function inputSchemaOf(input: TaskToolOptions['input'], name: string) {
-  if (mayBeDtoClass(input)) await loadDtoLibraries();
-  return toToolInputSchema(input, name);
-}
-
-function withOverrides(tool: TaskToolDefinition, options: RunTaskToolOptions): TaskToolDefinition {
-  const { ttlMs, pollIntervalMs, statusMessage } = options;
-  return {
-    ...tool,
-    options: {
-      ...tool.options,
-      ...(ttlMs !== undefined && { ttlMs }),
-      ...(pollIntervalMs !== undefined && { pollIntervalMs }),
-      ...(statusMessage !== undefined && { statusMessage }),
-    },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Input validation, as the endpoint does it (src/mcp/task-tool-call.handler.ts)
-// ---------------------------------------------------------------------------------------------
-
-async function validated(tool: TaskToolDefinition, input: unknown): Promise<unknown> {
-  const args = input === undefined ? {} : input;
-  if (!isPlainObject(args)) {
-    throw new TaskToolInputError(
-      `Invalid params: the arguments of tool ${tool.name} must be an object`,
-      [{ message: 'arguments must be an object' }],
-    );
-  }
-  const schema: StandardSchemaWithJSON = tool.config.inputSchema;
-  const checked = await schema['~standard'].validate(args);
-  if (checked.issues !== undefined && checked.issues.length > 0) {
-    const issues = checked.issues as readonly ValidationIssue[];
-    const detail = issues.map(formatIssue).join(', ');
-    throw new TaskToolInputError(
-      `Input validation error: Invalid arguments for tool ${tool.name}: ${detail}`,
-      issues.map((issue) => ({
-        message: issue.message,
-        ...(issue.path !== undefined && {
-          path: issue.path.map((part) => (typeof part === 'object' ? part.key : part)),
-        }),
-      })),
-    );
-  }
-  return (checked as { value: unknown }).value;
 }
 
 // ---------------------------------------------------------------------------------------------

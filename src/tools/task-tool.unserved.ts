@@ -14,6 +14,7 @@
  */
 import { Logger } from '@nestjs/common';
 import { TASK_TOOL_METADATA } from '../tasks.constants.js';
+import { classPrototypes } from './prototype-chain.js';
 
 /** Instances a TasksModule explorer serves, in any app of this process. */
 const served = new WeakSet<object>();
@@ -65,11 +66,7 @@ function warnIfUnserved(instance: object): void {
 /** The names of the instance's `@TaskTool` methods, its own class's first. */
 function toolMethods(instance: object): string[] {
   const names = new Set<string>();
-  for (
-    let prototype = Object.getPrototypeOf(instance) as object | null;
-    prototype !== null && prototype !== Object.prototype;
-    prototype = Object.getPrototypeOf(prototype) as object | null
-  ) {
+  for (const prototype of classPrototypes(instance)) {
     for (const key of Object.getOwnPropertyNames(prototype)) {
       const value = Object.getOwnPropertyDescriptor(prototype, key)?.value as unknown;
       if (typeof value === 'function' && Reflect.getMetadata(TASK_TOOL_METADATA, value)) {

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { ListenFeed } from '../../src/notify/listen-feed.js';
-import { INLINE_CHANGE_BYTES } from '../../src/notify/remote-changes.js';
+import { INLINE_CHANGE_BYTES } from '../../src/notify/change-message.js';
 import { WaiterFeed } from '../../src/notify/waiter-feed.js';
 import { PostgresTaskNotifier, PostgresTaskStore } from '../../src/postgres/index.js';
 import { RedisTaskNotifier, RedisTaskStore } from '../../src/redis/index.js';

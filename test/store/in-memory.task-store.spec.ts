@@ -134,7 +134,9 @@ describe('InMemoryTaskStore listing', () => {
 
   it('forgets an owner whose tasks are all removed, at the pass over the owners', async () => {
     const store = new InMemoryTaskStore();
-    const byOwner = (store as unknown as { byOwner: Map<string, { size: number }> }).byOwner;
+    const { byOwner } = (
+      store as unknown as { listing: { byOwner: Map<string, { size: number }> } }
+    ).listing;
     const now = Date.now();
     for (let i = 0; i < 2000; i++) {
       await store.create(newTask(`s${i}`, { principal: 'stay' }, { ttlMs: null }, now + i), {
