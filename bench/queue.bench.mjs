@@ -133,7 +133,7 @@ const THROUGHPUT_TARGET = 0.7;
 const LEASE_TARGET = 1.1;
 
 const HOUR = 3_600_000;
-/** The sender's tag before each redisNotifier message (12 characters: src/notify/remote-changes.ts). */
+/** The sender's tag before each redisNotifier message (12 characters: src/notify/change-message.ts). */
 const ORIGIN_LENGTH = 12;
 const QUEUE = 'bench-work';
 const TOOL = 'instant';
