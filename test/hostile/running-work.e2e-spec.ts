@@ -22,8 +22,15 @@ const CALLS = 1_000;
 const TTL_MS = 1_500;
 /** How long mallory's burst lasts at least: several TTLs, so expired tasks make room. */
 const BURST_MS = 6_000;
-/** How long `stubborn` goes on after its signal fired. */
-const STUBBORN_MS = 2_000;
+/**
+ * `stubborn` goes on after its signal fired until the test opens this gate: a fixed delay made the
+ * check of what still runs a race with the machine's load.
+ */
+const stubbornGate = { aborted: 0, open: (): void => undefined, opened: Promise.resolve() };
+function closeStubbornGate(): void {
+  stubbornGate.aborted = 0;
+  stubbornGate.opened = new Promise<void>((resolve) => (stubbornGate.open = resolve));
+}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -57,15 +64,20 @@ class RunningTools {
     return { content: [{ type: 'text' as const, text: 'never' }] };
   }
 
-  /** Ignores its signal for STUBBORN_MS once it fires: a method that is slow to stop. */
+  /** Ignores its signal until the test opens the gate: a method that is slow to stop. */
   @TaskTool({ name: 'stubborn' })
   async stubborn(_input: unknown, task: TaskContext) {
     running.stubborn.enter();
     try {
       await new Promise<void>((resolve) => {
-        task.signal.addEventListener('abort', () => setTimeout(resolve, STUBBORN_MS), {
-          once: true,
-        });
+        task.signal.addEventListener(
+          'abort',
+          () => {
+            stubbornGate.aborted++;
+            void stubbornGate.opened.then(resolve);
+          },
+          { once: true },
+        );
       });
     } finally {
       running.stubborn.leave();
@@ -172,20 +184,23 @@ describe.each(Object.keys(STORES))('running work counts against its owner (%s st
   it('a method slow to stop counts until it returns: its owner is refused meanwhile, served after', async () => {
     await until(() => running.hold.now === 0, TTL_MS + 1_000);
     running.stubborn.max = 0;
+    closeStubbornGate();
     const ttl = 500;
     const first = await Promise.all(
       Array.from({ length: QUOTA }, () => call2025(app.url, 'trudy', 'stubborn', ttl)),
     );
     for (const answer of first) expect(answer.result?.task?.status).toBe('working');
     // The tasks have expired and their signals fired; the methods still run.
-    await sleep(ttl + 300);
+    await until(() => stubbornGate.aborted === QUOTA, ttl + 5_000);
+    expect(stubbornGate.aborted).toBe(QUOTA);
     expect(running.stubborn.now).toBe(QUOTA);
     const meanwhile = await Promise.all(
       Array.from({ length: 20 }, () => call2025(app.url, 'trudy', 'stubborn', ttl)),
     );
     for (const answer of meanwhile) expect(answer.error).toEqual(QUOTA_REFUSAL);
     expect(running.stubborn.max).toBe(QUOTA);
-    await until(() => running.stubborn.now === 0, STUBBORN_MS + 2_000);
+    stubbornGate.open();
+    await until(() => running.stubborn.now === 0, 5_000);
     expect(running.stubborn.now).toBe(0);
     expect((await call2025(app.url, 'trudy', 'hold', TTL_MS)).result?.task?.status).toBe('working');
     expect(log.errors).toEqual([]);
