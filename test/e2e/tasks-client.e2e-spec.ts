@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import {
   type CanActivate,
   type ExecutionContext,
@@ -11,8 +9,6 @@ import {
   UnauthorizedException,
 } from '@nestjs/common';
 import type { FetchLike } from '@modelcontextprotocol/client';
-import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
-import { toNodeHandler } from '@modelcontextprotocol/node';
 import { JsonRpcResponseError } from '@modelcontextprotocol/ext-tasks/client';
 import * as z from 'zod/v4';
 import { TaskTool, type TaskContext, TasksModule } from '../../src/index.js';
@@ -26,8 +22,6 @@ import {
   type TasksClient,
   type TasksClientOptions,
   type TaskSnapshot,
-  TaskServerUnreachableError,
-  TasksExtensionMissingError,
 } from '../../src/client/index.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import { testContextFetch, textOf } from '../support/official-client.js';
@@ -554,48 +548,6 @@ describe.each(ADAPTERS)('nestjs-mcp-tasks/client against a live app (%s)', (adap
     expect((refused as Error).message).toContain(`POST ${app.url} answered 401`);
   });
 });
-
-describe('connectTasksClient: clear errors', () => {
-  it('a server that does not advertise the tasks extension', async () => {
-    const handler = createMcpHandler(() => {
-      const server = new McpServer({ name: 'plain', version: '1.0.0' });
-      server.registerTool('echo', { inputSchema: z.object({ text: z.string() }) }, ({ text }) => ({
-        content: [{ type: 'text', text }],
-      }));
-      return server;
-    });
-    const node = toNodeHandler(handler);
-    const server = createServer((req, res) => void node(req, res));
-    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
-    try {
-      const error = await rejection(connectTasksClient(url, { fetch: testContextFetch }));
-      expect(error).toBeInstanceOf(TasksExtensionMissingError);
-      expect((error as Error).message).toContain(
-        `The MCP server at ${url} does not advertise the tasks extension (io.modelcontextprotocol/tasks)`,
-      );
-    } finally {
-      await closeServer(server);
-      await handler.close?.();
-    }
-  });
-
-  it('connection refused names the URL', async () => {
-    const server = createServer();
-    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
-    await closeServer(server);
-
-    const error = await rejection(connectTasksClient(url, { fetch: testContextFetch }));
-    expect(error).toBeInstanceOf(TaskServerUnreachableError);
-    expect((error as Error).message).toContain(`the MCP server at ${url} was unreachable`);
-    expect((error as Error).message).toContain('ECONNREFUSED');
-  });
-});
-
-function closeServer(server: Server): Promise<void> {
-  return new Promise((done) => server.close(() => done()));
-}
 
 // ----- a Nest app that calls task tools on another MCP server ----------------------------------
 
