@@ -1,5 +1,6 @@
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import type { JsonRpcErrorObject } from './errors.js';
+import { KeyedTally } from './keyed-tally.js';
 import { ownerKey } from './store/task-listing.js';
 import type { TaskOwner } from './task.js';
 
@@ -28,15 +29,14 @@ export interface OwnerSlotLimits {
  * a burst of concurrent requests never holds more than the caps, whatever the store's latency.
  */
 export class OwnerSlots {
-  private total = 0;
-  /** Slots held per owner (ownerKey); an owner holding none has no entry. */
-  private readonly byOwner = new Map<string, number>();
+  /** Slots held per owner (ownerKey) and in all. */
+  private readonly slots = new KeyedTally();
 
   constructor(private readonly limits: OwnerSlotLimits) {}
 
   /** How many slots are held in all (for leak checks). */
   get held(): number {
-    return this.total;
+    return this.slots.total;
   }
 
   /**
@@ -46,23 +46,18 @@ export class OwnerSlots {
    */
   take(owner: TaskOwner): OwnerSlot | JsonRpcErrorObject {
     const key = ownerKey(owner);
-    const mine = this.byOwner.get(key) ?? 0;
-    const { limits } = this;
-    if (mine >= limits.maxPerPrincipal) {
+    const { limits, slots } = this;
+    if (slots.of(key) >= limits.maxPerPrincipal) {
       return this.refuse(limits.maxPerPrincipalOption, limits.maxPerPrincipal);
     }
-    if (this.total >= limits.max) return this.refuse(limits.maxOption, limits.max);
-    this.byOwner.set(key, mine + 1);
-    this.total++;
+    if (slots.total >= limits.max) return this.refuse(limits.maxOption, limits.max);
+    slots.add(key, 1);
     let released = false;
     return {
       release: () => {
         if (released) return;
         released = true;
-        this.total--;
-        const left = (this.byOwner.get(key) ?? 1) - 1;
-        if (left === 0) this.byOwner.delete(key);
-        else this.byOwner.set(key, left);
+        slots.remove(key, 1);
       },
     };
   }

@@ -2,11 +2,28 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { TasksConfigError } from '../errors.js';
 
+/**
+ * The page script's ES modules, served beside the page: `console.js` starts it and imports the
+ * others by relative URL (so the same-origin `script-src 'self'` allows them).
+ */
+export const CONSOLE_SCRIPTS = [
+  'console.js',
+  'console-api.js',
+  'console-detail.js',
+  'console-format.js',
+  'console-listing.js',
+  'console-rows.js',
+  'console-sign-in.js',
+  'console-state.js',
+  'console-stream.js',
+] as const;
+
 /** The console's static files, shipped beside this module under `assets/`. */
 export interface ConsoleFiles {
   /** The page, with `{{BASE}}` where its own path goes. */
   readonly html: string;
-  readonly js: string;
+  /** Each of CONSOLE_SCRIPTS by its file name. */
+  readonly scripts: ReadonlyMap<string, string>;
   readonly css: string;
 }
 
@@ -31,7 +48,17 @@ export function readConsoleFiles(from: URL = ASSETS): ConsoleFiles {
       );
     }
   };
-  return { html: read('console.html'), js: read('console.js'), css: read('console.css') };
+  return {
+    html: read('console.html'),
+    scripts: new Map(CONSOLE_SCRIPTS.map((name) => [name, read(name)])),
+    css: read('console.css'),
+  };
+}
+
+/** The file a request for one of the console's files names: its URL's last path segment. */
+export function consoleFileName(url: string): string {
+  const path = url.split('?')[0]!;
+  return path.slice(path.lastIndexOf('/') + 1);
 }
 
 /** `&`, `<`, `>`, `"` and `'` as HTML character references. */

@@ -13,6 +13,7 @@ import { HttpAdapterHost } from '@nestjs/core';
 import type { IncomingMessage } from 'node:http';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
+import { consoleFileName } from './console-assets.js';
 import { foreignRefusal } from './console.guards.js';
 import { TaskConsole } from './task-console.js';
 
@@ -82,9 +83,10 @@ export function createConsoleShellFilter(path: string): Type<ExceptionFilter> {
         return;
       }
       const url = (raw.url ?? '').split('?')[0]!;
+      const script = this.console.script(consoleFileName(url));
       let answer: [type: string, body: string, status: number];
-      if (url.endsWith('/console.js')) {
-        answer = ['text/javascript; charset=utf-8', this.console.script, 200];
+      if (script !== undefined) {
+        answer = ['text/javascript; charset=utf-8', script, 200];
       } else if (url.endsWith('/console.css')) {
         answer = ['text/css; charset=utf-8', this.console.styles, 200];
       } else {

@@ -16,6 +16,7 @@ import {
 } from '@nestjs/common';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SWAGGER_EXCLUDE_CONTROLLER } from '../mcp/mcp.controller.js';
+import { CONSOLE_SCRIPTS, consoleFileName } from './console-assets.js';
 import {
   CONSOLE_FILE_HEADERS,
   consolePageBase,
@@ -37,7 +38,7 @@ const ConsoleApi = () =>
 
 /**
  * Makes the console's controller for `path` (as the MCP endpoint's is made): the page, its script
- * and styles, the JSON API and the change stream, each behind the app's global guards, then
+ * modules and styles, the JSON API and the change stream, each behind the app's global guards, then
  * ConsoleHostGuard (host, origin, how a POST is sent) and ConsoleAppGuard (`console.guards`). A
  * caller those guards refuse with 401 or 403 still gets the page (with that status), its script
  * and its styles (see createConsoleShellFilter): files without task data, from which a browser
@@ -59,11 +60,12 @@ export function createConsoleController(path: string): Type<unknown> {
       return this.console.page(consolePageBase((request.raw ?? request).url ?? '', path));
     }
 
-    @Get(`${path}/console.js`)
+    @Get(CONSOLE_SCRIPTS.map((name) => `${path}/${name}`))
     @UseFilters(ShellFilter)
     @ConsoleFile('text/javascript; charset=utf-8')
-    script(): string {
-      return this.console.script;
+    script(@Req() request: { raw?: IncomingMessage; url?: string }): string {
+      // Routed for CONSOLE_SCRIPTS' names only, so the module is there.
+      return this.console.script(consoleFileName((request.raw ?? request).url ?? ''))!;
     }
 
     @Get(`${path}/console.css`)

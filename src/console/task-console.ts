@@ -119,8 +119,9 @@ export class TaskConsole implements OnModuleInit, BeforeApplicationShutdown {
     return this.files.html.replaceAll('{{BASE}}', escapeHtml(base));
   }
 
-  get script(): string {
-    return this.files.js;
+  /** One of the page script's modules by file name (CONSOLE_SCRIPTS); undefined for another. */
+  script(name: string): string | undefined {
+    return this.files.scripts.get(name);
   }
 
   get styles(): string {

@@ -1,4 +1,5 @@
 import { SERVER_ERROR, type JsonRpcErrorObject } from '../errors.js';
+import { KeyedTally } from '../keyed-tally.js';
 import { BODY_BUDGET_RETRY_AFTER_MS } from '../tasks.constants.js';
 
 /** What BodyBudget caps: the `bodies` options it reads, as resolved (see TasksBodiesOptions). */
@@ -40,24 +41,24 @@ export interface BodyAccount {
  * address that holds nothing has no entry: the map is as large as the addresses reading now.
  */
 export class BodyBudget {
-  private total = 0;
-  private readonly byAddress = new Map<string, number>();
+  /** Bytes held per address and in all. */
+  private readonly bytes = new KeyedTally();
 
   constructor(private readonly limits: BodyBudgetLimits) {}
 
   /** Bytes held now, every body together (for tests and leak checks). */
   get bytesInFlight(): number {
-    return this.total;
+    return this.bytes.total;
   }
 
   /** Bytes the bodies of `address` hold now. */
   heldBy(address: string): number {
-    return this.byAddress.get(address) ?? 0;
+    return this.bytes.of(address);
   }
 
   /** How many addresses hold bytes now. */
   get addresses(): number {
-    return this.byAddress.size;
+    return this.bytes.keys;
   }
 
   /**
@@ -76,16 +77,12 @@ export class BodyBudget {
         const refusal = this.refusal(key, bytes);
         if (refusal !== undefined) return refusal;
         held += bytes;
-        this.total += bytes;
-        this.byAddress.set(key, this.heldBy(key) + bytes);
+        this.bytes.add(key, bytes);
         return undefined;
       },
       release: () => {
         if (held === 0 || key === undefined) return;
-        this.total -= held;
-        const left = this.heldBy(key) - held;
-        if (left > 0) this.byAddress.set(key, left);
-        else this.byAddress.delete(key);
+        this.bytes.remove(key, held);
         held = 0;
       },
     };
@@ -105,7 +102,7 @@ export class BodyBudget {
         );
       }
     }
-    if (this.total + bytes > maxBytesInFlight) {
+    if (this.bytes.total + bytes > maxBytesInFlight) {
       return busy(
         'bodies.maxBytesInFlight',
         maxBytesInFlight,

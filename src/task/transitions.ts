@@ -100,6 +100,15 @@ function settle(
   return next(kept as TaskRecord, changes, now);
 }
 
+/** Settles a live task; a task already terminal is refused (its status is final). */
+function settleLive(
+  task: TaskRecord,
+  changes: Partial<TaskRecord> & { status: TerminalTaskState },
+  now: number,
+): TransitionResult {
+  return isTerminal(task.status) ? new TaskTerminalError(task.status) : settle(task, changes, now);
+}
+
 function withMessage(statusMessage: string | undefined): { statusMessage?: string } {
   return statusMessage === undefined ? {} : { statusMessage };
 }
@@ -110,8 +119,8 @@ export function completeTask(
   options: { statusMessage?: string },
   now: number,
 ): TransitionResult {
-  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
-  return settle(task, { status: 'completed', result, ...withMessage(options.statusMessage) }, now);
+  const changes = { status: 'completed' as const, result, ...withMessage(options.statusMessage) };
+  return settleLive(task, changes, now);
 }
 
 export function failTask(
@@ -120,12 +129,8 @@ export function failTask(
   options: { statusMessage?: string },
   now: number,
 ): TransitionResult {
-  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
-  return settle(
-    task,
-    { status: 'failed', error, statusMessage: options.statusMessage ?? error.message },
-    now,
-  );
+  const statusMessage = options.statusMessage ?? error.message;
+  return settleLive(task, { status: 'failed', error, statusMessage }, now);
 }
 
 /** Adds input requests; a key this task has used before is refused, naming the duplicates. */
@@ -209,8 +214,7 @@ export function cancelTask(
 /** The worker acknowledges cancellation (or cancels on its own). */
 export function markCancelledTask(task: TaskRecord, now: number): TransitionResult {
   if (task.status === 'cancelled') return task;
-  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
-  return settle(task, { status: 'cancelled', statusMessage: 'Cancelled' }, now);
+  return settleLive(task, { status: 'cancelled', statusMessage: 'Cancelled' }, now);
 }
 
 /**

@@ -206,6 +206,35 @@ interface ToolAttributes {
   unrecorded?: TelemetryRun;
 }
 
+/** The metrics this module records: name, description and unit of each instrument. */
+const INSTRUMENTS = {
+  created: ['mcp.task.created', 'Tasks created, by the instance that created them.', '{task}'],
+  finished: [
+    'mcp.task.finished',
+    'Tasks that reached a terminal status, by the instance that wrote it.',
+    '{task}',
+  ],
+  duration: ['mcp.task.duration', 'Time from a task’s creation to its terminal status.', 's'],
+  inputWait: [
+    'mcp.task.input_required.duration',
+    'Time a task spent in input_required, each stay from entering to leaving it.',
+    's',
+  ],
+  activeRuns: [
+    'mcp.task.active_runs',
+    'Tool calls running in this process (in-process calls and queue jobs).',
+    '{run}',
+  ],
+} as const;
+
+/** The arguments of the meter's `create…` call for one of INSTRUMENTS. */
+function instrument(
+  which: keyof typeof INSTRUMENTS,
+): [name: string, options: { description: string; unit: string }] {
+  const [name, description, unit] = INSTRUMENTS[which];
+  return [name, { description, unit }];
+}
+
 class Instruments {
   private readonly created: Otel.Counter;
   private readonly finished: Otel.Counter;
@@ -227,26 +256,11 @@ class Instruments {
     const meter = meterProvider.getMeter(SCOPE);
     this.tracer = tracerProvider.getTracer(SCOPE);
     this.recordTaskIds = options.recordTaskIds === true;
-    this.created = meter.createCounter('mcp.task.created', {
-      description: 'Tasks created, by the instance that created them.',
-      unit: '{task}',
-    });
-    this.finished = meter.createCounter('mcp.task.finished', {
-      description: 'Tasks that reached a terminal status, by the instance that wrote it.',
-      unit: '{task}',
-    });
-    this.duration = meter.createHistogram('mcp.task.duration', {
-      description: 'Time from a task’s creation to its terminal status.',
-      unit: 's',
-    });
-    this.inputWait = meter.createHistogram('mcp.task.input_required.duration', {
-      description: 'Time a task spent in input_required, each stay from entering to leaving it.',
-      unit: 's',
-    });
-    this.activeRuns = meter.createUpDownCounter('mcp.task.active_runs', {
-      description: 'Tool calls running in this process (in-process calls and queue jobs).',
-      unit: '{run}',
-    });
+    this.created = meter.createCounter(...instrument('created'));
+    this.finished = meter.createCounter(...instrument('finished'));
+    this.duration = meter.createHistogram(...instrument('duration'));
+    this.inputWait = meter.createHistogram(...instrument('inputWait'));
+    this.activeRuns = meter.createUpDownCounter(...instrument('activeRuns'));
   }
 
   wrote(record: TaskRecord, previous: TaskRecord | undefined): void {

@@ -188,29 +188,49 @@ function nestedClass(cls: DtoClass, property: string): DtoClass | undefined {
 /** Regex flags that leave a pattern's meaning unchanged; with any other, no `pattern` is given. */
 const NEUTRAL_FLAGS = /^[gdu]*$/;
 
+/** The JSON Schema `type` each type check sets (see setType). */
+const TYPE_OF_CHECK = new Map([
+  ['isString', 'string'],
+  ['isNumber', 'number'],
+  ['isInt', 'integer'],
+  ['isBoolean', 'boolean'],
+  ['isArray', 'array'],
+  ['isObject', 'object'],
+]);
+
+/** The string `format` each format check sets. */
+const FORMAT_OF_CHECK = new Map([
+  ['isEmail', 'email'],
+  ['isUrl', 'uri'],
+  ['isUuid', 'uuid'],
+]);
+
+/** The keyword each single-count check sets from its count (a non-negative integer). */
+const COUNT_KEYWORD_OF_CHECK = new Map([
+  ['minLength', 'minLength'],
+  ['maxLength', 'maxLength'],
+  ['arrayMinSize', 'minItems'],
+  ['arrayMaxSize', 'maxItems'],
+]);
+
 function applyConstraint(meta: ValidationMetadata, facets: Facets): void {
   const schema = facets.schema;
   const args: unknown[] = Array.isArray(meta.constraints) ? meta.constraints : [];
   const [first, second] = args;
+  const check = meta.name ?? '';
+  const type = TYPE_OF_CHECK.get(check);
+  if (type !== undefined) return setType(schema, type);
+  const format = FORMAT_OF_CHECK.get(check);
+  if (format !== undefined) {
+    schema.format = format;
+    return;
+  }
+  const keyword = COUNT_KEYWORD_OF_CHECK.get(check);
+  if (keyword !== undefined) {
+    if (isCount(first)) schema[keyword] = first;
+    return;
+  }
   switch (meta.name) {
-    case 'isString':
-      setType(schema, 'string');
-      break;
-    case 'isNumber':
-      setType(schema, 'number');
-      break;
-    case 'isInt':
-      setType(schema, 'integer');
-      break;
-    case 'isBoolean':
-      setType(schema, 'boolean');
-      break;
-    case 'isArray':
-      setType(schema, 'array');
-      break;
-    case 'isObject':
-      setType(schema, 'object');
-      break;
     case 'isIn':
       if (Array.isArray(first)) schema.enum = jsonPrimitives(first);
       break;
@@ -235,12 +255,6 @@ function applyConstraint(meta: ValidationMetadata, facets: Facets): void {
     case 'isNegative':
       schema.exclusiveMaximum = 0;
       break;
-    case 'minLength':
-      if (isCount(first)) schema.minLength = first;
-      break;
-    case 'maxLength':
-      if (isCount(first)) schema.maxLength = first;
-      break;
     case 'isLength':
       if (isCount(first)) schema.minLength = first;
       if (isCount(second)) schema.maxLength = second;
@@ -248,26 +262,11 @@ function applyConstraint(meta: ValidationMetadata, facets: Facets): void {
     case 'isNotEmpty':
       facets.notEmpty = true;
       break;
-    case 'isEmail':
-      schema.format = 'email';
-      break;
-    case 'isUrl':
-      schema.format = 'uri';
-      break;
-    case 'isUuid':
-      schema.format = 'uuid';
-      break;
     case 'matches': {
       const pattern = patternOf(first, second);
       if (pattern !== undefined) schema.pattern = pattern;
       break;
     }
-    case 'arrayMinSize':
-      if (isCount(first)) schema.minItems = first;
-      break;
-    case 'arrayMaxSize':
-      if (isCount(first)) schema.maxItems = first;
-      break;
     case 'arrayNotEmpty':
       schema.minItems = Math.max(typeof schema.minItems === 'number' ? schema.minItems : 0, 1);
       break;

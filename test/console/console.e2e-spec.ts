@@ -9,6 +9,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { TasksModule, TasksService, InMemoryTaskStore, TasksConfigError } from '../../src/index.js';
 import { TaskConsole } from '../../src/console/task-console.js';
+import { CONSOLE_SCRIPTS } from '../../src/console/console-assets.js';
 import { ADAPTERS, startApp, type RunningApp } from '../support/app.js';
 import {
   ADMIN,
@@ -30,6 +31,7 @@ import {
 const ROUTES = (id: string): [string, string][] => [
   ['GET', '/mcp-tasks'],
   ['GET', '/mcp-tasks/console.js'],
+  ['GET', '/mcp-tasks/console-stream.js'],
   ['GET', '/mcp-tasks/console.css'],
   ['GET', '/mcp-tasks/api/tasks'],
   ['GET', `/mcp-tasks/api/tasks/${id}`],
@@ -95,14 +97,23 @@ describe.each(ADAPTERS)('task console (%s)', (adapter) => {
     expect(page.text).toContain('href="/mcp-tasks/console.css"');
     expect(page.text).not.toMatch(/<script>|<style>| on[a-z]+=/);
 
-    const script = await call(base, 'GET', '/mcp-tasks/console.js', ADMIN);
-    expect(script.status).toBe(200);
-    expect(script.headers['content-type']).toMatch(/^text\/javascript/);
-    expect(script.headers['x-content-type-options']).toBe('nosniff');
-    expect(script.text).not.toContain('new EventSource');
-    expect(script.text).toContain('sessionStorage');
-    expect(script.text).not.toMatch(/localStorage\.|document\.cookie/);
-    expect(script.text).not.toContain('innerHTML');
+    // The page script is ES modules beside the page, each imported by a relative URL.
+    let scripts = '';
+    for (const name of CONSOLE_SCRIPTS) {
+      const script = await call(base, 'GET', `/mcp-tasks/${name}`, ADMIN);
+      expect(`${name} ${script.status}`).toBe(`${name} 200`);
+      expect(script.headers['content-type']).toMatch(/^text\/javascript/);
+      expect(script.headers['x-content-type-options']).toBe('nosniff');
+      scripts += script.text;
+      for (const [, imported] of script.text.matchAll(/^import .* from '\.\/([^']+)';$/gm)) {
+        expect(CONSOLE_SCRIPTS).toContain(imported);
+      }
+    }
+    expect((await call(base, 'GET', '/mcp-tasks/console-none.js', ADMIN)).status).toBe(404);
+    expect(scripts).not.toContain('new EventSource');
+    expect(scripts).toContain('sessionStorage');
+    expect(scripts).not.toMatch(/localStorage\.|document\.cookie/);
+    expect(scripts).not.toContain('innerHTML');
     const styles = await call(base, 'GET', '/mcp-tasks/console.css', ADMIN);
     expect(styles.status).toBe(200);
     expect(styles.headers['content-type']).toMatch(/^text\/css/);
@@ -412,6 +423,7 @@ describe.each(ADAPTERS)('task console, bearer-only app (%s)', (adapter) => {
     }
     for (const [path, type] of [
       ['/mcp-tasks/console.js', /^text\/javascript/],
+      ['/mcp-tasks/console-api.js', /^text\/javascript/],
       ['/mcp-tasks/console.css', /^text\/css/],
     ] as const) {
       const file = await call(base, 'GET', path, {});
@@ -466,6 +478,7 @@ describe.each(ADAPTERS)('task console, bearer-only app (%s)', (adapter) => {
       ['/mcp-tasks', { host: 'evil.example' }],
       ['/mcp-tasks', { host: 'evil.example', ...admin }],
       ['/mcp-tasks/console.js', { host: 'evil.example' }],
+      ['/mcp-tasks/console-stream.js', { host: 'evil.example' }],
       ['/mcp-tasks/console.css', { origin: 'http://evil.example' }],
       ['/mcp-tasks', { origin: 'http://evil.example', ...alice }],
     ] as const) {
