@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { NestFactory } from '@nestjs/core';
-import { type INestApplicationContext, Module } from '@nestjs/common';
-import { DemoModule, demoQueue, demoStorage } from '../../examples/demo.module.js';
+import { type DemoOnRedis, startDemoOnRedis } from '../support/demo-on-redis.js';
 import { startTestRedis, type TestRedis } from '../support/redis-server.js';
-import { type RunningApp, startApp } from '../support/app.js';
+import type { RunningApp } from '../support/app.js';
 import { eventually, rpc } from '../support/sse.js';
 
 /**
@@ -13,27 +11,17 @@ import { eventually, rpc } from '../support/sse.js';
  */
 describe('the demo on Redis: long_job runs on the worker process', () => {
   let redis: TestRedis;
+  let demo: DemoOnRedis;
   let api: RunningApp;
-  let worker: INestApplicationContext;
 
   beforeAll(async () => {
     redis = await startTestRedis();
-    const env = { REDIS_URL: redis.url };
-    @Module({
-      imports: [DemoModule.withStorage(demoStorage(env)!, { ...demoQueue(env)!, worker: false })],
-    })
-    class DemoApi {}
-    api = await startApp(DemoApi, 'express');
-    worker = await NestFactory.createApplicationContext(
-      DemoModule.withStorage(demoStorage(env)!, demoQueue(env)),
-      { logger: false },
-    );
-    await worker.init();
+    demo = await startDemoOnRedis(redis.url);
+    api = demo.api;
   }, 60_000);
 
   afterAll(async () => {
-    await api?.close();
-    await worker?.close();
+    await demo?.close();
     await redis?.stop();
   });
 
