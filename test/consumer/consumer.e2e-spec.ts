@@ -56,6 +56,7 @@ import {
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { CONSOLE_SCRIPTS } from '../../src/console/console-assets.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const APPS = join(ROOT, 'test/consumer/apps');
@@ -726,19 +727,9 @@ describe('consumer check: the packed package in five throwaway apps', () => {
     expect(files).toEqual(
       expect.arrayContaining(['LICENSE', 'README.md', 'package.json', 'scripts/prepare.mjs']),
     );
-    const consoleFiles = [
-      'console.html',
-      'console.css',
-      'console.js',
-      'console-api.js',
-      'console-detail.js',
-      'console-format.js',
-      'console-listing.js',
-      'console-rows.js',
-      'console-sign-in.js',
-      'console-state.js',
-      'console-stream.js',
-    ].map((name) => `dist/console/assets/${name}`);
+    const consoleFiles = ['console.html', 'console.css', ...CONSOLE_SCRIPTS].map(
+      (name) => `dist/console/assets/${name}`,
+    );
     expect(files).toEqual(expect.arrayContaining(consoleFiles));
     // The SQL PostgresTaskStore applies, and teams apply by their own migrations.
     const schemaFiles = ['001-initial.sql', '002-owner-hash.sql'].map(
