@@ -35,7 +35,6 @@ export const TIERS = {
     'test/http/throttler.e2e-spec.ts',
     'test/multiprocess/',
     'test/newcomer/arguments.e2e-spec.ts',
-    'test/newcomer/client-close.e2e-spec.ts',
     'test/notify/fanout.spec.ts',
     'test/postgres/',
     'test/redis/',

@@ -10,8 +10,9 @@
 // - Python (the Python client test, skipped without it): a venv in .cache/python with the
 //   official `mcp` package, tried once per clone.
 //
-// What cannot be done here is said in one message naming the command to run, and the script
-// exits 1 before any test starts. With everything there it only looks, in well under a second.
+// `node scripts/ensure-services.mjs redis postgres` provides only those (a tier asks for what its
+// specs start); with no names, all four. What cannot be done here is said in one message naming
+// the command to run, and the script exits 1 before any test starts. With everything there it only looks, in well under a second.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -212,15 +213,28 @@ function python() {
   }
 }
 
-postgres();
-redis();
-chromium();
-try {
-  python();
-} catch (error) {
-  // Never a reason to stop: the test it serves is skipped without it.
-  console.log(`Python client test: skipped (${error.message})`);
+const SERVICES = {
+  postgres,
+  redis,
+  chromium,
+  python: () => {
+    try {
+      python();
+    } catch (error) {
+      // Never a reason to stop: the test it serves is skipped without it.
+      console.log(`Python client test: skipped (${error.message})`);
+    }
+  },
+};
+const asked = process.argv.slice(2);
+const unknown = asked.filter((name) => !(name in SERVICES));
+if (unknown.length > 0) {
+  console.error(
+    `ensure-services: no service named ${unknown.join(', ')} (known: ${Object.keys(SERVICES).join(', ')})`,
+  );
+  process.exit(2);
 }
+for (const name of asked.length > 0 ? asked : Object.keys(SERVICES)) SERVICES[name]();
 if (problems.length > 0) {
   console.error(
     `\nThe tests cannot run on this machine yet:\n${problems.map((p) => `- ${p}`).join('\n')}`,

@@ -3,7 +3,7 @@
  * (`maxTaskBytes`), the tasks of one owner (`maxTasksPerOwner`) and the bytes of the in-memory
  * store (`maxBytes`). Each refusal names its limit and changes nothing.
  */
-import { Logger, type LoggerService } from '@nestjs/common';
+import { Logger } from '@nestjs/common';
 import { keptBytes } from '../src/task.js';
 import {
   InMemoryTaskStore,
@@ -13,19 +13,10 @@ import {
   type TaskRecord,
 } from '../src/index.js';
 import { accept, elicit, rejection, serviceWith, textResult } from './support/helpers.js';
+import { KeptLog } from './support/kept-log.js';
 
 const alice = { principal: 'alice' };
 const mallory = { principal: 'mallory' };
-
-/** A logger that keeps what it is given, installed for one test. */
-class KeptLog implements LoggerService {
-  readonly errors: string[] = [];
-  log(): void {}
-  warn(): void {}
-  error(message: unknown): void {
-    this.errors.push(String(message));
-  }
-}
 
 describe('maxTaskBytes', () => {
   const small = { maxTaskBytes: 4_096 };

@@ -16,7 +16,9 @@ import { MAX_REQUEST_ID_LENGTH, MAX_TASK_ID_LENGTH } from '../../src/tasks.const
 import { type RunningApp, startApp } from '../support/app.js';
 import { mcpRequest, post } from '../support/raw.js';
 import { openListen, type SseReader } from '../support/sse.js';
-import { bearerPrincipal, KeptLog, type Storage, STORES } from '../support/in-process.js';
+import { bearerPrincipal } from '../support/bearer.guard.js';
+import { KeptLog } from '../support/kept-log.js';
+import { type Storage, STORES } from '../support/stores.js';
 
 function idsModule(storage: TasksModuleExtras): Type<unknown> {
   @Module({

@@ -15,7 +15,9 @@ import {
 } from '../../src/index.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { legacyHeaders } from '../support/wire.js';
-import { bearerPrincipal, KeptLog, type Storage, STORES } from '../support/in-process.js';
+import { bearerPrincipal } from '../support/bearer.guard.js';
+import { KeptLog } from '../support/kept-log.js';
+import { type Storage, STORES } from '../support/stores.js';
 
 const QUOTA = 100;
 const CALLS = 1_000;

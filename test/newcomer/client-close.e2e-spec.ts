@@ -13,7 +13,7 @@ import {
   TaskDetachedError,
   type TasksClient,
 } from '../../src/client/index.js';
-import { bearerPrincipal } from '../support/in-process.js';
+import { bearerPrincipal } from '../support/bearer.guard.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { textOf } from '../support/official-client.js';
 import { rejection, sleep } from '../support/helpers.js';

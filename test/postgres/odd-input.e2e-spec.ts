@@ -8,7 +8,7 @@
  * ERROR. Schema names that cannot work are refused when the store is made, never at first use.
  */
 import { randomBytes } from 'node:crypto';
-import { Injectable, type LoggerService, Module, type Type } from '@nestjs/common';
+import { Injectable, Module, type Type } from '@nestjs/common';
 import pg from 'pg';
 import * as z from 'zod/v4';
 import {
@@ -30,20 +30,10 @@ import { mcpRequest, post, type RawResponse } from '../support/raw.js';
 import { eventually, openListen, type SseReader } from '../support/sse.js';
 import { type JsonRpcMessage, legacyHeaders } from '../support/wire.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
+import { KeptLog } from '../support/kept-log.js';
 
 /** The schema of the PostgreSQL app: a reserved word, which must be quoted to work. */
 const SCHEMA = 'user';
-
-class KeptLog implements LoggerService {
-  errors: string[] = [];
-  log(): void {}
-  debug(): void {}
-  verbose(): void {}
-  warn(): void {}
-  error(message: unknown): void {
-    this.errors.push(String(message));
-  }
-}
 
 // ----- owners on the wire ---------------------------------------------------------------------
 

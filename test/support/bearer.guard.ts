@@ -16,3 +16,12 @@ export class BearerGuard implements CanActivate {
     return true;
   }
 }
+
+/**
+ * The same rule as a `principal` resolver, for apps run in the test's own process: `Authorization:
+ * Bearer <name>` makes `<name>` the principal; none is anonymous.
+ */
+export const bearerPrincipal = (request: unknown): string | undefined => {
+  const header = (request as { headers: Record<string, string | undefined> }).headers.authorization;
+  return header === undefined ? undefined : /^Bearer\s+(\S+)$/i.exec(header)?.[1];
+};

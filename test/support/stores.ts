@@ -1,4 +1,3 @@
-import type { LoggerService } from '@nestjs/common';
 import { InMemoryTaskStore, type TasksModuleExtras } from '../../src/index.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
@@ -6,8 +5,8 @@ import { startTestPostgres } from './postgres-server.js';
 import { startTestRedis } from './redis-server.js';
 
 /**
- * What the in-process hostile specs share (running-work, ids): the three stores as deployed (each
- * with its notifier), a logger that keeps WARN and ERROR lines, and the bearer principal.
+ * The three stores as deployed, each with its notifier, for specs that run one app per store in
+ * their own process. Starting Redis or PostgreSQL makes a spec `integration` (jest.config.js).
  */
 
 /** A store (and notifier) for an app under test, and how to stop its server. */
@@ -38,25 +37,4 @@ export const STORES: Record<string, (space: string) => Promise<Storage>> = {
       stop: () => postgres.stop(),
     };
   },
-};
-
-/** What the server logs at WARN and ERROR level. */
-export class KeptLog implements LoggerService {
-  errors: string[] = [];
-  warnings: string[] = [];
-  log(): void {}
-  debug(): void {}
-  verbose(): void {}
-  warn(message: unknown): void {
-    this.warnings.push(String(message));
-  }
-  error(message: unknown): void {
-    this.errors.push(String(message));
-  }
-}
-
-/** `Authorization: Bearer <name>` makes `<name>` the principal; none is anonymous. */
-export const bearerPrincipal = (request: unknown): string | undefined => {
-  const header = (request as { headers: Record<string, string | undefined> }).headers.authorization;
-  return header === undefined ? undefined : /^Bearer\s+(\S+)$/i.exec(header)?.[1];
 };
