@@ -190,7 +190,7 @@ export function heapUsed() {
  * need beyond these entries they get from Nest (`tasksContext`, `providerNamed` below) or build
  * themselves (`newTaskId`, `taskRecord`).
  */
-const PUBLIC_ENTRIES = ['../dist/index.js', '../dist/redis/index.js', '../dist/postgres/index.js'];
+const PUBLIC_ENTRIES = ['nestjs-mcp-tasks', 'nestjs-mcp-tasks/redis', 'nestjs-mcp-tasks/postgres'];
 
 /** The names of those entries the benchmarks use; a missing one stops the bench with a hint. */
 const USED_NAMES = [
@@ -217,7 +217,7 @@ export async function loadBuiltPackage() {
     Object.assign(lib, ...parts);
   } catch (error) {
     console.error(
-      'Cannot import ../dist/index.js; run `npm run build` first (or `npm run bench`).',
+      'Cannot import nestjs-mcp-tasks; run `npm run build` first (or `npm run bench`).',
     );
     console.error(error);
     process.exit(1);

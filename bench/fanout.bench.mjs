@@ -131,7 +131,7 @@ for (const count of INSTANCE_COUNTS) {
 const lib = await loadBuiltPackage();
 const { RedisTaskStore, redisNotifier, PostgresTaskStore, postgresNotifier } = lib;
 if (postgresNotifier === undefined) {
-  console.error('dist/postgres/index.js lacks postgresNotifier; run `npm run build`.');
+  console.error('nestjs-mcp-tasks/postgres lacks postgresNotifier; run `npm run build`.');
   process.exit(1);
 }
 

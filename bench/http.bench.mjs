@@ -152,7 +152,7 @@ async function serve(kind) {
   } else {
     const count = Number(/^tools-(\d+)$/.exec(kind)?.[1]);
     if (!Number.isSafeInteger(count) || count < 1) throw new Error(`unknown server kind ${kind}`);
-    const { TasksModule, TaskTool } = await import('../dist/index.js');
+    const { TasksModule, TaskTool } = await import('nestjs-mcp-tasks');
     const z = await import('zod');
     // One provider with `count` task tools that finish at once, each with its own input schema.
     class InstantTools {}
@@ -328,11 +328,11 @@ async function main() {
   armHardDeadline(HARD_DEADLINE_MS);
 
   try {
-    await import('../dist/index.js');
+    await import('nestjs-mcp-tasks');
     await import('../.demo-build/examples/demo.module.js');
   } catch (error) {
     console.error(
-      'Cannot import ../dist/index.js or ../.demo-build/examples/demo.module.js; run ' +
+      'Cannot import nestjs-mcp-tasks or ../.demo-build/examples/demo.module.js; run ' +
         '`npm run build && npx tsc -p tsconfig.examples.json` first (or `npm run bench`).',
     );
     console.error(error);

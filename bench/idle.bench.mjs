@@ -146,7 +146,7 @@ async function serveOurs() {
   const { Injectable, Module } = await import('@nestjs/common');
   const { NestFactory } = await import('@nestjs/core');
   const { ExpressAdapter } = await import('@nestjs/platform-express');
-  const { TasksModule, TasksService, TaskStore, TaskTool } = await import('../dist/index.js');
+  const { TasksModule, TasksService, TaskStore, TaskTool } = await import('nestjs-mcp-tasks');
 
   class WaitTools {
     async waitForCancel(_input, task) {

@@ -220,7 +220,7 @@ async function serveOurs(port) {
     await import('@nestjs/common');
   const { APP_GUARD, NestFactory } = await import('@nestjs/core');
   const { ExpressAdapter } = await import('@nestjs/platform-express');
-  const { TasksModule, TaskTool } = await import('../dist/index.js');
+  const { TasksModule, TaskTool } = await import('nestjs-mcp-tasks');
   const z = await import('zod');
 
   class TokenGuard {
@@ -1115,9 +1115,9 @@ async function main() {
     },
   );
   try {
-    await import('../dist/index.js');
+    await import('nestjs-mcp-tasks');
   } catch (error) {
-    console.error('Cannot import ../dist/index.js; run `npm run build` first.');
+    console.error('Cannot import nestjs-mcp-tasks; run `npm run build` first.');
     console.error(error);
     process.exit(1);
   }

@@ -290,7 +290,7 @@ async function serveOurs(url, prefix) {
   const { Injectable, Module } = await import('@nestjs/common');
   const { DiscoveryModule, NestFactory } = await import('@nestjs/core');
   const { BullModule } = await import('@nestjs/bullmq');
-  const { TasksQueueModule } = await import('../dist/bullmq/index.js');
+  const { TasksQueueModule } = await import('nestjs-mcp-tasks/bullmq');
   const { TasksModule, TaskTool, TasksService, RedisTaskStore, redisNotifier } = lib;
 
   class QueueTools {
@@ -766,8 +766,8 @@ async function main() {
   process.once('exit', killEverything);
   // Fail fast when nothing is built.
   await loadBuiltPackage();
-  await import('../dist/bullmq/index.js').catch((error) => {
-    console.error('Cannot import ../dist/bullmq/index.js; run `npm run build` first.');
+  await import('nestjs-mcp-tasks/bullmq').catch((error) => {
+    console.error('Cannot import nestjs-mcp-tasks/bullmq; run `npm run build` first.');
     console.error(error);
     process.exit(1);
   });
