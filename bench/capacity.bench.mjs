@@ -56,13 +56,13 @@ import {
   sleep,
   startBenchPostgres,
   startBenchRedis,
+  startBenchRedisCluster,
   startChild,
   stopChild,
   tasksContext,
   until,
   askChild,
 } from './common.mjs';
-import { startBenchRedisCluster } from './redis-cluster.mjs';
 
 const ENGINE_NAMES = (process.env.BENCH_CAPACITY_ENGINES ?? 'redis,cluster,postgres')
   .split(',')

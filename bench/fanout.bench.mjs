@@ -69,11 +69,11 @@ import {
   sleep,
   startBenchPostgres,
   startBenchRedis,
+  startBenchRedisCluster,
   tasksContext,
   until,
   verdict,
 } from './common.mjs';
-import { startBenchRedisCluster } from './redis-cluster.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
