@@ -54,7 +54,7 @@
 // (`redisNotifier`, `postgresNotifier`) from the built package's public entries (`nestjs-mcp-tasks`,
 // `nestjs-mcp-tasks/redis`, `nestjs-mcp-tasks/postgres`). It starts its own servers on loopback and
 // stops them at the end: a `redis-server` (`startBenchRedis` in `bench/common.mjs`), a Redis Cluster
-// of three masters with no replicas (`bench/redis-cluster.mjs`, on
+// of three masters with no replicas (`startBenchRedisCluster` in `bench/common.mjs`, on
 // `test/support/servers/redis-cluster.mjs`, which the tests start too: `redis-server --cluster-enabled yes` ×3 on free client and bus
 // ports, `redis-cli --cluster create`, then a wait until every node serves every slot and is linked
 // to the two others on the bus), and a PostgreSQL 15 (`startBenchPostgres`: `initdb` into a
