@@ -3,15 +3,17 @@
 // child processes, the MCP request envelope, and private redis-server and PostgreSQL servers.
 
 import { Buffer } from 'node:buffer';
-import { fork, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { fork, spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { randomFillSync } from 'node:crypto';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 import { fileURLToPath, URL } from 'node:url';
 import { freePort } from '../test/support/servers/free-port.mjs';
 import { postgresBinDir, startPrivatePostgres } from '../test/support/servers/postgres.mjs';
+import { startRedisCluster } from '../test/support/servers/redis-cluster.mjs';
+import { startRedis } from '../test/support/servers/redis.mjs';
 
 /** The repository this bench runs from. */
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -190,7 +192,7 @@ export function heapUsed() {
  * need beyond these entries they get from Nest (`tasksContext`, `providerNamed` below) or build
  * themselves (`newTaskId`, `taskRecord`).
  */
-const PUBLIC_ENTRIES = ['../dist/index.js', '../dist/redis/index.js', '../dist/postgres/index.js'];
+const PUBLIC_ENTRIES = ['nestjs-mcp-tasks', 'nestjs-mcp-tasks/redis', 'nestjs-mcp-tasks/postgres'];
 
 /** The names of those entries the benchmarks use; a missing one stops the bench with a hint. */
 const USED_NAMES = [
@@ -217,7 +219,7 @@ export async function loadBuiltPackage() {
     Object.assign(lib, ...parts);
   } catch (error) {
     console.error(
-      'Cannot import ../dist/index.js; run `npm run build` first (or `npm run bench`).',
+      'Cannot import nestjs-mcp-tasks; run `npm run build` first (or `npm run bench`).',
     );
     console.error(error);
     process.exit(1);
@@ -554,77 +556,48 @@ export function listenRequest(path, port, body) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Loopback ports and a private redis-server
+// Loopback ports, a private redis-server and Redis Cluster
 // ---------------------------------------------------------------------------------------------
 
 export { freePort };
 
-async function waitForPing(url, ms) {
-  const { Redis } = await import('ioredis');
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const probe = new Redis(url, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: null,
-    });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      if ((await probe.ping()) === 'PONG') return;
-    } catch {
-      // not up yet
-    } finally {
-      probe.disconnect();
-    }
-    if (Date.now() > deadline) throw new Error(`redis-server did not answer at ${url}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+/**
+ * The Redis of a bench: REDIS_URL when set, else a private redis-server from PATH on a free
+ * loopback port, in a temporary directory (`name` in its name) and without persistence
+ * (test/support/servers/redis.mjs, as the tests start theirs). `track(halt)` gets at once a
+ * synchronous `halt()` that kills the server and removes its directory, for the caller's hard
+ * deadline. Exits the process with a message when there is neither.
+ * @returns {Promise<{ url: string, own: boolean, stop(): Promise<void> }>}
+ */
+export function startBenchRedis(name, track = () => undefined) {
+  return startRedis({
+    name: `bench-${name}`,
+    persistence: false,
+    track,
+    onMissing: () => {
+      console.error('This benchmark needs redis-server on PATH, or REDIS_URL.');
+      process.exit(1);
+    },
+  });
 }
 
 /**
- * The Redis of a bench: REDIS_URL when set, else a private redis-server from PATH on a free
- * loopback port, in a temporary directory (`name` in its name) and without persistence.
- * `track(halt)` gets at once a synchronous `halt()` that kills the server and removes its
- * directory, for the caller's hard deadline. Exits the process with a message when there is
- * neither.
- * @returns {Promise<{ url: string, own: boolean, stop(): Promise<void> }>}
+ * The Redis Cluster of a bench: REDIS_CLUSTER_NODES (`host:port,host:port,…`) when set, else three
+ * private redis-servers from PATH in a temporary directory (`name` in its name), no replicas, no
+ * persistence (test/support/servers/redis-cluster.mjs). `track(halt)` gets at once a synchronous
+ * `halt()` that kills the servers and removes their directory, for the caller's hard deadline.
+ * Exits the process with a message when redis-server or redis-cli is missing.
+ * @returns {Promise<{ nodes: { host: string, port: number }[], own: boolean, stop(): Promise<void> }>}
  */
-export async function startBenchRedis(name, track = () => undefined) {
-  if (process.env.REDIS_URL) {
-    return { url: process.env.REDIS_URL, own: false, stop: async () => undefined };
-  }
-  if (spawnSync('redis-server', ['--version']).status !== 0) {
-    console.error('This benchmark needs redis-server on PATH, or REDIS_URL.');
-    process.exit(1);
-  }
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), `nestjs-mcp-tasks-bench-${name}-`));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir];
-  const server = spawn('redis-server', [...args, '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
+export function startBenchRedisCluster(name, track = () => undefined) {
+  return startRedisCluster({
+    name: `bench-${name}`,
+    track,
+    onMissing: (tools) => {
+      console.error(`This benchmark needs ${tools.join(' and ')} on PATH, or REDIS_CLUSTER_NODES.`);
+      process.exit(1);
+    },
   });
-  track(() => {
-    server.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const url = `redis://127.0.0.1:${port}`;
-  const stop = async () => {
-    if (server.exitCode === null && server.signalCode === null) {
-      await new Promise((resolve) => {
-        server.once('exit', resolve);
-        server.kill('SIGTERM');
-      });
-    }
-    rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    await waitForPing(url, 10_000);
-  } catch (error) {
-    await stop();
-    throw error;
-  }
-  return { url, own: true, stop };
 }
 
 /**

@@ -31,6 +31,138 @@
 // bisect), BENCH_MALFORMED_ADAPTER (express | fastify; default express),
 // BENCH_MALFORMED_SERVER_FLAGS (extra Node flags for the server process), BENCH_MALFORMED_ROUNDS
 // (3), BENCH_MALFORMED_TRACE (a file to write every memory sample to, as CSV).
+//
+// -----------------------------------------------------------------------------------------------
+// Method, in detail:
+//
+// `bench/malformed.bench.mjs` is plain ESM JavaScript. It takes about 2 minutes (three malformed
+// rounds and three control rounds, each on a fresh server) and stops by itself (a hard deadline ends
+// it at 400 s whatever happens). It is a
+// report, not a test: it exits 0 whether a target is met or missed. It exits non-zero only when it
+// cannot run: the demo not built, a server that does not start or dies during the load.
+//
+// **Setup.** The server is the demo app (`.demo-build/examples/demo.module.js`, built from `src/`,
+// the Express adapter like `npm start`, default `maxBodyBytes` of 1 MiB) in a child process (the same
+// file, run as `--serve`) started with `--expose-gc`, so the memory measured is the server's alone.
+// The child sends `process.memoryUsage()` to the parent every 50 ms over IPC, and on request runs a
+// full GC (`gc()` twice, 500 ms, `gc()` again) and reports. The parent is the load generator:
+// `node:http` with a keep-alive `Agent`, 32 requests in flight.
+//
+// **The requests.** 5,000 malformed requests made from a seeded PRNG (mulberry32), in ten families
+// (weight in brackets): broken JSON text (15: truncated, a byte replaced, trailing garbage, single
+// quotes, `NaN`, empty); bodies near and over `maxBodyBytes` (10: 1 MiB ± 48 bytes or up to 2 MiB,
+// half of them chunked, without Content-Length); deep nesting (10: 5,000 to 10,000 levels of `[`,
+// `{"a":` or `[{"a":`, in a tool argument, as a taskId, in an unknown method's params, or as the whole
+// body); huge strings (10: 20,000 to 380,000 characters as a taskId, a tool name, an extra or a valid
+// tool argument); huge maps (5: 1,000 to 30,000 `inputResponses` or tool arguments, an array of
+// arguments); missing and mismatched headers (10); wrong JSON-RPC envelopes (10: `jsonrpc: "1.0"`, an
+// object id, a numeric method, batches, `null`, scalars, a response); foreign media types (10: five
+// other types or none, a third of them with a body of up to 900 KB, some chunked); valid-but-wrong
+// `tasks/*` params (15); `tools/call` params the SDK refuses and unknown methods (5). Before the load,
+// 200 valid requests (`tools/call` of `echo`, `tools/list`, `tasks/get`) warm the server up. Every
+// malformed round sends the same 5,000 requests (the PRNG restarts from the seed).
+//
+// **The control.** After each malformed round, a control round starts a fresh server and sends
+// small valid requests (the warm-up's mix) at the same concurrency for as long as the malformed round
+// took. Its peak is what V8 lets the heap grow to under any sustained load of that length; the
+// difference between the two medians is what malformed input adds.
+//
+// **The figures.** _Idle_: after the warm-up and a full GC. _Peak_: the highest RSS sample during the
+// load. _Settled_: after the load and a full GC. Each round prints its peak and settled rise; the
+// first one also `heapUsed` of `heapTotal`, `external` and `arrayBuffers`, which say where the memory
+// is. **Targets: peak − idle ≤ 150 MiB, settled − idle ≤ 30 MiB, on the median of the malformed
+// rounds.** The run also prints the answers by family and HTTP status, the number of 5xx answers
+// (there should be none) and of connection resets or time-outs, and the requests/s of each round.
+//
+// **Knobs** (environment, all optional): `BENCH_MALFORMED_REQUESTS` (5000),
+// `BENCH_MALFORMED_CONCURRENCY` (32), `BENCH_MALFORMED_SEED` (20260728), `BENCH_MALFORMED_ONLY`
+// (family names, comma-separated: `broken-json`, `huge-body`, `deep-nesting`, `huge-strings`,
+// `huge-maps`, `headers`, `envelopes`, `media-types`, `tasks-params`, `tools-params`; to bisect),
+// `BENCH_MALFORMED_ADAPTER` (`express` or `fastify`), `BENCH_MALFORMED_SERVER_FLAGS` (extra Node
+// flags for the server, e.g. `--max-old-space-size=160`), `BENCH_MALFORMED_ROUNDS` (3),
+// `BENCH_MALFORMED_TRACE` (a file: every 50 ms memory sample of the run, as CSV, to see the shape of
+// the heap's sawtooth).
+//
+// **Reading the figures.** The peak is V8's heap sizing, not the requests: the control rounds, small
+// valid requests only, peak within a few MiB of the malformed rounds (in the run below +137.5 MiB
+// against +136.8 MiB; in the one before, +144.5 against +151.7). `BENCH_MALFORMED_TRACE` shows why:
+// under sustained load `heapUsed` climbs from about 35 MiB to 140–190 MiB between full collections
+// and drops back to about 35 MiB after each, whatever the load; V8 sizes the old generation as a
+// multiple of the heap that survived the last collection while memory is plentiful. The target of
+// 150 MiB sits on that sawtooth's top, so single rounds land between +127 and +179 MiB and the median
+// of three meets or misses it by a few MiB. A heap limit bounds it: with
+// `BENCH_MALFORMED_SERVER_FLAGS=--max-old-space-size=160` the malformed load peaked at +52 MiB, with no
+// 5xx and about 10 % fewer requests/s. The settled RSS above idle (+12.5 to +22.1 MiB) is not the
+// heap (back within about 1 MiB of idle): it is memory the C allocator keeps after the load and
+// gives back over the following minutes. `test/e2e/retention.e2e-spec.ts` checks the other side
+// functionally: after 240 malformed requests per adapter and a full GC, no request object and no
+// per-request `McpServer` is still reachable.
+//
+// Causes found and fixed: a body whose Content-Length was over `maxBodyBytes` was still buffered up
+// to the limit before the 413, and a chunked body that went over the limit kept what it had buffered
+// until its end; now the first is drained without keeping a byte and the second drops its buffers as
+// soon as it passes the limit (`src/mcp/body-parsing.ts`). The nesting depth is read from the raw
+// bytes, chunk by chunk (`NestingScanner`), and the body is decoded the same way, with no
+// `Buffer.concat` copy outside the heap. The SDK's web handler gets the parsed body as `parsedBody`
+// through the module's own bridge (`src/mcp/sdk-bridge.ts`), where the SDK's Node adapter serialized
+// it again, copied it through a `TextEncoder` and once more into the web `Request`: for a 1 MiB body
+// about 3 MiB less allocated per request (V8 sampling heap profiler, 10 requests), and the malformed
+// load runs at 282–303 requests/s instead of 224–250. Before → after, same seed, same machine:
+// single-round peaks +171.5 / +171.7 MiB → +130.7 to +179.2 MiB (median of three +151.7 and +136.8 in
+// two runs); settled +24.3 / +30.6 → +12.5 to +22.1 MiB. Tried and not kept: a gate letting only 2
+// or 4 large bodies be parsed and handled at once (held until the answer, until the request was
+// dispatched, or at most 250 ms): with 1, 4 or 32 places the peaks stayed within the run-to-run
+// spread (huge maps alone: +154, +138, +153 MiB), because the load is CPU-bound on one thread and the
+// sawtooth does not depend on how many bodies are alive at once.
+//
+// One run's output, from the 2-vCPU development VM (Node 20):
+//
+// ```
+// malformed-load benchmark: 5,000 requests, 32 in flight, seed 20260728, 3 rounds, express adapter; 2 CPUs, load 1.31; Node v20.20.2
+// answers by family in each malformed round (HTTP status: count):
+//   broken-json    200: 19, 400: 753
+//   deep-nesting   400: 478
+//   envelopes      400: 519
+//   headers        200: 115, 400: 324
+//   huge-body      200: 153, 413: 364
+//   huge-maps      200: 263
+//   huge-strings   200: 255, 400: 261
+//   media-types    413: 20, 415: 472
+//   tasks-params   200: 643, 400: 108
+//   tools-params   200: 195, 404: 58
+// memory (server process), per round:
+//   malformed round 1: 5,000 requests in 17.3 s (288 req/s); peak − idle +132.7 MiB, settled − idle +12.8 MiB
+//     idle (after a full GC)       rss  131.8 MiB   heapUsed  30.2 MiB of  66.9 MiB   external   3.5 MiB   arrayBuffers   0.1 MiB
+//     peak sample during the load  rss  264.5 MiB   heapUsed 159.1 MiB of 192.4 MiB   external   6.6 MiB   arrayBuffers   3.2 MiB
+//     at the end of the load       rss  197.2 MiB   heapUsed  70.4 MiB of 116.5 MiB   external  15.9 MiB   arrayBuffers  12.5 MiB
+//     settled (after a full GC)    rss  144.6 MiB   heapUsed  31.2 MiB of  68.9 MiB   external   3.5 MiB   arrayBuffers   0.1 MiB
+//   malformed round 2: 5,000 requests in 16.6 s (301 req/s); peak − idle +136.8 MiB, settled − idle +12.5 MiB
+//   malformed round 3: 5,000 requests in 17.7 s (283 req/s); peak − idle +141.7 MiB, settled − idle +17.4 MiB
+//   control round 1: 28,076 requests in 17.4 s (1,617 req/s); peak − idle +137.5 MiB, settled − idle +6.3 MiB
+//   control round 2: 25,368 requests in 16.6 s (1,524 req/s); peak − idle +154.3 MiB, settled − idle +7.7 MiB
+//   control round 3: 28,444 requests in 17.7 s (1,607 req/s); peak − idle +133.1 MiB, settled − idle +6.4 MiB
+// 5xx answers: 0; resets/time-outs: 0
+// ordinary load, same duration (median peak − idle): +137.5 MiB; malformed adds −0.7 MiB to it
+// peak − idle (median):    +136.8 MiB — target ≤ 150 MiB: PASS
+// settled − idle (median): +12.8 MiB — target ≤ 30 MiB: PASS
+// ```
+//
+// Three runs after issue 15 (the demo with the task console on, telemetry loaded with no SDK) on the
+// same VM, one with the console off and one with `telemetry: false` (the demo edited for the run):
+//
+// | run                | ordinary load, peak − idle | malformed adds | peak − idle (target ≤ 150) | settled − idle |
+// | ------------------ | -------------------------- | -------------- | -------------------------- | -------------- |
+// | as shipped         | +156.1 MiB                 | −5.9 MiB       | +150.3 MiB (MISS)          | +24.4 MiB      |
+// | console off        | +155.0 MiB                 | +8.3 MiB       | +163.3 MiB (MISS)          | +18.9 MiB      |
+// | `telemetry: false` | +154.6 MiB                 | +5.0 MiB       | +159.6 MiB (MISS)          | +13.5 MiB      |
+//
+// The ordinary load alone now peaks about 155 MiB above idle, with or without the console and
+// telemetry (the run above had control rounds from 133 to 154 MiB), so the absolute target sits
+// inside the ordinary load's own swing; what malformed requests add stays within ±10 MiB of it, and
+// the settled figure passes. The likely cause of the rise from about 137 MiB: the control rounds of
+// the first of these runs served 1,944–2,032 req/s against 1,524–1,617 in the run above, about a
+// quarter more requests in the same 16 s, so more garbage between two collections (not checked
+// further).
 
 import { Buffer } from 'node:buffer';
 import { existsSync, writeFileSync } from 'node:fs';

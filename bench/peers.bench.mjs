@@ -85,6 +85,272 @@
 // BENCH_PEERS_WARMUP_MS (1000), BENCH_PEERS_ONLY (e.g. "1,2,7"; default all of 1–7),
 // BENCH_PEERS_STARTUPS (5), BENCH_PEERS_LATENCY_TASKS (10), BENCH_PEERS_POLL_MS (500),
 // BENCH_IDLE_CALLS / BENCH_IDLE_WINDOW_MS (passed on to the idle bench).
+//
+// -----------------------------------------------------------------------------------------------
+// Method, in detail:
+//
+// `bench/peers.bench.mjs` is plain ESM JavaScript. It puts the package next to what an app would
+// use without it: the official SDK v2 alone, the v1 SDK's experimental tasks, a bare Nest route, a
+// bare Nest app, and a `@rekog/mcp-nest` app with tasks added next to the same app without them. It
+// measures issue 13's target 6 and the figures of targets 3 to 5, and issue 24's hot-path targets
+// (item 4: (1), (2) and (7) below). It takes about 4.5 to 5 minutes and stops by itself (a hard
+// deadline ends it, and every child process it started, at 600 s whatever happens). It is a report,
+// not a test: it exits 0 whether a target is met or missed. It exits non-zero only when it cannot
+// run: nothing built, a server that does not start, or a wrong answer. Each contender's answer is
+// parsed and checked once before its rounds and once after.
+//
+// **The servers**, each in a child process (the same file, run as `--serve <kind> <port>`), on
+// loopback. The parent process is the client.
+//
+// - `ours`: a Nest app (Express adapter) importing `TasksModule.forRoot(...)` from `dist/` with
+//   `principal: (request) => request.user?.principal`, `maxRows: null`,
+//   `maxTasksPerOwner: 1_000_000`, `janitor: { intervalMs: 1000 }` and `configure`. An `APP_GUARD`
+//   maps
+//   `Authorization: Bearer <token>` to `request.user = { principal }` through a token → principal
+//   map, and throws 401 for no token or an unknown one. The script checks the 401s on `/mcp` and on
+//   the bare route, and checks that another principal cannot read the caller's task. The app has
+//   three `@TaskTool`s: `quick` (returns at once, TTL 5 s, so the store stays small under load),
+//   `keep` (the same with a 1 h TTL: the task that `tasks/get` reads) and `slow` (returns after
+//   200 ms, `pollIntervalMs: 500`). It has the plain tool `echo`, registered through `configure`
+//   with a zod input schema. And it has a bare `@Controller('bare')` behind the **same guard**:
+//   `POST /bare/get` and `POST /bare/echo` answer **exactly the bytes** that `tasks/get` and `echo`
+//   answer (the script checks this), `POST /bare/create` answers the bytes of one answer of `quick`'s
+//   creation (every creation answers the same fields with the same lengths, only the task's id and
+//   times differ: the script checks that against a fresh creation), and `GET /bare/ping` answers
+//   `{"ok":true}`. The bare routes are the limit: a Nest route with the same guard, the same body
+//   parsing, the same answer, and nothing else.
+// - `sdk-v2`: the SDK v2 alone. An Express app whose `POST /mcp` runs `express.json()` and then
+//   `toNodeHandler(createMcpHandler(factory))` (`@modelcontextprotocol/node`,
+//   `@modelcontextprotocol/server`), given the parsed body. The factory builds a `McpServer` per
+//   request with the same `echo` tool. The app also has a bare Express `POST /bare/echo`
+//   (`express.json()`) answering echo's bytes (checked), and `GET /ping`. There is no auth. Passing
+//   the parsed body is how an Express app has it (the SDK's `createMcpExpressApp` installs
+//   `express.json()`). In a trial run, the handler reading the stream itself served about 1/1.4 of
+//   the requests/s, so the parsed-body wiring is the stronger baseline.
+// - `v1`: `@modelcontextprotocol/sdk` 1.x with its experimental tasks, **stateless**. An Express app
+//   whose `POST /mcp` (`express.json()`) builds a `McpServer` and a
+//   `StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })` for
+//   each request. All of them share one `InMemoryTaskStore` and one `InMemoryTaskMessageQueue`. A
+//   task made without a session is visible to every caller, so a task made by one request's server is
+//   read by `tasks/get` on later requests' servers (the script checks this before (2)). Task tools
+//   `quick` and `slow` use `registerToolTask`; their work runs in the background and completes the
+//   task in the shared store, with the same 200 ms and `pollInterval: 500` for `slow`. It has the same
+//   plain `echo`. There is no auth. Requests are 2025-11-25, with `params.task` on task-augmented
+//   calls and no `initialize`.
+// - `rekog-tasks` and `rekog-plain`: the rekog demo as `npm run demo:rekog` builds it
+//   (`tsc -p tsconfig.examples.json` into `.demo-build/`): a `@rekog/mcp-nest` 2.0.5 app whose
+//   `echo` is a rekog `@Tool` on an `@McpController`, behind the demo's guard (`DemoAuthGuard`) and
+//   rekog's Host allowlist. `rekog-tasks` is `examples/rekog/main.ts`, tasks added
+//   (`TaskHttpTransport`, `attachTasks`, `TasksModule.forRoot({ path: false })`, the demo's four
+//   task tools); `rekog-plain` is `examples/rekog/plain.ts`, the same app on rekog's own
+//   `StreamableHttpTransport` with nothing of this package loaded. Each runs as its file runs, on
+//   the port the bench gives it (`PORT`), Nest's logs and its banner silenced. The script checks that
+//   `tools/list` shows `echo` and the task tools on the first and `echo` alone on the second.
+// - `bare-nest`: a Nest app (Express adapter) with one controller, `GET /ping`. It is used for
+//   startup only.
+// - `nest-sdk`: bare-nest whose controller also has `POST /mcp`, handed to the SDK v2's
+//   `createMcpHandler` with the same `echo` as sdk-v2. It is used for startup only: it is the least
+//   that any Nest module built on the SDK loads and does before its first answer.
+//
+// **Load.** Keep-alive `node:http`, 32 requests in flight. For each comparison, every contender gets
+// a 1 s warm-up, then 5 rounds of 2 s each. The order of the contenders rotates from round to round.
+// Each contender gets the median requests/s and the median server CPU µs per request (the server
+// process's `process.cpuUsage()` over the round ÷ the requests, asked over IPC). Each pair of
+// contenders gets the median of its per-round ratios. The ratio is what a target checks.
+//
+// **What it measures.**
+//
+// - **(1) Task creation.** `tools/call` of `quick`. Ours gets a 2026-07-28 request with the tasks
+//   extension declared, and so does ours' bare route `/bare/create` (the same request bytes, a
+//   creation's answer); v1 gets a 2025-11-25 request with `params.task`. **Issue 24: ours ÷ bare
+//   route ≥ 0.7.** `/bare/create` is the fairer limit: a creation's answer is longer than
+//   `tasks/get`'s, so `/bare/get` would time other bytes (the issue's 0.62 was measured against the
+//   bare route of (2)). It also prints the server CPU µs per request of both, and ours ÷ v1.
+// - **(2) `tasks/get` of a completed task that the caller owns.** Ours (2026) vs ours' bare route
+//   behind the same guard vs v1 (2025). **Target 4 (issue 13): ours ÷ bare route ≥ 0.8; issue 24
+//   raises it to 0.85.** It also prints the server CPU µs per request of ours and of the bare route,
+//   and ours ÷ v1.
+// - **(3) The plain tool `echo`.** Ours vs sdk-v2 (the same 2026 request bytes) vs v1 (2025). The
+//   bare routes of ours and of sdk-v2 are in the same rounds as context. Each gets its server CPU µs
+//   per request. **Target 3: ours ÷ sdk-v2 ≥ 1.0.** It also prints ours ÷ v1, ours ÷ its bare
+//   route, and sdk-v2 ÷ its bare route.
+// - **(4) Heap and idle CPU per 10,000 running tasks.** The script runs `bench/idle.bench.mjs` as it
+//   is: a child process, `node --expose-gc`, with `BENCH_IDLE_WINDOW_MS=5000` unless that is set. It
+//   prints that bench's output indented, and copies its SUMMARY rows (issue 13's targets 1 and 2)
+//   into its own. See _bench/idle_ for what they mean.
+// - **(5) Completion latency.** `slow` returns 200 ms after the call. As it returns, the tool stamps
+//   `process.hrtime.bigint()` into its result (`CLOCK_MONOTONIC`, which all processes on the machine
+//   share). The client subtracts the stamp from the moment it learns that the task completed. There
+//   are three ways to learn it:
+//   - ours over a `subscriptions/listen` stream, opened right after the call and acknowledged
+//     before the task completes (push);
+//   - ours polling `tasks/get` at the task's `pollInterval` (500 ms);
+//   - v1 polling `tasks/get` at the task's `pollInterval` (500 ms), then `tasks/result` for the
+//     stamp, outside the measured time.
+//
+//   It prints the median, min and max over 10 tasks each, one task at a time, in rotating order,
+//   after one task of each that is not counted. There is no target. A poller learns of the change
+//   at its next poll, so the poll figures are about `pollInterval − 200 ms` plus one round trip.
+//
+// - **(6) Startup to first served request.** Each of ours, bare-nest, nest-sdk and sdk-v2 is forked
+//   fresh 5 times, in rotating order, after one start of each that is not counted. From the fork,
+//   the script polls a bare `GET …/ping` route every 5 ms until it answers (_listening_; ours' route
+//   is behind its guard). Then all but bare-nest get their first MCP request, a `tools/call` of
+//   `echo` (_served_). For bare-nest, served is the same as listening. The script reports medians.
+//   **Issue 24: ours served ≤ 1.35 × bare-nest** (target 5 of issue 13 was 1.3). It also prints
+//   ours ÷ bare-nest to listening, nest-sdk ÷ bare-nest (what loading and first using the SDK costs
+//   a Nest app before any code of this project runs), ours ÷ nest-sdk (what this project adds to
+//   that), and sdk-v2's figures. Loading the SDK (with zod and ajv) already costs a Nest app 1.24 to
+//   1.32 × its bare startup, so ours can meet 1.35 only by adding almost nothing to nest-sdk.
+//
+//   Before and after the startup work of issue 24, three runs each with 9 starts of each server
+//   (`BENCH_PEERS_STARTUPS=9 BENCH_PEERS_ONLY=6`), each figure the median of its run, then the
+//   median of the three; the 2-vCPU VM with no other bench or test running, load average 0.4 to
+//   2.9:
+//
+//   | commit           | ours   | bare-nest | nest-sdk | sdk-v2 | ours ÷ bare-nest          | nest-sdk ÷ bare-nest      | ours ÷ nest-sdk           |
+//   | ---------------- | ------ | --------- | -------- | ------ | ------------------------- | ------------------------- | ------------------------- |
+//   | 767bf1d (before) | 959 ms | 680       | 895      | 468    | 1.410 (1.410 1.322 1.445) | 1.288 (1.350 1.288 1.244) | 1.044 (1.044 1.027 1.161) |
+//   | 5b89f7e (after)  | 670 ms | 495       | 642      | 334    | 1.347 (1.344 1.347 1.353) | 1.284 (1.282 1.324 1.284) | 1.048 (1.048 1.018 1.054) |
+//
+//   After: PASS in two runs of three, and by 0.003 only. Three earlier runs of the same build, just
+//   after another bench had stopped, gave 1.393, 1.245 and 1.317 (ours ÷ nest-sdk 1.078 1.053
+//   1.048). The raw times of the two rows are not comparable (other work moved the machine's speed
+//   between them); a rotation of both builds' `ours` in one run (11 starts each, the same bench
+//   server) gave 653 ms before and 622 after, nest-sdk 595 and bare-nest 458, and CPU time to the
+//   first answer 811, 770, 737 and 597 ms.
+//
+//   What changed: the package is bundled (scripts/bundle.mjs in `npm run build`: its ~75 small ES
+//   modules, which Node's loader paid for one by one, are now one file per entry plus shared
+//   chunks; importing it after Nest and the SDK went from about 90 ms to about 25 ms in isolation,
+//   less than the 50 ms of `@modelcontextprotocol/node` that nest-sdk loads); `@opentelemetry/api`
+//   is no longer loaded at init when no SDK is registered and no providers are given (about 40
+//   CommonJS modules, 16 ms in a profile); and the discovery of `@TaskTool` and `@OnTaskChange`
+//   methods reads only the classes that have them.
+//
+//   What remains, ours over nest-sdk (about 30 to 45 ms, medians of alternating in-process starts):
+//   Nest scanning and building this module's 25 providers and 2 controllers, 15 to 25 ms (per
+//   class provider Nest reads every method for enhancers and every constructor parameter); the
+//   init, about 8 ms, of which McpEndpoint.onModuleInit builds one whole McpServer only to read
+//   its capabilities (3 to 4 ms in a profile) and the routes of the MCP controller; the first
+//   request, about 4 ms. The first request's own cost (the SDK's envelope schemas built on first
+//   use, Node loading undici for `Request`/`Response`, about 60 ms) is nest-sdk's too.
+//
+// - **(7) A rekog app's plain tool, with and without tasks.** `tools/call` of rekog-tasks' `echo`
+//   vs the same request to rekog-plain (2026-07-28, the tasks extension declared, as a client that
+//   uses tasks declares it on every request; the plain app ignores it), with the server CPU µs per
+//   request of each. **Issue 24: with tasks ÷ without ≥ 0.95.** The two servers run alone (the
+//   other load servers are stopped first).
+//
+// **Knobs** (environment, all optional): `BENCH_PEERS_ROUNDS` (5), `BENCH_PEERS_ROUND_MS` (2000),
+// `BENCH_PEERS_WARMUP_MS` (1000), `BENCH_PEERS_ONLY` (e.g. `1,2,7`; default all of 1 to 7),
+// `BENCH_PEERS_STARTUPS` (5), `BENCH_PEERS_LATENCY_TASKS` (10), `BENCH_PEERS_POLL_MS` (500: `slow`'s
+// `pollInterval` on both servers), and `BENCH_IDLE_CALLS` / `BENCH_IDLE_WINDOW_MS`, which are passed
+// on to the idle bench.
+//
+// **Reading the figures.** Servers and client share the 2 vCPUs, and any other work on the machine
+// moves the raw rates by much more than the ratios. The per-round ratios show such moments: one
+// round far from the others. The median ratio and the server µs per request are the figures to
+// compare between runs. Startup times move with the machine's load too; the ratio to bare-nest, in
+// the same run and in rotating order, is the figure to compare. Ours and v1 are compared across
+// protocol revisions (2026-07-28 vs 2025-11-25), because each serves its own revision of tasks. The
+// peers run without auth while ours pays its guard on every request, including the bare route.
+//
+// One run's summary, from the 2-vCPU development VM (Node 20; other work was running on the machine,
+// load average about 2; the run took 3 min 36 s):
+//
+// ```
+// ==================================== SUMMARY ====================================
+// (1) task creation, ours ÷ v1                                      1,933 vs 859 req/s = 2.652               target none       —
+// (2) tasks/get, ours ÷ bare route (target 4)                       3,222 vs 4,149 req/s = 0.823             target ≥ 0.8      PASS
+// (2) tasks/get, ours ÷ v1                                          3,222 vs 1,192 req/s = 2.775             target none       —
+// (3) echo, ours ÷ sdk-v2 (target 3)                                1,586 vs 1,286 req/s = 1.274             target ≥ 1.0      PASS
+// (3) echo, ours ÷ v1                                               1,586 vs 1,079 req/s = 1.471             target none       —
+// (3) echo, server CPU per request                                  ours 684 µs, sdk-v2 891 µs, v1 1,025 µs  target none       —
+// (4) idle CPU, 10,000 running calls (target 1)                     0.215 % of a core                        target ≤ 0.5 %    PASS
+// (4) idle CPU, ours ÷ v1 SDK (target 1)                            0.215 % ÷ 5.139 % = 0.042                target ≤ 2.5      PASS
+// (4) heap per running call beyond the record (target 2)            3,316 B                                  target ≤ 2,048 B  MISS
+// (4) heap per running call, ours vs v1 SDK (target 2)              3,316 B vs 7,592 B (0.437)               target < v1       PASS
+// (5) completion latency, ours, push (listen stream)                0.8 ms                                   target none       —
+// (5) completion latency, ours, polling tasks/get                   304.8 ms                                 target none       —
+// (5) completion latency, v1, polling tasks/get                     305.3 ms                                 target none       —
+// (6) startup to first served request, ours ÷ bare Nest (target 5)  1,051 vs 751 ms = 1.399                  target ≤ 1.3      MISS
+// (6) startup to listening, ours ÷ bare Nest                        970 vs 751 ms = 1.291                    target none       —
+// (6) startup to first served request, sdk-v2                       579 ms (listening 528 ms)                target none       —
+// ```
+//
+// ### Issue 24, item 4: the hot path, before and after (2026-12-01)
+//
+// **What changed.** A CPU profile of the ours child under `tasks/get` load (`node --cpu-prof`)
+// put the SDK's `classifyInboundRequest` first among the package's own costs: about 7.7 % of the
+// server's CPU, three zod parses that fail (the two response schemas) or succeed (the request
+// schema and the 2026-07-28 envelope) on every body, 17 µs per `tasks/get` body in a micro-run on
+// this VM against a request of about 200 µs. Two changes, each with its spec:
+//
+// - `McpTasksFront` classifies through `classifyInbound` (src/mcp/inbound-classifier.ts): a plain
+//   JSON-RPC request with a 2026-07-28 envelope (or none, 2025-11-25) and headers that agree is
+//   recognised with plain checks that accept only what the SDK's schemas accept, and gets what the
+//   SDK's classifier returns; everything else (responses, notifications, batches, `initialize`,
+//   optional fields it does not check, disagreeing or padded headers) still goes to the SDK, which
+//   words every refusal. 16.8 → 0.47 µs per body. test/mcp/inbound-classifier.spec.ts checks the
+//   two agree on the common bodies, on those left to the SDK, and on 6,000 seeded mutations.
+// - `McpHostGuard` keeps the verdict of its host and origin checks per (connection kind, host,
+//   origin), 256 at most: each request parsed its host as a URL twice (`validateHostHeader`, then
+//   `URL.canParse`). test/mcp/mcp-host.guard.spec.ts checks it answers as the checks do, repeated,
+//   reordered and past the bound.
+//
+// **How it was measured.** 742c674 (before: McpTasksFront as issue 24 introduced it, without
+// these two changes) and 041b564 (after), each built as `npm run bench:peers` builds it (tsc, then
+// scripts/bundle.mjs, which 742c674 did not have yet and got from 041b564, so both run bundled;
+// `.demo-build/` with 041b564's examples/rekog), each run with 041b564's bench/peers.bench.mjs,
+// `BENCH_PEERS_ONLY=1,2,7`, default rounds (5 × 2 s after 1 s of warm-up), before and after
+// alternating, 3 runs each. Other engineers' tests were running on the 2-vCPU VM (load average
+// 1.2 to 2.5 at the runs' starts). Figures are the medians of the 3 runs; "CPU" is the server CPU
+// µs per request of each side, as the runs' medians, and their ratio per run.
+//
+// | measure                                     | before                                           | after                             | target                               |
+// | ------------------------------------------- | ------------------------------------------------ | --------------------------------- | ------------------------------------ |
+// | (1) creation, ours ÷ bare route (runs)      | **0.757** (0.723 0.859 0.757)                    | **0.877** (0.812 0.877 0.913)     | ≥ 0.7: PASS, PASS                    |
+// | (1) CPU µs per request, ours vs bare        | 343 vs 296; ours ÷ bare 1.35 (1.42 1.11 1.35)    | 268 vs 249; 1.08 (1.04 1.08 1.15) | —                                    |
+// | (2) `tasks/get`, ours ÷ bare route (runs)   | **0.852** (0.852 0.814 0.868)                    | **1.026** (0.954 1.026 1.044)     | ≥ 0.85: PASS by 0.002, PASS          |
+// | (2) CPU µs per request, ours vs bare        | 257 vs 220; ours ÷ bare 1.17 (1.18 1.17 1.16)    | 204 vs 209; 0.98 (0.99 0.98 0.96) | —                                    |
+// | (7) rekog echo, with tasks ÷ without (runs) | **0.943** (0.943 0.922 0.957)                    | **0.926** (0.917 0.990 0.926)     | ≥ 0.95: MISS by 0.007, MISS by 0.024 |
+// | (7) CPU µs per request, with vs without     | 741 vs 778; with ÷ without 0.95 (0.95 0.95 1.03) | 700 vs 663; 1.06 (1.00 1.08 1.06) | —                                    |
+//
+// On (1) and (2) ours now costs about what a Nest route that does nothing costs behind the same
+// guard: the bare route pays Express's `res.json` (an ETag hash of every answer) and body-parser,
+// ours its own body reader, the front and the task store. The issue's independent run of 60447c0
+// measured 0.62 and 0.77; the same bench in the same run is the figure to compare. Earlier,
+// noisier runs (load average 4 to 13), three alternating runs each of tsc-only builds, gave the same
+// picture: (1) 0.738 → 1.081, (2) 0.860 → 1.065.
+//
+// **(7) is at the noise floor and still misses.** Per-round ratios spread from 0.78 to 1.07 (the
+// median of the 15 rounds after is 0.960, the median of the 3 runs' medians 0.926). A full
+// `npm run bench:peers` of 041b564 afterwards (4 min 33 s, load average about 2) gave (1) 0.917,
+// (2) 1.076 and (7) 0.915, its five rounds all between 0.82 and 0.95 (662 vs 582 µs of server CPU
+// per request): within one run the rounds agree, between runs they do not, because each server
+// process settles into its own compiled state. Profiled under the same load, the SDK's own result
+// validation (`validateResult`: the same code on the same answer in both apps) cost 5 µs per
+// request in the app with tasks and 32 µs in the app without them. Neither change
+// above is on that path (rekog classifies and serves `echo` itself; the front only looks at the
+// body). What a profile of the two rekog children (the same load, samples inside the load window
+// only, per request) shows the app with tasks doing more, of about 570 µs of busy CPU per echo on
+// this VM: `TaskHttpTransport.post` (an async wrapper with its own Host/Origin check before rekog
+// checks the same, about 10 µs), `prepare` on every server rekog builds per request
+// (`registerCapabilities`, a merge, and the `setRequestHandler` wrapper, about 5 µs), and about 5
+// µs more of garbage collection. Two changes in src/rekog would take most of it: pass a body the front does not claim straight to rekog without awaiting it or checking
+// headers rekog checks itself, and put the tasks capabilities into the strategy's `capabilities`
+// once instead of registering them on every server.
+//
+// The first of those two is done (c796e2a: a parsed body the front does not claim goes to rekog at
+// once, with no await and no second header check). The second is not: the strategy's
+// `capabilities` are shared with its other transports, and STDIO, where no task can be made, must
+// not advertise tasks (the rekog STDIO test checks it), so the capabilities stay on each server a
+// TaskHttpTransport builds. After it, three runs of `BENCH_PEERS_ONLY=7` on a quiet VM (load
+// average about 1.5): (7) 0.976, 0.936, 0.872 (PASS, MISS, MISS; median 0.936), with the server
+// CPU per request at parity in all three (with ÷ without 1.02, 0.95, 1.00: 998 vs 979, 810 vs
+// 857, 826 vs 828 µs). What is left of (7) is in the throughput rounds, not in the CPU either app
+// spends on an `echo`.
 
 import 'reflect-metadata';
 import { Buffer } from 'node:buffer';
@@ -220,7 +486,7 @@ async function serveOurs(port) {
     await import('@nestjs/common');
   const { APP_GUARD, NestFactory } = await import('@nestjs/core');
   const { ExpressAdapter } = await import('@nestjs/platform-express');
-  const { TasksModule, TaskTool } = await import('../dist/index.js');
+  const { TasksModule, TaskTool } = await import('nestjs-mcp-tasks');
   const z = await import('zod');
 
   class TokenGuard {
@@ -1115,9 +1381,9 @@ async function main() {
     },
   );
   try {
-    await import('../dist/index.js');
+    await import('nestjs-mcp-tasks');
   } catch (error) {
-    console.error('Cannot import ../dist/index.js; run `npm run build` first.');
+    console.error('Cannot import nestjs-mcp-tasks; run `npm run build` first.');
     console.error(error);
     process.exit(1);
   }

@@ -78,6 +78,196 @@
 // (10000), BENCH_QUEUE_LEASE_WINDOW_MS (24000), BENCH_QUEUE_ONLY (a,b,c: only those parts),
 // BENCH_QUEUE_CPU_PROF=<dir> (the two contenders run with --cpu-prof and write
 // <dir>/<side>.cpuprofile when they stop).
+//
+// -----------------------------------------------------------------------------------------------
+// Method, in detail:
+//
+// `bench/queue.bench.mjs` is plain ESM JavaScript (issue 14's bench). It starts its own
+// `redis-server` from PATH on a free loopback port, in a temporary directory and without
+// persistence, and stops it at the end; with `REDIS_URL` set it uses that server instead, under a key
+// prefix of its own (`bench-queue-<pid>:`) that it removes at the end. It takes about 85 s, and a hard
+// deadline ends it at 240 s whatever happens. Every child process and the `redis-server` are stopped
+// on every way out, SIGINT and SIGTERM included. It is a report, not a test: it exits 0 whether a
+// target is met or missed, and non-zero only when it cannot run (no `dist/`, no `redis-server`, a
+// process that fails, a task that ends other than `completed`, a completion left over after a round).
+//
+// **Setup.** Each contender is one Node process (the same file, run as `--serve <side>`), alive for
+// the whole comparison. It takes the calls, runs the jobs on its own BullMQ `Worker`, 16 at a time
+// (its concurrency), and counts the completions: one app instance with `worker: true`, the default.
+// The parent process only starts rounds over IPC and reads Redis's `INFO cpu`, so it does nothing
+// while a round runs.
+//
+// - **ours**: a Nest application context (no HTTP) importing, from `@nestjs/bullmq`,
+//   `BullModule.forRoot({ connection, prefix })` and `BullModule.registerQueue({ name })`; from
+//   `dist/`, `TasksModule.forRoot({ path: false, store, notifier, maxRows: null, maxTasksPerOwner,
+// defaultTtlMs })` (a quota of 1,000,000, which no round reaches) with `new RedisTaskStore(...)`,
+//   `redisNotifier(...)` and a TTL of 1 h, and `TasksQueueModule.forRoot({ workers })` with a concurrency of 16; and one
+//   `@TaskTool({ name: 'instant', queue: 'bench-work' })` whose method returns its result at once.
+//   A task is started with `TaskToolRunner.start(tool, {}, owner)`, the call the `tools/call`
+//   handler makes once the request is parsed and its input validated. The bench finds the runner and
+//   the tool registry by class name through Nest's `DiscoveryService` (`providerNamed` in
+//   `common.mjs`). HTTP is not the subject here (`bench/http` measures it), and calling the runner
+//   keeps request parsing, which the baseline would not pay, out of the comparison.
+// - **bare**: plain BullMQ on the same Redis, with the same connection options and concurrency: a
+//   `Queue`, a `Worker` (`removeOnComplete: true`, as ours sets it; a BullMQ prefix of its own, so
+//   neither side's Worker takes the other's jobs) and two ioredis clients (records, publishing).
+//
+// What each side does per task, with the commands (a) counts:
+//
+// - **create.** Ours: `TasksService.create`, that is the row reservation script, then the record's
+//   create script and the owner-listing script together (3 `EVALSHA` in 2 round trips); the Redis
+//   notifier does not publish a new task (no one can wait for an id before its creation returns
+//   it). Bare: a new id (the service's
+//   algorithm) and one `HSET` of a `working` record with the same fields (`taskRecord` in
+//   `common.mjs`).
+// - **enqueue.** Both: `Queue.add` (1 `EVALSHA`) with the same job data (tool, taskId, input); ours
+//   through `BullTaskQueue`, on a fair queue (the default since issue 34): first the script that
+//   takes the owner's rank, shared by the adds of one tick, and the job added prioritized, with
+//   its owner's key in its data; at its end the script that gives the rank back, shared by the
+//   ends of one tick. Bare adds an unprioritized job.
+// - **take the job.** Both: the Worker's `moveToActive` and `moveToFinished` scripts, about 1.1
+//   `EVALSHA` per task, the same on both sides.
+// - **run.** Ours: `TaskToolRunner.runJob`, that is `HGET` (the running call's watch reads the task
+//   once as it starts listening; that read is the job's look at the task), the method, then
+//   `TasksService.complete`: the compare-and-set script on the copy the watch has seen (a read only
+//   if that copy is stale). Bare: `HGET` of the record, `HSET` of it `completed` with the
+//   same result.
+// - **announce.** Both: `PUBLISH` of the completed record, not awaited.
+//
+// Both sides count a task done when its completion is seen: a subscriber connection in the process
+// (one more ioredis client on both sides) listens on the side's change channel, parses every message
+// and counts those that say `completed`. A round is N tasks with 64 in flight: each slot starts a task, waits until its completion
+// is seen, and starts the next. The completed records are the same size on both sides (280 bytes of
+// JSON); the run prints both.
+//
+// **(a) Redis commands per task.** `MONITOR` on a connection of its own over 200 tasks of each side:
+// the commands the process sent and the commands its scripts ran, by name. No target; it is the
+// breakdown behind (b). Now: ours 8.10 commands sent per task (6.08 `EVALSHA`, 1 `HGET`, 1
+// `PUBLISH`), bare 6.09 (2.08 `EVALSHA`, 2 `HSET`, 1 `HGET`, 1 `PUBLISH`); inside the scripts 39.8
+// vs 30.7. When the bench was written ours sent 11.10 (3 `HGET`, 2 `PUBLISH`): see below.
+//
+// **(b) tasks per second, end to end.** After a warm-up of 3,000 tasks each, 7 rounds of 8,000 tasks
+// per side; the side that goes first alternates from round to round. For each side the median
+// tasks/s and the median CPU time per task of its process (`process.cpuUsage()` over the round) and
+// of Redis (`INFO cpu`); the median of the per-round ratios ours ÷ bare is the figure the target
+// checks. **Target: ≥ 0.7.** A context line gives the CPU ratio per task (bare ÷ ours) and how busy
+// each process was: on a quiet machine both processes use about 100 % of one core, so each side's
+// rate is set by its process's CPU per task, and the CPU ratio predicts the rate ratio.
+//
+// **(c) the lease's store writes.** A third process: `TasksModule.forRoot({ store, notifier, lease,
+// janitor: false, runningTasksOnShutdown: 'leave', maxRows: null, maxTasksPerOwner: 1_000_000,
+// path: false })` with
+// `RedisTaskStore`, `redisNotifier` and `lease: { ttlMs: 3000 }`, and one in-process `@TaskTool` whose
+// method awaits its `task.signal`. With 10 calls running, then with 10,000 (started through
+// `TaskToolRunner.start`, 64 at a time, each held under the instance's lease by its create), the bench
+// waits 1 s, then counts the commands Redis executes over a quiet window from `INFO commandstats`
+// deltas. Write commands are those whose `COMMAND INFO` flags say `write`; commands run inside scripts
+// are counted by their own names. Nothing else uses the private server meanwhile. **Target: writes/s
+// with 10,000 ÷ writes/s with 10 ≤ 1.1**, i.e. independent of the task count.
+//
+// A window catches whole renewals only (the renewal runs every 1,000 ms), so a window of fixed length
+// placed anywhere can be one renewal off: a 5 s window gave 6 renewals with 10,000 calls and 5 with
+// 10, a ratio of 1.2 with the same two writes per renewal. So each window opens right after a
+// renewal (the bench polls the count of `TIME`, a command only the lease scripts run) and lasts 23.5
+// periods (23.5 s): both windows see 23 renewals, and the run prints the count next to each rate. The
+// janitor is off in this process, so none of its cleanups (one `ZREMRANGEBYSCORE` and a few reads
+// every 30 s, whatever the task count) falls into a window. In every run so far: the same number of
+// renewals in both windows, 2 writes per renewal (one `ZADD` and one `ZREMRANGEBYSCORE`, in the
+// renewal script) and 5 commands in all per renewal (`EVALSHA`, `TIME`, `ZADD`, `ZREMRANGEBYSCORE`,
+// `ZRANGEBYSCORE`), whether 10 or 10,000 calls were running.
+//
+// **Knobs** (environment, all optional): `REDIS_URL`, `BENCH_QUEUE_ROUNDS` (7), `BENCH_QUEUE_TASKS`
+// (8000 per round and side), `BENCH_QUEUE_WARMUP_TASKS` (3000), `BENCH_QUEUE_IN_FLIGHT` (64),
+// `BENCH_QUEUE_CONCURRENCY` (16), `BENCH_QUEUE_MONITOR_TASKS` (200), `BENCH_QUEUE_LEASE_TASKS`
+// (10000), `BENCH_QUEUE_LEASE_WINDOW_MS` (24000, rounded to whole renewal periods less half a period),
+// `BENCH_QUEUE_ONLY` (e.g. `b` or `a,c`; default all three) and `BENCH_QUEUE_CPU_PROF=<dir>` (the two
+// contenders run with `--cpu-prof` and write `<dir>/ours.cpuprofile` and `<dir>/bare.cpuprofile` when
+// they stop).
+//
+// One run's summary, from the 2-vCPU development VM (Node 20, redis-server 7.0 on the same machine,
+// load average about 0.6; the run took 80 s), after the three savings described under _Reading the
+// figures_:
+//
+// ```
+// ==================================== SUMMARY ====================================
+// (b) queue-run tool ÷ bare BullMQ, tasks/s  0.740 (4,601 vs 6,202/s)  target ≥ 0.7  PASS
+// (c) lease writes/s, 10,000 ÷ 10 running    1.000 (1.96 vs 1.96/s)    target ≤ 1.1  PASS
+// ```
+//
+// with, in (b), 215 vs 163 µs of the process's CPU and 159 vs 116 µs of Redis's per task, both
+// processes at about 100 % of one core, per-round ratios 0.692 to 0.760. The run before it, on a
+// busier machine: 0.917 (4,221 vs 4,732/s; rounds 0.58 to 1.10). The margin over the target is
+// thin.
+//
+// Before those savings (11.1 commands per task), the first runs gave 0.551 (3,758 vs 6,774/s) and
+// 0.561, with, in (b), 265 vs 148 µs of the process's CPU and 196 vs 114 µs of Redis's CPU per task, both
+// processes at 100 % of one core, and per-round ratios 0.494, 0.565, 0.563, 0.516, 0.551, 0.549,
+// 0.568; in (c), 23 renewals in each 23.5 s window, 1.96 writes/s (one `ZADD` and one
+// `ZREMRANGEBYSCORE` per renewal), all commands 4.89/s with 10 calls and 5.31/s with 10,000 (the
+// re-reads of the first 10 calls, 30 s after they started, fell into the second window). The run
+// right after it: 0.561 (3,838 vs 6,896/s), 259 vs 147 µs, (c) 1.000. On a quiet machine the ratio
+// stays between 0.55 and 0.60 from run to run; while other work ran on the machine (the processes
+// busy 55–75 % of the time) it moved between 0.45 and 0.65, with single rounds up to 0.96.
+//
+// **Reading the figures: where ours' time goes.** On a quiet machine both processes are CPU-bound on
+// one core, so the ratio is the ratio of their CPU per task. A CPU profile of each side
+// (`BENCH_QUEUE_CPU_PROF`, 27,000 tasks each, startup left out; the profiler on and other work on the
+// machine, so the totals are above the summary's) gives per task:
+//
+// |                                                                          | ours   | bare   |
+// | ------------------------------------------------------------------------ | ------ | ------ |
+// | socket writes (the `write` syscalls of the Redis connections)            | 222 µs | 106 µs |
+// | ioredis (commands, replies, parsing)                                     | 50 µs  | 31 µs  |
+// | BullMQ and msgpackr                                                      | 26 µs  | 22 µs  |
+// | Node internals, microtasks                                               | 36 µs  | 21 µs  |
+// | GC                                                                       | 16 µs  | 12 µs  |
+// | this package's code in `dist/` (store, service, runner, notifier, queue) | 18 µs  | —      |
+// | the bench's counting subscriber and slots                                | 5 µs   | 9 µs   |
+// | total                                                                    | 384 µs | 206 µs |
+//
+// ioredis writes every command with a syscall of its own, and on this VM a write to a loopback socket
+// costs about 20 µs of the writer's CPU (222 µs for 11.1 commands; on loopback the kernel does the
+// receiving side's TCP work in the writer's syscall). So a task's cost is mostly its number of
+// commands: ours sends 11.1 per task, bare 6.1 (and ours' extra `PUBLISH` is also received and parsed
+// by every subscriber of the channel). The package's own JavaScript is about 18 µs per task. The five
+// commands ours sends beyond bare: two more scripts at create (the row reservation, which the store
+// needs for `maxRows` and expiry, and the owner listing), the `PUBLISH` of the created `working`
+// record, the running call's first read of the task (`RunningCall` reads the task as its watch starts,
+// right after `runJob` read it), and the read before the compare-and-set of `complete`. In a trial on
+// a patched copy of `dist/` (not committed), dropping only the watch's first read in `runJob` and the
+// `PUBLISH` at create brought ours to 238 µs of process CPU per task, against 281 µs unpatched in the
+// same half hour (the rate ratio of that run: 0.845, with rounds from 0.54 to 0.92, on a busy
+// machine); each one alone saved 20–40 µs per task (258 and 244 µs). Those two, and completing from
+// the copy of the task the running call's watch has seen (no read before the compare-and-set), are
+// now in the package: 8.1 commands per task, ratio 0.740 on a quiet machine. What remains beyond
+// bare is the two scripts at create (`maxRows` and expiry, the owner listing).
+//
+// **Since issue 23: a MISS (2026-12-02).** On one machine in one half hour, each build with the bench
+// of its own commit: 0.745 at 60447c0 (before issue 23), 0.671 at 63ba9d0 (its last commit), 0.616
+// on main at c5cbd4d (6,071 vs 9,973 tasks/s), target ≥ 0.7; (c) 1.000 in all three. The limits put
+// more Redis work on every task: the owner's count in the reservation script, the owner compared
+// inside Redis on a read, and the `FINISH` entry of the terminal write (bench/redis (b) fell from
+// 0.84–0.89 to 0.77–0.79 for the same reasons, see "Issue 23 limits" below). The fall from 0.671 to
+// 0.616 after it is not traced (issue 25 moved changes to one channel per task in between).
+//
+// **Issue 34: fair turns (2026-12-04).** Each build's (a) and (b) run alternately, on a busy
+// machine (load average 4 to 10, each process busy about 50 % of a core, so the rates are low and the
+// ratio moves between runs of one build: 0.660, 0.554, 0.646, 0.551, 0.547 before). Commands sent
+// per task, ours: 9.40 and 9.38 before (7.08 `EVALSHA`), 9.65 and 9.71 after (7.36 and 7.38
+// `EVALSHA`); the commands run inside scripts, 50.3 before and 61.1 after (the rank's `ZADD`,
+// `ZCARD`, `PEXPIRE` and `ZREM`, BullMQ's prioritized add and fetch, the custom job id's `EXISTS`).
+// Rate ratio ours ÷ bare after: 0.497 and 0.477, against 0.551 and 0.547 in the runs of the same
+// half hour before; CPU per task bare ÷ ours, process, 0.539 and 0.535 after against 0.582 and 0.574
+// before. A first version that sent one script per add and one per job end (11.41 commands per
+// task) gave 0.530, 0.496 and 0.472 (CPU ratio 0.474, 0.529, 0.491) on the same machine.
+//
+// In (c), the figure counts writes. Each running in-process call also re-reads its task every 30 s
+// (the janitor's interval, or 30 s without a janitor) as a safety net against a lost notifier
+// message; the window ends before the first of those reads unless starting the 10,000 calls took
+// more than about 4 s. With 10,000 calls they come to about 330 reads per second at steady state,
+// which grow with the task count. An earlier version of the bench, with a 33 s window (janitor on,
+// window not aligned to renewals), saw them: all commands 307.7/s with 10,000 calls against 5.2/s
+// with 10, while the writes stayed at 2.03 vs 1.97/s (ratio 1.030).
 
 import { mkdirSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
@@ -290,7 +480,7 @@ async function serveOurs(url, prefix) {
   const { Injectable, Module } = await import('@nestjs/common');
   const { DiscoveryModule, NestFactory } = await import('@nestjs/core');
   const { BullModule } = await import('@nestjs/bullmq');
-  const { TasksQueueModule } = await import('../dist/bullmq/index.js');
+  const { TasksQueueModule } = await import('nestjs-mcp-tasks/bullmq');
   const { TasksModule, TaskTool, TasksService, RedisTaskStore, redisNotifier } = lib;
 
   class QueueTools {
@@ -766,8 +956,8 @@ async function main() {
   process.once('exit', killEverything);
   // Fail fast when nothing is built.
   await loadBuiltPackage();
-  await import('../dist/bullmq/index.js').catch((error) => {
-    console.error('Cannot import ../dist/bullmq/index.js; run `npm run build` first.');
+  await import('nestjs-mcp-tasks/bullmq').catch((error) => {
+    console.error('Cannot import nestjs-mcp-tasks/bullmq; run `npm run build` first.');
     console.error(error);
     process.exit(1);
   });

@@ -18,10 +18,12 @@ import { fileURLToPath, URL } from 'node:url';
 
 const BLOCK = /<!-- bench:([a-z0-9-]+)(?: rows="([^"]*)")? -->\n([\s\S]*?)<!-- \/bench:\1 -->/g;
 
-/** The markdown files that may hold blocks: the README and every page under docs/. */
+/** The markdown files that may hold blocks: the README, bench/README.md and every page under docs/. */
 export function pages(root) {
   const docs = join(root, 'docs');
-  const found = existsSync(join(root, 'README.md')) ? [join(root, 'README.md')] : [];
+  const found = ['README.md', 'bench/README.md']
+    .map((page) => join(root, page))
+    .filter((page) => existsSync(page));
   if (existsSync(docs)) {
     for (const name of readdirSync(docs).sort()) {
       if (name.endsWith('.md')) found.push(join(docs, name));

@@ -56,9 +56,14 @@ describe('benchmark figures in the docs', () => {
   });
 
   it('the performance and reliability pages take their measured figures from recorded runs', () => {
-    for (const page of ['docs/performance.md', 'docs/reliability.md']) {
+    for (const page of ['docs/performance.md', 'docs/reliability.md', 'bench/README.md']) {
       expect(readFileSync(join(ROOT, page), 'utf8')).toMatch(/<!-- bench:[a-z0-9-]+( |-->)/);
     }
+  });
+
+  it('bench/README.md stays one page: the method notes live in each bench file', () => {
+    const lines = readFileSync(join(ROOT, 'bench/README.md'), 'utf8').split('\n').length;
+    expect(lines).toBeLessThanOrEqual(300);
   });
 
   it('a figure edited by hand, or a bench with no recorded run, is refused', () => {

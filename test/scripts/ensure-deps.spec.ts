@@ -11,7 +11,11 @@ import { join, resolve } from 'node:path';
  */
 const SCRIPT = resolve(import.meta.dirname, '../../scripts/ensure-deps.mjs');
 
-type Packages = Record<string, { version: string; optional?: boolean }>;
+/** A lock's entries; a workspace's links (and the root linked by name) have no version. */
+type Packages = Record<
+  string,
+  { version?: string; optional?: boolean; link?: boolean; resolved?: string }
+>;
 
 const LOCKED: Packages = {
   '': { version: '1.0.0' },
@@ -91,6 +95,23 @@ describe('scripts/ensure-deps.mjs --check', () => {
   it('asks for an install when an optional package that is installed differs', () => {
     const installed = { ...LOCKED, 'node_modules/@esbuild/win32-x64': { version: '0.24.0' } };
     expect(check(project(LOCKED, installed)).status).toBe(1);
+  });
+
+  it('is in step with a workspace and its links, none of which has a version (bench/)', () => {
+    const locked: Packages = {
+      ...LOCKED,
+      bench: { version: '0.0.0' },
+      'node_modules/nestjs-mcp-tasks': { resolved: '', link: true },
+      'node_modules/nestjs-mcp-tasks-bench': { resolved: 'bench', link: true },
+    };
+    const { 'node_modules/@esbuild/win32-x64': _other, ...installed } = locked;
+    expect(check(project(locked, installed))).toEqual({ status: 0, out: '' });
+    // An install from before the workspace: the link to the project is missing.
+    const { 'node_modules/nestjs-mcp-tasks': _link, ...before } = installed;
+    expect(check(project(locked, before))).toEqual({
+      status: 1,
+      out: 'node_modules/nestjs-mcp-tasks is not installed',
+    });
   });
 
   it('is in step on this checkout, as npm ci left it', () => {

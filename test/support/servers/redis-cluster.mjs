@@ -1,5 +1,5 @@
 // A private three-master Redis Cluster on loopback, for the tests (test/support/redis-cluster-server.ts)
-// and the benches (bench/redis-cluster.mjs): plain JavaScript, so that both run the same steps.
+// and the benches (bench/common.mjs): plain JavaScript, so that both run the same steps.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
