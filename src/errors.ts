@@ -202,6 +202,22 @@ export class TaskStoreUnreachableError extends TaskError {
   }
 }
 
+/**
+ * A call a shared store's connection could not serve (PostgreSQL, Redis), naming where the store
+ * was sought: `address`, and in the message what went wrong and what to check. The original error
+ * is its `cause`. Each store has its own subclass, whose name the error carries.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(
+    readonly address: string,
+    message: string,
+    options: { cause: unknown },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
 /** What a refused call carries in `data`: how soon to call again (on another instance). */
 export interface ShuttingDownData {
   reason: 'shutting_down';

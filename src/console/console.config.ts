@@ -1,6 +1,6 @@
-import type { CanActivate, Type } from '@nestjs/common';
 import { show, TasksConfigError } from '../errors.js';
 import type { TasksConsoleOptions } from '../interfaces/tasks-module-options.interface.js';
+import type { AppGuards } from '../mcp/mcp-app.guard.js';
 import { checkGuards } from '../tasks-extras.config.js';
 
 /** Where the task console is served when its options name no path. */
@@ -12,7 +12,7 @@ export const CONSOLE_GUARDS = Symbol('nestjs-mcp-tasks:console-guards');
 /** The console, as its options were checked: where it is served and who may open it. */
 export interface ConsoleSettings {
   readonly path: string;
-  readonly guards: readonly (Type<CanActivate> | CanActivate)[];
+  readonly guards: AppGuards;
 }
 
 const PATH = /^\/?[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/;

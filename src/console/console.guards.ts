@@ -4,13 +4,12 @@ import {
   HttpException,
   Inject,
   Injectable,
-  type Type,
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { IncomingMessage } from 'node:http';
 import { STATUS_CODES } from 'node:http';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
-import { AppGuardChain } from '../mcp/mcp-app.guard.js';
+import { AppGuardChain, type AppGuards } from '../mcp/mcp-app.guard.js';
 import { hostRefusal, originHost } from '../mcp/mcp-host.guard.js';
 import { requestTarget } from '../mcp/request-target.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
@@ -22,10 +21,7 @@ export const CONSOLE_HEADER = 'x-tasks-console';
 /** Runs `console.guards` (the app's admin rule) on every route of the console. */
 @Injectable()
 export class ConsoleAppGuard extends AppGuardChain {
-  constructor(
-    @Inject(CONSOLE_GUARDS) given: readonly (Type<CanActivate> | CanActivate)[],
-    moduleRef: ModuleRef,
-  ) {
+  constructor(@Inject(CONSOLE_GUARDS) given: AppGuards, moduleRef: ModuleRef) {
     super('console.guards', given, moduleRef);
   }
 }

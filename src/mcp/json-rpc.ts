@@ -15,7 +15,7 @@ import {
   SHUTDOWN_RETRY_AFTER_MS,
   TaskError,
 } from '../errors.js';
-import { isPlainObject, type TaskRecord, toWireTask } from '../task.js';
+import { isPlainObject, type TaskOwner, type TaskRecord, toWireTask } from '../task.js';
 import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
 
 /**
@@ -25,6 +25,18 @@ import { TASKS_EXTENSION_ID } from '../tasks.constants.js';
  */
 
 export type RequestId = string | number | null;
+
+/**
+ * A request of a tasks method, as the front hands it to the handler that answers it: where the
+ * answer goes (`res`, `id`), the method and its params, and the owner it acts for.
+ */
+export interface MethodCall {
+  readonly res: ServerResponse;
+  readonly id: RequestId;
+  readonly method: string;
+  readonly params: unknown;
+  readonly owner: TaskOwner;
+}
 
 /** The id of a JSON-RPC request body, or `null` when there is none to echo. */
 export function idOf(body: unknown): RequestId {

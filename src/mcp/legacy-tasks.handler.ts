@@ -18,6 +18,7 @@ import { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from '../tools/task-watch.js';
 import {
   INTERNAL_ERROR,
+  type MethodCall,
   type RequestId,
   resultMeta,
   sendError,
@@ -120,11 +121,7 @@ export class LegacyTasksHandler implements BeforeApplicationShutdown {
 
   async handle(
     req: IncomingMessage,
-    res: ServerResponse,
-    id: RequestId,
-    method: string,
-    params: unknown,
-    owner: TaskOwner,
+    { res, id, method, params, owner }: MethodCall,
   ): Promise<void> {
     const fields = isPlainObject(params) ? params : {};
     if (method === 'tasks/list' && !this.tasks.canList) {

@@ -11,6 +11,9 @@ import { isObservable, lastValueFrom } from 'rxjs';
 import { TasksConfigError } from '../errors.js';
 import { guardNotBuilt } from '../tasks.messages.js';
 
+/** A list of the app's guards as its option gives them: classes and instances. */
+export type AppGuards = readonly (Type<CanActivate> | CanActivate)[];
+
 /** Injection token of the `guards` extra as given (classes and instances). */
 export const MCP_GUARDS = Symbol('nestjs-mcp-tasks:guards');
 
@@ -28,7 +31,7 @@ export abstract class AppGuardChain implements CanActivate, OnModuleInit {
   constructor(
     /** The option that names them, for boot errors: `guards`, `console.guards`. */
     private readonly key: string,
-    private readonly given: readonly (Type<CanActivate> | CanActivate)[],
+    private readonly given: AppGuards,
     private readonly moduleRef: ModuleRef,
   ) {}
 
@@ -84,10 +87,7 @@ export abstract class AppGuardChain implements CanActivate, OnModuleInit {
 /** Runs the app's `guards` in front of the endpoint (see AppGuardChain). */
 @Injectable()
 export class McpAppGuard extends AppGuardChain {
-  constructor(
-    @Inject(MCP_GUARDS) given: readonly (Type<CanActivate> | CanActivate)[],
-    moduleRef: ModuleRef,
-  ) {
+  constructor(@Inject(MCP_GUARDS) given: AppGuards, moduleRef: ModuleRef) {
     super('guards', given, moduleRef);
   }
 }

@@ -17,6 +17,7 @@ import {
   declaresTasks,
   idOf,
   isJsonRpcResponse,
+  type MethodCall,
   missingTasksCapability,
   type RequestId,
   sendError,
@@ -103,7 +104,7 @@ export class McpTasksFront {
         {
           serves: 'tasks/get, tasks/update, tasks/cancel',
           when: (m) => m.isRequest && TASK_METHODS.has(m.method!),
-          serve: (m) => this.methods.handle(m.res, m.id, m.method!, m.params, m.owner()),
+          serve: (m) => this.methods.handle(methodCall(m)),
         },
         {
           serves: 'subscriptions/listen (an SSE stream of task and list changes)',
@@ -143,7 +144,7 @@ export class McpTasksFront {
         {
           serves: 'tasks/get, tasks/result, tasks/list, tasks/cancel',
           when: (m) => m.isRequest && LEGACY_TASK_METHODS.has(m.method!),
-          serve: (m) => this.legacy.handle(m.req, m.res, m.id, m.method!, m.params, m.owner()),
+          serve: (m) => this.legacy.handle(m.req, methodCall(m)),
         },
         {
           serves: 'tools/call of a task tool while this instance shuts down: -32000 (HTTP 200)',
@@ -291,6 +292,12 @@ export class McpTasksFront {
       message.request.headers,
     );
   }
+}
+
+/** A tasks-method request, as its handler takes it (the owner read now). */
+function methodCall(message: Message): MethodCall {
+  const { res, id, method, params } = message;
+  return { res, id, method: method!, params, owner: message.owner() };
 }
 
 /** The error for a 2026-07-28 request naming a revision not served here, or `undefined`. */

@@ -1,4 +1,3 @@
-import type { ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { type TaskOwner, toWire, validateInputResponses, validateTaskId } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
@@ -8,7 +7,7 @@ import {
   completeResult,
   declaresTasks,
   missingTasksCapability,
-  type RequestId,
+  type MethodCall,
   resultMeta,
   sendError,
   sendFailure,
@@ -39,13 +38,7 @@ export class TasksMethodsHandler {
     this.meta = resultMeta(config.serverInfo);
   }
 
-  async handle(
-    res: ServerResponse,
-    id: RequestId,
-    method: string,
-    params: unknown,
-    owner: TaskOwner,
-  ): Promise<void> {
+  async handle({ res, id, method, params, owner }: MethodCall): Promise<void> {
     if (!declaresTasks(params)) return sendError(res, id, missingTasksCapability(method));
     try {
       sendResult(res, id, await this.answer(method, params as Record<string, unknown>, owner));

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Client, ClientConfig, Pool, PoolConfig } from 'pg';
-import { TaskError, TasksConfigError } from '../errors.js';
+import { StoreUnavailableError, TaskError, TasksConfigError } from '../errors.js';
 
 /** How a PostgreSQL-backed part reaches PostgreSQL: the app's own pool, or where to connect. */
 export interface PostgresConnectionOptions {
@@ -199,16 +199,7 @@ function hostPort(host: string, port: string | number): string {
  * An error PostgreSQL (or the way to it) gave `role`, naming where PostgreSQL was sought, and for
  * a connection that failed what to check. The original error is its `cause`.
  */
-export class PostgresUnavailableError extends Error {
-  constructor(
-    readonly address: string,
-    message: string,
-    options: { cause: unknown },
-  ) {
-    super(message, options);
-    this.name = 'PostgresUnavailableError';
-  }
-}
+export class PostgresUnavailableError extends StoreUnavailableError {}
 
 /**
  * SQLSTATE classes of a connection that failed or was refused: connection exceptions (08),

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
-import { TasksConfigError } from '../errors.js';
+import { StoreUnavailableError, TasksConfigError } from '../errors.js';
 
 /** A client of one Redis, or of a Redis Cluster (see docs/redis-cluster.md). */
 export type RedisClient = Redis | Cluster;
@@ -164,16 +164,7 @@ function messageOfError(error: unknown): string {
  * 127.0.0.1:6379" says more than ioredis's "Reached the max retries per request limit") and what
  * to check. The original error is its `cause`.
  */
-export class RedisUnavailableError extends Error {
-  constructor(
-    readonly address: string,
-    message: string,
-    options: { cause: unknown },
-  ) {
-    super(message, options);
-    this.name = 'RedisUnavailableError';
-  }
-}
+export class RedisUnavailableError extends StoreUnavailableError {}
 
 /** `error` of a call on `client` by `role`, as a RedisUnavailableError that names the address. */
 export function redisFault(client: RedisClient, role: string, error: unknown): Error {

@@ -3,8 +3,9 @@
  * every runner: they are `node:assert` errors).
  */
 import assert from 'node:assert/strict';
-import type { TaskRecord, TaskStore } from '../../index.js';
-import { completed } from './contract-fixtures.js';
+import { TaskError } from '../../index.js';
+import type { TaskListPage, TaskRecord, TaskStore } from '../../index.js';
+import { changed, completed } from './contract-fixtures.js';
 
 /**
  * A deep copy without `undefined` properties and with plain prototypes, so that records compare
@@ -100,9 +101,67 @@ export function errorName(error: unknown): string {
   return show(error);
 }
 
+/**
+ * Checks that the store refuses a write to `task`, which it must not hold (never created, or
+ * expired), and that the refused write stores nothing. `what` names the task in the messages.
+ */
+export async function writeRefused(
+  store: TaskStore,
+  task: TaskRecord,
+  what: string,
+): Promise<void> {
+  is(
+    await store.compareAndSet(changed(task, 'late'), task.version),
+    false,
+    `compareAndSet(${what})`,
+  );
+  isNull(await store.get(task.taskId), `get(${what}) after a refused write`);
+}
+
 /** Writes `task` completed at `at` (its next version), failing when the store refuses the write. */
 export async function finish(store: TaskStore, task: TaskRecord, at: number): Promise<TaskRecord> {
   const done = completed(task, at);
   is(await store.compareAndSet(done, task.version), true, 'compareAndSet(completed)');
   return done;
+}
+
+/**
+ * Every task id of a listing, page after page from `cursor`: `read` gives the page after the
+ * cursor it is given. A page of more than `limit` tasks, or a listing that never ends, fails,
+ * naming `what` was called (`list`, `listAll`).
+ */
+export async function everyPage(
+  what: string,
+  limit: number,
+  read: (cursor: string | undefined) => Promise<TaskListPage>,
+  cursor?: string,
+): Promise<string[]> {
+  const ids: string[] = [];
+  let next = cursor;
+  for (let pages = 0; pages < 1000; pages++) {
+    const page = await read(next);
+    if (page.tasks.length > limit) {
+      assert.fail(`${what}(limit ${limit}): ${page.tasks.length} tasks`);
+    }
+    ids.push(...page.tasks.map((task) => task.taskId));
+    next = page.nextCursor;
+    if (next === undefined) return ids;
+  }
+  return assert.fail(`${what}: still a nextCursor after 1,000 pages`);
+}
+
+/**
+ * Checks that a listing refuses cursors it did not make (nonsense, empty, base64url of no page)
+ * with a TaskError: `read` lists from the cursor it is given; `what` names the call.
+ */
+export async function refusesForeignCursors(
+  what: string,
+  read: (cursor: string) => Promise<unknown>,
+): Promise<void> {
+  for (const cursor of ['nonsense', '', 'AAAA', Buffer.from('1:x').toString('base64url')]) {
+    const error = await refusal(read(cursor), `${what}(${cursor})`);
+    if (!(error instanceof TaskError)) {
+      assert.fail(`${what}(cursor ${JSON.stringify(cursor)}): refused with ${errorName(error)}`);
+    }
+  }
 }

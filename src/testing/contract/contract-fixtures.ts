@@ -3,7 +3,7 @@
  * TasksService would write them (stores never apply lifecycle rules).
  */
 import { randomBytes } from 'node:crypto';
-import type { TaskOwner, TaskRecord, TaskStore } from '../../index.js';
+import type { TaskOwner, TaskRecord, TaskState, TaskStore } from '../../index.js';
 import { alice } from './contract-owners.js';
 
 /** An hour in milliseconds: the TTL of most records. */
@@ -52,6 +52,32 @@ export function completed(task: TaskRecord, at: number): TaskRecord {
     lastUpdatedAt: Math.max(at, task.lastUpdatedAt),
     version: task.version + 1,
   };
+}
+
+/** Every state a task can be in, in the order `inEveryState` gives them. */
+const STATES: readonly TaskState[] = [
+  'working',
+  'completed',
+  'failed',
+  'cancelled',
+  'input_required',
+];
+
+/**
+ * `count` records created from a minute ago, 10 ms apart (oldest first), the i-th of
+ * `ownerOf(i)`, their statuses cycling through every state (a store keeps the status it is given).
+ */
+export function inEveryState(count: number, ownerOf: (i: number) => TaskOwner): TaskRecord[] {
+  const t0 = Date.now() - 60_000;
+  return Array.from({ length: count }, (_, i) => ({
+    ...record(ownerOf(i), HOUR, t0 + i * 10),
+    status: STATES[i % STATES.length]!,
+  }));
+}
+
+/** A completed task of `owner` whose TTL of an hour ended an hour ago: no listing shows it. */
+export function expiredCompleted(owner: TaskOwner): TaskRecord {
+  return { ...record(owner, HOUR, Date.now() - 2 * HOUR), status: 'completed' };
 }
 
 /** The ids of `tasks` in listing order: newest first, by `createdAt`, then id. */

@@ -2,8 +2,9 @@
  * The contract rules of expiry: a task past its TTL is gone at once, and `cleanup` removes exactly
  * the expired and the long-finished tasks.
  */
-import { sameRecord, isNull, is, finish } from './contract-assertions.js';
-import { HOUR, unlimited, record, changed } from './contract-fixtures.js';
+import type { TaskStore } from '../../index.js';
+import { sameRecord, isNull, is, finish, writeRefused } from './contract-assertions.js';
+import { HOUR, unlimited, record } from './contract-fixtures.js';
 import type { ContractRule } from './contract-fixtures.js';
 import { alice } from './contract-owners.js';
 
@@ -16,12 +17,7 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       await store.create(task, unlimited);
       isNull(await store.get(task.taskId), 'get(an expired task)');
       isNull(await store.get(task.taskId, alice), 'get(an expired task, its owner)');
-      is(
-        await store.compareAndSet(changed(task, 'late'), task.version),
-        false,
-        'compareAndSet(an expired task)',
-      );
-      isNull(await store.get(task.taskId), 'get(an expired task) after a refused write');
+      await writeRefused(store, task, 'an expired task');
     },
   ],
 
@@ -31,11 +27,7 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       const task = record(alice, null, Date.now() - 1000 * HOUR);
       await store.create(task, unlimited);
       sameRecord(await store.get(task.taskId), task, 'get(a 1000 h old working task without TTL)');
-      is(
-        await store.cleanup(Date.now(), { terminalTtlMs: HOUR }),
-        0,
-        'cleanup() count with only a working task without TTL',
-      );
+      await removes(store, Date.now(), 0, 'cleanup() count with only a working task without TTL');
       sameRecord(
         await store.get(task.taskId),
         task,
@@ -52,8 +44,9 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       const boundary = record(alice, HOUR, now - HOUR); // expires exactly at `now`
       const live = [1, 2, 3].map((n) => record(alice, HOUR, now - HOUR + n * 1000));
       for (const task of [...live, ...expired, boundary]) await store.create(task, unlimited);
-      is(
-        await store.cleanup(now, { terminalTtlMs: HOUR }),
+      await removes(
+        store,
+        now,
         4,
         'cleanup(now) count with 3 expired tasks and 1 expiring exactly at now (3 live)',
       );
@@ -61,7 +54,7 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
         isNull(await store.get(task.taskId), 'get(a task cleanup removed)');
       }
       for (const task of live) sameRecord(await store.get(task.taskId), task, 'get(a live task)');
-      is(await store.cleanup(now, { terminalTtlMs: HOUR }), 0, 'a second cleanup(now) count');
+      await removes(store, now, 0, 'a second cleanup(now) count');
     },
   ],
 
@@ -71,16 +64,13 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       const now = Date.now();
       const task = record(alice, HOUR, now - HOUR - HOUR / 2); // expired half an hour ago
       await store.create(task, unlimited);
-      is(
-        await store.cleanup(now - HOUR, { terminalTtlMs: HOUR }),
+      await removes(
+        store,
+        now - HOUR,
         0,
         'cleanup(an hour ago) count, with a task that expired half an hour ago',
       );
-      is(
-        await store.cleanup(now, { terminalTtlMs: HOUR }),
-        1,
-        'cleanup(now) count, with a task that expired half an hour ago',
-      );
+      await removes(store, now, 1, 'cleanup(now) count, with a task that expired half an hour ago');
     },
   ],
 
@@ -94,8 +84,9 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       for (const task of [old, recent, working]) await store.create(task, unlimited);
       await finish(store, old, now - 2 * HOUR);
       const recentDone = await finish(store, recent, now - HOUR / 2);
-      is(
-        await store.cleanup(now, { terminalTtlMs: HOUR }),
+      await removes(
+        store,
+        now,
         1,
         'cleanup(now, terminalTtlMs 1 h) count: finished 2 h ago, finished 30 min ago, working',
       );
@@ -118,8 +109,9 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       for (const task of [due, young]) await store.create(task, unlimited);
       await finish(store, due, now - HOUR);
       const youngDone = await finish(store, young, now - HOUR + 1);
-      is(
-        await store.cleanup(now, { terminalTtlMs: HOUR }),
+      await removes(
+        store,
+        now,
         1,
         'cleanup(now, terminalTtlMs 1 h) count: finished exactly 1 h ago, finished 1 ms later',
       );
@@ -129,7 +121,7 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
         youngDone,
         'get(a task finished 1 ms less than terminalTtlMs ago)',
       );
-      is(await store.cleanup(now, { terminalTtlMs: HOUR }), 0, 'a second cleanup(now) count');
+      await removes(store, now, 0, 'a second cleanup(now) count');
     },
   ],
 
@@ -140,8 +132,9 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       const task = record(alice, 24 * HOUR, now - 10 * HOUR);
       await store.create(task, unlimited);
       const done = await finish(store, task, now - 9 * HOUR);
-      is(
-        await store.cleanup(now, { terminalTtlMs: HOUR }),
+      await removes(
+        store,
+        now,
         0,
         'cleanup(now, terminalTtlMs 1 h) count with a task finished 9 h ago whose 24 h TTL runs on',
       );
@@ -158,11 +151,17 @@ export const EXPIRY_RULES: readonly ContractRule[] = [
       await store.create(gone, unlimited);
       await store.create(due, unlimited);
       await store.delete(gone.taskId);
-      is(
-        await store.cleanup(now, { terminalTtlMs: HOUR }),
+      await removes(
+        store,
+        now,
         1,
         'cleanup(now) count with two expired tasks, one of them deleted before',
       );
     },
   ],
 ];
+
+/** Runs `cleanup(now)` with a `terminalTtlMs` of an hour, checking how many tasks it removed. */
+async function removes(store: TaskStore, now: number, count: number, what: string): Promise<void> {
+  is(await store.cleanup(now, { terminalTtlMs: HOUR }), count, what);
+}

@@ -2,10 +2,9 @@
  * The contract rules of `list` (an owner’s tasks, page by page) for a store that has it.
  */
 import assert from 'node:assert/strict';
-import { TaskError } from '../../index.js';
 import type { TaskOwner, TaskRecord, TaskState, TaskStore } from '../../index.js';
-import { sameRecord, is, refusal, errorName, finish } from './contract-assertions.js';
-import { HOUR, unlimited, record } from './contract-fixtures.js';
+import { sameRecord, is, finish, everyPage, refusesForeignCursors } from './contract-assertions.js';
+import { HOUR, unlimited, record, inEveryState, expiredCompleted } from './contract-fixtures.js';
 import type { ContractRule } from './contract-fixtures.js';
 import { alice, aliceOfTenant, bob, carol } from './contract-owners.js';
 
@@ -80,12 +79,7 @@ export const LISTING_RULES: readonly ContractRule[] = [
     async (store) => {
       if (!store.list) return;
       await store.create(record(), unlimited);
-      for (const cursor of ['nonsense', '', 'AAAA', Buffer.from('1:x').toString('base64url')]) {
-        const error = await refusal(store.list(alice, { cursor, limit: 5 }), `list(${cursor})`);
-        if (!(error instanceof TaskError)) {
-          assert.fail(`list(cursor ${JSON.stringify(cursor)}): refused with ${errorName(error)}`);
-        }
-      }
+      await refusesForeignCursors('list', (cursor) => store.list!(alice, { cursor, limit: 5 }));
     },
   ],
 
@@ -131,18 +125,12 @@ export const LISTING_RULES: readonly ContractRule[] = [
     'list by status (when the store filters): one state or several, by the current status, newest first, owner-scoped',
     async (store) => {
       if (!store.list || store.listsByStatus !== true) return;
-      const t0 = Date.now() - 60_000;
-      const states: TaskState[] = ['working', 'completed', 'failed', 'cancelled', 'input_required'];
-      const mine = Array.from({ length: 15 }, (_, i) => ({
-        ...record(alice, HOUR, t0 + i * 10),
-        status: states[i % states.length]!,
-      }));
-      const expiredDone = { ...record(alice, HOUR, Date.now() - 2 * HOUR), status: 'completed' };
+      const mine = inEveryState(15, () => alice);
       const othersDone = [bob, aliceOfTenant].map((owner) => ({
         ...record(owner),
         status: 'completed' as TaskState,
       }));
-      for (const task of [...mine, expiredDone as TaskRecord, ...othersDone]) {
+      for (const task of [...mine, expiredCompleted(alice), ...othersDone]) {
         await store.create(task, unlimited);
       }
       // A task that finishes is listed by the status it has now.
@@ -200,24 +188,17 @@ export const LISTING_RULES: readonly ContractRule[] = [
 ];
 
 /** Every task id of `owner` (in `status`, when given), page after page. */
-async function listAll(
+function listAll(
   store: TaskStore,
   owner: TaskOwner,
   limit: number,
   status?: TaskState | TaskState[],
 ): Promise<string[]> {
-  const ids: string[] = [];
-  let cursor: string | undefined;
-  for (let pages = 0; pages < 1000; pages++) {
-    const page = await store.list!(owner, {
+  return everyPage('list', limit, (cursor) =>
+    store.list!(owner, {
       limit,
       ...(cursor !== undefined && { cursor }),
       ...(status !== undefined && { status }),
-    });
-    if (page.tasks.length > limit) assert.fail(`list(limit ${limit}): ${page.tasks.length} tasks`);
-    ids.push(...page.tasks.map((task) => task.taskId));
-    cursor = page.nextCursor;
-    if (cursor === undefined) return ids;
-  }
-  return assert.fail('list: still a nextCursor after 1,000 pages');
+    }),
+  );
 }

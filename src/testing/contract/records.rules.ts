@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { TaskError } from '../../index.js';
 import type { TaskRecord } from '../../index.js';
-import { sameRecord, isNull, is, refusal, errorName } from './contract-assertions.js';
+import { sameRecord, isNull, is, refusal, errorName, writeRefused } from './contract-assertions.js';
 import { unlimited, newId, record, changed, completed } from './contract-fixtures.js';
 import type { ContractRule } from './contract-fixtures.js';
 import { alice } from './contract-owners.js';
@@ -169,12 +169,7 @@ export const RECORD_RULES: readonly ContractRule[] = [
     'compareAndSet of a missing task is false and creates nothing',
     async (store) => {
       const task = record();
-      is(
-        await store.compareAndSet(changed(task, 'x'), task.version),
-        false,
-        'compareAndSet(a task never created)',
-      );
-      isNull(await store.get(task.taskId), 'get(taskId) after compareAndSet of a missing task');
+      await writeRefused(store, task, 'a task never created');
     },
   ],
 
