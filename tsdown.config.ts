@@ -26,6 +26,10 @@ const READS_FILES_BESIDE_IT = {
 /** The entries of package.json "exports", by their path under dist/ without the extension. */
 const entry = {
   index: 'src/index.ts',
+  // Entries that gather names from several folders of src/ (see src/entries/store.ts).
+  'options/index': 'src/entries/options.ts',
+  'store/index': 'src/entries/store.ts',
+  'front/index': 'src/entries/front.ts',
   'redis/index': 'src/redis/index.ts',
   'bullmq/index': 'src/bullmq/index.ts',
   'client/index': 'src/client/index.ts',

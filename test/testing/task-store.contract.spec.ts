@@ -5,19 +5,17 @@
 import { AssertionError } from 'node:assert';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { isTerminal, TaskQuotaError, type TaskRecord } from '../../src/index.js';
 import {
   InMemoryTaskStore,
-  isTerminal,
   TaskInternalError,
-  TaskQuotaError,
   TaskStoreFullError,
   type TaskOwner,
-  type TaskRecord,
   type TaskStore,
   type TaskStoreCleanupOptions,
   type TaskStoreCreateOptions,
   type TaskStoreListOptions,
-} from '../../src/index.js';
+} from '../../src/entries/store.js';
 import {
   taskStoreContract,
   taskStoreContractRules,
