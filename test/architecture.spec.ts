@@ -276,6 +276,33 @@ describe('architecture of src/', () => {
     expect(telemetry).toContain("import('@opentelemetry/api')");
   });
 
+  it('keeps the client entry off the server: outside client/ it loads only what tsdown.config.ts keeps apart', () => {
+    // `nestjs-mcp-tasks/client` serves Node clients without Nest. The build puts the rest of src/
+    // in one server chunk that loads Nest; what the client imports from outside its folder must be
+    // in the chunk of its own that tsdown.config.ts's CLIENT_SHARES names, or the client loads it.
+    const config = readFileSync(join(ROOT, '..', 'tsdown.config.ts'), 'utf8');
+    const shares = new RegExp(/const CLIENT_SHARES = \/(.+)\/;/.exec(config)![1]!);
+    const VALUE =
+      /(?:^|[\s;])(?:import|export)\s+(?!type\s)(?:[^'";]*?\s+from\s+)?['"](\.{1,2}\/[^'"]+)['"]/gm;
+    const reached = new Set<string>();
+    const visit = (file: string): void => {
+      const text = stripComments(readFileSync(join(ROOT, file), 'utf8'));
+      for (const [, specifier] of text.matchAll(VALUE)) {
+        const target = posix
+          .normalize(posix.join(posix.dirname(file), specifier!))
+          .replace(/\.js$/, '.ts');
+        if (reached.has(target)) continue;
+        reached.add(target);
+        visit(target);
+      }
+    };
+    visit('client/index.ts');
+    const outside = [...reached].filter((file) => folderOf(file) !== 'client').sort();
+    expect(outside.filter((file) => !shares.test(`src/${file}`))).toEqual([]);
+    expect(outside).toEqual(['object-shape.ts', 'tasks.constants.ts']);
+    expect(shares.test('src/tasks.service.ts')).toBe(false);
+  });
+
   it('exports from the module only what the public entries name', () => {
     const named = new Set<unknown>(
       [publicApi, storeEntry, frontEntry].flatMap((entry) => Object.values(entry)),
