@@ -304,7 +304,8 @@ async function serveOurs() {
   const { Injectable, Module } = await import('@nestjs/common');
   const { NestFactory } = await import('@nestjs/core');
   const { ExpressAdapter } = await import('@nestjs/platform-express');
-  const { TasksModule, TasksService, TaskStore, TaskTool } = await import('nestjs-mcp-tasks');
+  const { TasksModule, TasksService, TaskTool } = await import('nestjs-mcp-tasks');
+  const { TaskStore } = await import('nestjs-mcp-tasks/store');
 
   class WaitTools {
     async waitForCancel(_input, task) {

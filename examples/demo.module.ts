@@ -1,7 +1,8 @@
 import { cpSync, existsSync } from 'node:fs';
 import { type DynamicModule, Module } from '@nestjs/common';
 import * as z from 'zod/v4';
-import { TasksModule, type TasksModuleExtras } from '../src/index.js';
+import { TasksModule } from '../src/index.js';
+import type { TasksModuleExtras } from '../src/entries/options.js';
 import { PostgresTaskStore, postgresNotifier } from '../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../src/redis/index.js';
 import { BullModule } from '@nestjs/bullmq';

@@ -1,6 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative, resolve } from 'node:path';
 import ts from 'typescript';
+import * as frontEntry from '../src/entries/front.js';
+import * as storeEntry from '../src/entries/store.js';
 import * as publicApi from '../src/index.js';
 import { EXPORTED_TOKENS } from '../src/tasks.registration.js';
 
@@ -274,8 +276,37 @@ describe('architecture of src/', () => {
     expect(telemetry).toContain("import('@opentelemetry/api')");
   });
 
-  it('exports from the module only what index.ts names', () => {
-    const named = new Set<unknown>(Object.values(publicApi));
+  it('keeps the client entry off the server: outside client/ it loads only what tsdown.config.ts keeps apart', () => {
+    // `nestjs-mcp-tasks/client` serves Node clients without Nest. The build puts the rest of src/
+    // in one server chunk that loads Nest; what the client imports from outside its folder must be
+    // in the chunk of its own that tsdown.config.ts's CLIENT_SHARES names, or the client loads it.
+    const config = readFileSync(join(ROOT, '..', 'tsdown.config.ts'), 'utf8');
+    const shares = new RegExp(/const CLIENT_SHARES = \/(.+)\/;/.exec(config)![1]!);
+    const VALUE =
+      /(?:^|[\s;])(?:import|export)\s+(?!type\s)(?:[^'";]*?\s+from\s+)?['"](\.{1,2}\/[^'"]+)['"]/gm;
+    const reached = new Set<string>();
+    const visit = (file: string): void => {
+      const text = stripComments(readFileSync(join(ROOT, file), 'utf8'));
+      for (const [, specifier] of text.matchAll(VALUE)) {
+        const target = posix
+          .normalize(posix.join(posix.dirname(file), specifier!))
+          .replace(/\.js$/, '.ts');
+        if (reached.has(target)) continue;
+        reached.add(target);
+        visit(target);
+      }
+    };
+    visit('client/index.ts');
+    const outside = [...reached].filter((file) => folderOf(file) !== 'client').sort();
+    expect(outside.filter((file) => !shares.test(`src/${file}`))).toEqual([]);
+    expect(outside).toEqual(['object-shape.ts', 'tasks.constants.ts']);
+    expect(shares.test('src/tasks.service.ts')).toBe(false);
+  });
+
+  it('exports from the module only what the public entries name', () => {
+    const named = new Set<unknown>(
+      [publicApi, storeEntry, frontEntry].flatMap((entry) => Object.values(entry)),
+    );
     for (const token of EXPORTED_TOKENS) {
       expect([String((token as { name?: string }).name ?? token), named.has(token)]).toEqual([
         String((token as { name?: string }).name ?? token),
@@ -294,6 +325,9 @@ describe('architecture of src/', () => {
 describe('public names beside the SDK', () => {
   const ENTRIES = [
     'index.ts',
+    'entries/options.ts',
+    'entries/store.ts',
+    'entries/front.ts',
     'redis/index.ts',
     'postgres/index.ts',
     'bullmq/index.ts',
@@ -319,8 +353,11 @@ describe('public names beside the SDK', () => {
     return out;
   }
 
-  it('shares a name with the SDK only for the SDK’s own types', () => {
-    const probe = join(ROOT, '..', 'test', '.sdk-names.probe.ts');
+  const probe = join(ROOT, '..', 'test', '.sdk-names.probe.ts');
+  let built: ts.Program | undefined;
+  /** One program over the entries and the SDK's (through a probe module), for the tests below. */
+  function program(): ts.Program {
+    if (built) return built;
     const host = ts.createCompilerHost({});
     const options: ts.CompilerOptions = {
       module: ts.ModuleKind.NodeNext,
@@ -337,11 +374,20 @@ describe('public names beside the SDK', () => {
     const fileExists = host.fileExists.bind(host);
     host.fileExists = (name) => resolve(name) === probe || fileExists(name);
     const roots = [...ENTRIES.map((entry) => join(ROOT, entry)), probe];
-    const program = ts.createProgram(roots, options, host);
-    const checker = program.getTypeChecker();
+    built = ts.createProgram(roots, options, host);
+    return built;
+  }
+
+  /** Each entry's exported names (the checker's count: types and values alike). */
+  function namesOf(entry: string): Map<string, { fromSdk: boolean; where: string }> {
+    return exportsOf(program(), program().getSourceFile(join(ROOT, entry))!);
+  }
+
+  it('shares a name with the SDK only for the SDK’s own types', () => {
+    const checker = program().getTypeChecker();
 
     const sdkNames = new Set<string>();
-    const probeFile = program.getSourceFile(probe)!;
+    const probeFile = program().getSourceFile(probe)!;
     for (const ns of checker.getExportsOfModule(checker.getSymbolAtLocation(probeFile)!)) {
       const target = checker.getAliasedSymbol(ns);
       for (const name of checker.getExportsOfModule(target)) sdkNames.add(name.name);
@@ -351,13 +397,33 @@ describe('public names beside the SDK', () => {
 
     const shadows: string[] = [];
     for (const entry of ENTRIES) {
-      const file = program.getSourceFile(join(ROOT, entry))!;
-      const names = exportsOf(program, file);
+      const names = namesOf(entry);
       expect(names.size).toBeGreaterThan(0);
       for (const [name, { fromSdk, where }] of names) {
         if (sdkNames.has(name) && !fromSdk) shadows.push(`${entry}: ${name} (${id(where)})`);
       }
     }
     expect(shadows).toEqual([]);
+  });
+
+  it('keeps the root entry to 40 names, and every name in one entry (the client’s aside)', () => {
+    // The root is what an app author writes every day (issue 36); the rest goes to the subpath
+    // that says who it is for. `/client` serves Node clients without Nest, which must not load the
+    // root to name TASKS_EXTENSION_ID or TaskState: the same declarations, exported there too.
+    const root = namesOf('index.ts');
+    expect(root.size).toBeLessThanOrEqual(40);
+    const holders = new Map<string, string[]>();
+    for (const entry of ENTRIES) {
+      for (const name of namesOf(entry).keys())
+        holders.set(name, [...(holders.get(name) ?? []), entry]);
+    }
+    const inTwo: string[] = [];
+    for (const [name, entries] of holders) {
+      const serverSide = entries.filter((entry) => entry !== 'client/index.ts');
+      if (serverSide.length > 1) inTwo.push(`${name}: ${serverSide.join(', ')}`);
+    }
+    expect(inTwo).toEqual([]);
+    // The count sees a name exported twice: the client's TASKS_EXTENSION_ID is the root's too.
+    expect(holders.get('TASKS_EXTENSION_ID')).toEqual(['index.ts', 'client/index.ts']);
   });
 });

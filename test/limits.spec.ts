@@ -5,13 +5,8 @@
  */
 import { Logger } from '@nestjs/common';
 import { keptBytes } from '../src/task.js';
-import {
-  InMemoryTaskStore,
-  TaskQuotaError,
-  TaskStoreFullError,
-  TaskTooLargeError,
-  type TaskRecord,
-} from '../src/index.js';
+import { TaskQuotaError, TaskTooLargeError, type TaskRecord } from '../src/index.js';
+import { InMemoryTaskStore, TaskStoreFullError } from '../src/entries/store.js';
 import { accept, elicit, rejection, serviceWith, textResult } from './support/helpers.js';
 import { KeptLog } from './support/kept-log.js';
 

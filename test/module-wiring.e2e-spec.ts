@@ -13,14 +13,8 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { Observable, of } from 'rxjs';
-import {
-  InjectTaskStore,
-  TaskStore,
-  TaskTool,
-  TasksConfigError,
-  TasksModule,
-  TasksService,
-} from '../src/index.js';
+import { TaskTool, TasksConfigError, TasksModule, TasksService } from '../src/index.js';
+import { InjectTaskStore, TaskStore } from '../src/entries/store.js';
 import { ADAPTERS, type AdapterName } from './support/app.js';
 import { mcpRequest, post, type RawResponse } from './support/raw.js';
 

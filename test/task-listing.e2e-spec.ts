@@ -8,24 +8,26 @@ import { jest } from '@jest/globals';
 import { Global, Injectable, Module, type Type } from '@nestjs/common';
 import * as z from 'zod/v4';
 import {
-  InMemoryTaskStore,
   InvalidTaskParamsError,
   type ListAllTasksOptions,
-  TaskInternalError,
-  type TaskListPage,
   type QueuedCall,
   type TaskContext,
   TaskQueue,
   type TaskRecord,
   type TaskState,
-  type TaskStore,
   TaskTool,
   TasksConfigError,
   TasksModule,
   TasksService,
+} from '../src/index.js';
+import {
+  InMemoryTaskStore,
+  TaskInternalError,
+  type TaskListPage,
+  type TaskStore,
   toWire,
   toWireTask,
-} from '../src/index.js';
+} from '../src/entries/store.js';
 import { RedisTaskStore } from '../src/redis/redis.task-store.js';
 import { toTask2025 } from '../src/task.js';
 import { MAX_KEPT_ARGUMENTS_BYTES } from '../src/task/rules.js';

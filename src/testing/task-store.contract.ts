@@ -7,7 +7,7 @@
  * leases). This file and those may import only the package's main entry, node builtins and each
  * other.
  */
-import type { TaskStore } from '../index.js';
+import type { TaskStore } from '../entries/store.js';
 import { CAPACITY_RULES } from './contract/capacity.rules.js';
 import type { ContractRule } from './contract/contract-fixtures.js';
 import { EXPIRY_RULES } from './contract/expiry.rules.js';

@@ -14,12 +14,12 @@ import {
 import { TasksConfigError } from '../../src/errors.js';
 import {
   type TaskContext,
-  type TaskOwner,
   type TaskRecord,
   TaskTool,
   TasksModule,
   TasksService,
 } from '../../src/index.js';
+import type { TaskOwner } from '../../src/entries/store.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
 import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';

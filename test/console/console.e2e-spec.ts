@@ -7,7 +7,8 @@ import {
 import { Test } from '@nestjs/testing';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { TasksModule, TasksService, InMemoryTaskStore, TasksConfigError } from '../../src/index.js';
+import { TasksModule, TasksService, TasksConfigError } from '../../src/index.js';
+import { InMemoryTaskStore } from '../../src/entries/store.js';
 import { TaskConsole } from '../../src/console/task-console.js';
 import { CONSOLE_SCRIPTS } from '../../src/console/console-assets.js';
 import { ADAPTERS, startApp, type RunningApp } from '../support/app.js';

@@ -246,7 +246,7 @@ const RECIPE_PINS: Record<string, string> = {
 /** The rule the failing run's store breaks, and that store (put before the page's store spec). */
 const BROKEN_RULE = 'delete removes the task and says whether it was there';
 const BROKEN_STORE = [
-  "import { InMemoryTaskStore as KeptStore } from 'nestjs-mcp-tasks';",
+  "import { InMemoryTaskStore as KeptStore } from 'nestjs-mcp-tasks/store';",
   '',
   '/** Deletes as it should, but says it did even when there was nothing to delete. */',
   'class ForgetfulStore extends KeptStore {',
@@ -715,6 +715,9 @@ describe('consumer check: the packed package in five throwaway apps', () => {
   it('the tarball holds the compiled JS and type declarations of every entry, the task console’s page files, the PostgreSQL schema’s SQL, and nothing else', () => {
     for (const entry of [
       'index',
+      'options/index',
+      'store/index',
+      'front/index',
       'redis/index',
       'postgres/index',
       'client/index',

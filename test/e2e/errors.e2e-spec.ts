@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { DemoModule } from '../../examples/demo.module.js';
-import { type InMemoryTaskStore, TaskStore } from '../../src/index.js';
+import { type InMemoryTaskStore, TaskStore } from '../../src/entries/store.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import {
   leak,

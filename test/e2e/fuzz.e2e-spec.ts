@@ -1,14 +1,13 @@
 import { Agent, request } from 'node:http';
 import fc from 'fast-check';
 import { DemoModule } from '../../examples/demo.module.js';
+import { type TaskRecord, TasksService } from '../../src/index.js';
 import {
   type InMemoryTaskStore,
   type InputRequest,
   type TaskOwner,
-  type TaskRecord,
   TaskStore,
-  TasksService,
-} from '../../src/index.js';
+} from '../../src/entries/store.js';
 import { ListenHandler } from '../../src/mcp/listen.handler.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import { finish, type FuzzCase, type Targets } from '../support/fuzz/cases.js';

@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { DemoModule } from '../../examples/demo.module.js';
-import { type InMemoryTaskStore, TaskStore } from '../../src/index.js';
+import { type InMemoryTaskStore, TaskStore } from '../../src/entries/store.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import { exchange, leak, mcpRequest, type RawAnswer, type RawExchange } from '../support/raw.js';
 

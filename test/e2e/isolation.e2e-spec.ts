@@ -4,16 +4,9 @@ import {
   DetailedTaskV2Schema,
   TaskStatusNotificationParamsV2Schema,
 } from '@modelcontextprotocol/ext-tasks/core/v2';
-import {
-  type InputRequest,
-  type TaskContext,
-  TaskNotifier,
-  type TaskRecord,
-  TaskStore,
-  TaskTool,
-  TasksModule,
-  type TasksModuleExtras,
-} from '../../src/index.js';
+import { type TaskContext, type TaskRecord, TaskTool, TasksModule } from '../../src/index.js';
+import type { TasksModuleExtras } from '../../src/entries/options.js';
+import { type InputRequest, TaskNotifier, TaskStore } from '../../src/entries/store.js';
 import { BullModule } from '@nestjs/bullmq';
 import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';

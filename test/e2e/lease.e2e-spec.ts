@@ -4,11 +4,11 @@ import * as z from 'zod/v4';
 import {
   type TaskContext,
   type TaskRecord,
-  TaskStore,
   TaskTool,
   TasksModule,
   TasksService,
 } from '../../src/index.js';
+import { TaskStore } from '../../src/entries/store.js';
 import { TasksLease } from '../../src/janitor/tasks.lease.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../support/redis-server.js';

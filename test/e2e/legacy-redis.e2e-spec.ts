@@ -21,7 +21,8 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { v1Client, v1Transport } from '../support/v1-client.js';
 import { DemoModule } from '../../examples/demo.module.js';
-import { TaskNotifier, TaskStore, TasksService } from '../../src/index.js';
+import { TasksService } from '../../src/index.js';
+import { TaskNotifier, TaskStore } from '../../src/entries/store.js';
 import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
 import { RedisTaskStore, redisNotifier, RedisTaskNotifier } from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../support/redis-server.js';

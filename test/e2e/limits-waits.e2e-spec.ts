@@ -8,13 +8,8 @@
  */
 import { Module, type Type } from '@nestjs/common';
 import { Redis } from 'ioredis';
-import {
-  TaskStore,
-  type TaskOwner,
-  TasksModule,
-  type TasksModuleOptions,
-  TasksService,
-} from '../../src/index.js';
+import { TasksModule, type TasksModuleOptions, TasksService } from '../../src/index.js';
+import { TaskStore, type TaskOwner } from '../../src/entries/store.js';
 import { LegacyTasksHandler } from '../../src/mcp/legacy-tasks.handler.js';
 import { ListenHandler } from '../../src/mcp/listen.handler.js';
 import { RedisTaskStore } from '../../src/redis/index.js';

@@ -8,16 +8,14 @@ import * as z from 'zod/v4';
 import { ListenHandler } from '../../src/mcp/listen.handler.js';
 import { ListenFeed } from '../../src/notify/listen-feed.js';
 import {
-  type InputRequest,
-  type InputResponse,
   type TaskRecord,
-  TaskStore,
   TaskTool,
   type TaskContext,
   TasksModule,
-  type TasksModuleExtras,
   type TasksModuleOptions,
 } from '../../src/index.js';
+import type { TasksModuleExtras } from '../../src/entries/options.js';
+import { type InputRequest, type InputResponse, TaskStore } from '../../src/entries/store.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import {
   connectOfficialClient,

@@ -4,16 +4,14 @@ import { TaskStatusNotificationParamsV2Schema } from '@modelcontextprotocol/ext-
 import {
   isTerminal,
   type TaskContext,
-  TaskNotifier,
   type TaskRecord,
-  TaskStore,
   TaskTerminalError,
   TasksModule,
-  type TasksModuleExtras,
   TasksService,
   TaskTool,
-  toWire,
 } from '../../src/index.js';
+import type { TasksModuleExtras } from '../../src/entries/options.js';
+import { TaskNotifier, TaskStore, toWire } from '../../src/entries/store.js';
 import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { accept, elicit, seededRandom } from '../support/helpers.js';

@@ -2,17 +2,15 @@ import { Injectable, Module, type Type } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import * as z from 'zod/v4';
 import {
-  type InputRequest,
   isTerminal,
   type TaskContext,
-  TaskNotifier,
   type TaskRecord,
-  TaskStore,
   TaskTerminalError,
   TaskTool,
   TasksModule,
   TasksService,
 } from '../../src/index.js';
+import { type InputRequest, TaskNotifier, TaskStore } from '../../src/entries/store.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import type { CallToolResult } from '../../src/task.js';
 import { seededRandom } from '../support/helpers.js';

@@ -5,7 +5,8 @@ import { runInNewContext } from 'node:vm';
 import { Module } from '@nestjs/common';
 import type { McpServer } from '@modelcontextprotocol/server';
 import * as z from 'zod/v4';
-import { McpServerNotifier, TasksModule } from '../../src/index.js';
+import { TasksModule } from '../../src/index.js';
+import { McpServerNotifier } from '../../src/entries/front.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import { declaredCapabilities, envelope, PROTOCOL_VERSION } from '../support/wire.js';
 

@@ -12,7 +12,8 @@
  */
 import { CreateTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { Injectable, type Type } from '@nestjs/common';
-import { type TaskContext, TaskStore, TaskTool, TasksService } from '../../src/index.js';
+import { type TaskContext, TaskTool, TasksService } from '../../src/index.js';
+import { TaskStore } from '../../src/entries/store.js';
 import { newTask, type TaskRecord } from '../../src/task.js';
 import type { TasksModuleOptions } from '../../src/interfaces/tasks-module-options.interface.js';
 import { RedisTaskStore } from '../../src/redis/index.js';

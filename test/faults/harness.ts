@@ -1,14 +1,9 @@
 import { expect } from '@jest/globals';
 import { Injectable, type LoggerService, Module, type Type } from '@nestjs/common';
 import * as z from 'zod/v4';
-import {
-  type TaskContext,
-  type PartProvider,
-  type TaskNotifier,
-  type TaskStore,
-  TaskTool,
-  TasksModule,
-} from '../../src/index.js';
+import { type TaskContext, TaskTool, TasksModule } from '../../src/index.js';
+import type { PartProvider } from '../../src/entries/options.js';
+import type { TaskNotifier, TaskStore } from '../../src/entries/store.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { openListen, rpc, type SseReader } from '../support/sse.js';
 import type { JsonRpcMessage } from '../support/wire.js';

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { InMemoryTaskStore, type TaskStore } from '../../src/index.js';
+import { InMemoryTaskStore, type TaskStore } from '../../src/entries/store.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { docFigure } from '../docs/figures.js';

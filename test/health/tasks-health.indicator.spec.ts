@@ -3,14 +3,9 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TasksHealthIndicator, TasksHealthModule } from '../../src/health/index.js';
 import type { Redis } from 'ioredis';
-import {
-  InMemoryTaskStore,
-  type PartProvider,
-  type TaskNotifier,
-  type TaskRecord,
-  type TaskStore,
-  TasksModule,
-} from '../../src/index.js';
+import { type TaskRecord, TasksModule } from '../../src/index.js';
+import type { PartProvider } from '../../src/entries/options.js';
+import { InMemoryTaskStore, type TaskNotifier, type TaskStore } from '../../src/entries/store.js';
 import { ListenFeed } from '../../src/notify/listen-feed.js';
 import { RedisTaskNotifier } from '../../src/redis/index.js';
 import type {

@@ -6,12 +6,9 @@
  * others. Real HTTP on loopback; memory, a real Redis and a real PostgreSQL.
  */
 import { Module, type Type } from '@nestjs/common';
-import {
-  InMemoryTaskStore,
-  TasksModule,
-  type TasksModuleExtras,
-  TasksService,
-} from '../../src/index.js';
+import { TasksModule, TasksService } from '../../src/index.js';
+import type { TasksModuleExtras } from '../../src/entries/options.js';
+import { InMemoryTaskStore } from '../../src/entries/store.js';
 import { MAX_REQUEST_ID_LENGTH, MAX_TASK_ID_LENGTH } from '../../src/tasks.constants.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { mcpRequest, post } from '../support/raw.js';

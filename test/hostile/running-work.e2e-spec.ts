@@ -7,12 +7,8 @@
  * real HTTP, with the server's log read: no ERROR line per call.
  */
 import { Injectable, Module, type Type } from '@nestjs/common';
-import {
-  type TaskContext,
-  TaskTool,
-  TasksModule,
-  type TasksModuleExtras,
-} from '../../src/index.js';
+import { type TaskContext, TaskTool, TasksModule } from '../../src/index.js';
+import type { TasksModuleExtras } from '../../src/entries/options.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { legacyHeaders } from '../support/wire.js';
 import { bearerPrincipal } from '../support/bearer.guard.js';

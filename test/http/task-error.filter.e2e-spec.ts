@@ -18,21 +18,19 @@ import {
   DuplicateInputKeyError,
   InvalidTaskParamsError,
   ServerShuttingDownError,
-  TASK_ERROR_HTTP_STATUS,
   TaskConflictError,
   TaskError,
   TaskErrorFilter,
   type TaskErrorKind,
-  TaskInternalError,
   TaskNotFoundError,
   TaskQuotaError,
-  TaskStoreFullError,
   TaskTooLargeError,
   TaskTerminalError,
   TasksModule,
   TasksService,
-  taskErrorStatus,
 } from '../../src/index.js';
+import { TaskInternalError, TaskStoreFullError } from '../../src/entries/store.js';
+import { TASK_ERROR_HTTP_STATUS, taskErrorStatus } from '../../src/entries/front.js';
 import { ADAPTERS, type AdapterName } from '../support/app.js';
 import { mcpRequest, post } from '../support/raw.js';
 import { elicit } from '../support/helpers.js';

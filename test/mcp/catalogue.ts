@@ -1,5 +1,5 @@
 import { Injectable, Module } from '@nestjs/common';
-import { McpServerNotifier } from '../../src/index.js';
+import { McpServerNotifier } from '../../src/entries/front.js';
 
 /** A provider of the app that changes its plain tools at run time and announces it. */
 @Injectable()

@@ -3,7 +3,8 @@
  * from `configure`, reaches the listen streams that asked for it (and only those).
  */
 import { Module } from '@nestjs/common';
-import { McpServerNotifier, TasksModule } from '../../src/index.js';
+import { TasksModule } from '../../src/index.js';
+import { McpServerNotifier } from '../../src/entries/front.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import { Catalogue, CatalogueModule } from './catalogue.js';
 import { openListen } from '../support/sse.js';

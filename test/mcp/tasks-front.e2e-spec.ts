@@ -11,7 +11,8 @@ import {
   UseGuards,
 } from '@nestjs/common';
 import * as z from 'zod/v4';
-import { McpTasksFront, TaskTool, TasksModule } from '../../src/index.js';
+import { TaskTool, TasksModule } from '../../src/index.js';
+import { McpTasksFront } from '../../src/entries/front.js';
 import { ADAPTERS, type RunningApp, startApp } from '../support/app.js';
 import { mcpRequest, post } from '../support/raw.js';
 import { legacyHeaders } from '../support/wire.js';

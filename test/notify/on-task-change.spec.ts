@@ -1,14 +1,8 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import {
-  ListenNotifier,
-  OnTaskChange,
-  TaskNotifier,
-  type TaskRecord,
-  TasksModule,
-  TasksService,
-} from '../../src/index.js';
+import { OnTaskChange, type TaskRecord, TasksModule, TasksService } from '../../src/index.js';
+import { ListenNotifier, TaskNotifier } from '../../src/entries/store.js';
 
 /** `@OnTaskChange()`: every write this process makes, beside the notifier, which stays. */
 

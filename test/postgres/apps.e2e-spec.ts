@@ -1,12 +1,7 @@
 import { Injectable, Module, type Type } from '@nestjs/common';
 import * as z from 'zod/v4';
-import {
-  type TaskContext,
-  TaskNotifier,
-  TaskStore,
-  TaskTool,
-  TasksModule,
-} from '../../src/index.js';
+import { type TaskContext, TaskTool, TasksModule } from '../../src/index.js';
+import { TaskNotifier, TaskStore } from '../../src/entries/store.js';
 import {
   PostgresTaskNotifier,
   PostgresTaskStore,

@@ -11,16 +11,9 @@ import { randomBytes } from 'node:crypto';
 import { Injectable, Module, type Type } from '@nestjs/common';
 import pg from 'pg';
 import * as z from 'zod/v4';
-import {
-  InMemoryTaskStore,
-  type InputRequest,
-  type TaskContext,
-  type TaskOwner,
-  TasksModule,
-  type TasksModuleExtras,
-  TasksService,
-  TaskTool,
-} from '../../src/index.js';
+import { type TaskContext, TasksModule, TasksService, TaskTool } from '../../src/index.js';
+import type { TasksModuleExtras } from '../../src/entries/options.js';
+import { InMemoryTaskStore, type InputRequest, type TaskOwner } from '../../src/entries/store.js';
 import { TasksConfigError } from '../../src/errors.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { newTask } from '../../src/task.js';

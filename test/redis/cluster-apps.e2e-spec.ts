@@ -1,13 +1,7 @@
 import { Injectable, Module, type Type } from '@nestjs/common';
 import * as z from 'zod/v4';
-import {
-  type TaskContext,
-  TaskNotifier,
-  TaskStore,
-  TaskTool,
-  TasksModule,
-  TasksService,
-} from '../../src/index.js';
+import { type TaskContext, TaskTool, TasksModule, TasksService } from '../../src/index.js';
+import { TaskNotifier, TaskStore } from '../../src/entries/store.js';
 import { RedisTaskNotifier, RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { startApp, type RunningApp } from '../support/app.js';
 import { eventually, openListen, rpc, type SseReader } from '../support/sse.js';

@@ -1,4 +1,5 @@
-import { InMemoryTaskStore, type TasksModuleExtras } from '../../src/index.js';
+import type { TasksModuleExtras } from '../../src/entries/options.js';
+import { InMemoryTaskStore } from '../../src/entries/store.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { startTestPostgres } from './postgres-server.js';

@@ -4,12 +4,8 @@
  */
 import { IsBoolean, IsOptional } from 'class-validator';
 import { z } from 'zod';
-import {
-  TaskTool,
-  type InputRequest,
-  type InputResponse,
-  type TaskContext,
-} from '../../src/index.js';
+import { TaskTool, type TaskContext } from '../../src/index.js';
+import type { InputRequest, InputResponse } from '../../src/entries/store.js';
 import { runTaskTool, TaskToolInputError, type TaskToolRun } from '../../src/testing/index.js';
 import { accept, elicit } from '../support/helpers.js';
 import type { WaiterFeed } from '../../src/notify/waiter-feed.js';

@@ -5,14 +5,13 @@
  */
 import { Injectable, Module } from '@nestjs/common';
 import {
-  InMemoryTaskStore,
   TaskTool,
   TasksModule,
   TasksService,
   type TaskContext,
-  type TaskOwner,
   type TaskRecord,
 } from '../../src/index.js';
+import { InMemoryTaskStore, type TaskOwner } from '../../src/entries/store.js';
 import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { startTestRedis, type TestRedis } from '../support/redis-server.js';

@@ -2,7 +2,8 @@
  * The contract rules of capacity: `maxRows` and `maxTasksPerOwner` hold, under concurrent creates too.
  */
 import assert from 'node:assert/strict';
-import { TaskQuotaError, TaskStoreFullError } from '../../index.js';
+import { TaskQuotaError } from '../../index.js';
+import { TaskStoreFullError } from '../../entries/store.js';
 import type { TaskRecord } from '../../index.js';
 import { sameRecord, isNull, is, accepted, refusal, errorName } from './contract-assertions.js';
 import { HOUR, record } from './contract-fixtures.js';

@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { TaskError } from '../../index.js';
-import type { TaskListPage, TaskRecord, TaskStore } from '../../index.js';
+import type { TaskRecord } from '../../index.js';
+import type { TaskListPage, TaskStore } from '../../entries/store.js';
 import { changed, completed } from './contract-fixtures.js';
 
 /**

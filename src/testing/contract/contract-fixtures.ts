@@ -3,7 +3,8 @@
  * TasksService would write them (stores never apply lifecycle rules).
  */
 import { randomBytes } from 'node:crypto';
-import type { TaskOwner, TaskRecord, TaskState, TaskStore } from '../../index.js';
+import type { TaskRecord, TaskState } from '../../index.js';
+import type { TaskOwner, TaskStore } from '../../entries/store.js';
 import { alice } from './contract-owners.js';
 
 /** An hour in milliseconds: the TTL of most records. */

@@ -1,5 +1,5 @@
 /** The owners the contract rules write as: principals without a tenant, and alice in tenant t1. */
-import type { TaskOwner } from '../../index.js';
+import type { TaskOwner } from '../../entries/store.js';
 
 export const alice: TaskOwner = { principal: 'alice', tenant: null };
 export const aliceOfTenant: TaskOwner = { principal: 'alice', tenant: 't1' };

@@ -2,7 +2,7 @@
  * The contract rules of expiry: a task past its TTL is gone at once, and `cleanup` removes exactly
  * the expired and the long-finished tasks.
  */
-import type { TaskStore } from '../../index.js';
+import type { TaskStore } from '../../entries/store.js';
 import { sameRecord, isNull, is, finish, writeRefused } from './contract-assertions.js';
 import { HOUR, unlimited, record } from './contract-fixtures.js';
 import type { ContractRule } from './contract-fixtures.js';

@@ -2,7 +2,7 @@
  * The contract rules of leases (TaskStoreLeases) for a store that has them.
  */
 import assert from 'node:assert/strict';
-import type { TaskStore, TaskStoreLeases } from '../../index.js';
+import type { TaskStore, TaskStoreLeases } from '../../entries/store.js';
 import { HOUR, unlimited, record, changed, completed } from './contract-fixtures.js';
 import type { ContractRule } from './contract-fixtures.js';
 

@@ -2,7 +2,8 @@
  * The contract rules of `listAll` (every owner’s tasks, for operators) for a store that has it.
  */
 import assert from 'node:assert/strict';
-import type { TaskOwner, TaskRecord, TaskState, TaskStore } from '../../index.js';
+import type { TaskRecord, TaskState } from '../../index.js';
+import type { TaskOwner, TaskStore } from '../../entries/store.js';
 import { sameRecord, is, finish, everyPage, refusesForeignCursors } from './contract-assertions.js';
 import {
   HOUR,

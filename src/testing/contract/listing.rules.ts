@@ -2,7 +2,8 @@
  * The contract rules of `list` (an owner’s tasks, page by page) for a store that has it.
  */
 import assert from 'node:assert/strict';
-import type { TaskOwner, TaskRecord, TaskState, TaskStore } from '../../index.js';
+import type { TaskRecord, TaskState } from '../../index.js';
+import type { TaskOwner, TaskStore } from '../../entries/store.js';
 import { sameRecord, is, finish, everyPage, refusesForeignCursors } from './contract-assertions.js';
 import { HOUR, unlimited, record, inEveryState, expiredCompleted } from './contract-fixtures.js';
 import type { ContractRule } from './contract-fixtures.js';
