@@ -8,19 +8,17 @@ import type { RedisClient } from './redis-connection.js';
 /**
  * Adds an entry to a per-owner sorted set, which lives as long as its longest-lived entry: a new
  * set takes the entry's expiry (epoch ms), a later one pushes it out, '+inf' (a task without TTL)
- * makes it persistent. Shared by RESERVE, FINISH and INDEX.
+ * makes it persistent. Shared by RESERVE, FINISH, INDEX and CREATE_ONE: its expiry read before
+ * the ZADD (-2: no key yet, -1: none) tells a new set, so three commands at most.
  */
 const ADD_KEPT = `
 local function add(key, score, id, expiry)
-  local fresh = redis.call('EXISTS', key) == 0
+  local current = redis.call('PEXPIRETIME', key)
   redis.call('ZADD', key, score, id)
   if expiry == '+inf' then
-    redis.call('PERSIST', key)
-  elseif fresh then
+    if current >= 0 then redis.call('PERSIST', key) end
+  elseif current == -2 or (current >= 0 and current < tonumber(expiry)) then
     redis.call('PEXPIREAT', key, expiry)
-  else
-    local current = redis.call('PEXPIRETIME', key)
-    if current >= 0 and current < tonumber(expiry) then redis.call('PEXPIREAT', key, expiry) end
   end
 end`;
 
@@ -204,7 +202,7 @@ return 1`;
  * - Entries of the owner's tasks past their expiry leave its count and listing index (at most
  *   1,000 a call from the count, the rest on the owner's next create), and its finished set.
  * - At `maxTasksPerOwner`, the owner's finished task that expires first is given up, as many as
- *   needed: its key is read here (prefix .. '{' .. id .. '}', a key of the same node), deleted
+ *   needed: its key is read here (prefix .. '{' .. id .. '}', a key of the same slot), deleted
  *   when it is finished or counted out when it is gone. One whose finish entry came before its
  *   write (still live) keeps its place in the count: it is never given up, and the owner never
  *   holds a task above its quota. Refused (-2) when no finished task is left.
@@ -212,17 +210,18 @@ return 1`;
  * - Then the row, the entry in the listing across owners, the owner's count and listing index,
  *   the record with its expiry and, for a task an instance runs, the instance's held set.
  * KEYS: rows, created, quota, done, index, task, held (the task again when none). ARGV: now,
- * maxRows (-1 = none), taskId, expiry score, createdAt, maxTasksPerOwner (-1 = none), listing
- * key, version, json, expire-at ms or '', owner key, status, key prefix, held ('1' or '0').
- * Returns the status: 1 (created), 0, -1 or -2 as RESERVE's.
+ * maxRows (-1 = none), maxTasksPerOwner (-1 = none), createdAt, listing key, version, expire-at
+ * ms or '' (none: scored '+inf'), json, owner key, status. The task id is the listing key's tail,
+ * the key prefix the task key's head. Returns the status: 1 (created), 0, -1 or -2 as RESERVE's.
  */
 const CREATE_ONE = `${ADD_KEPT}
-local now = ARGV[1]
+local now, entry, expiry = ARGV[1], ARGV[5], ARGV[7]
+local id = string.sub(entry, 17)
+local score = expiry == '' and '+inf' or expiry
 local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)
-for i = 1, #stale, 1000 do
-  local last = math.min(i + 999, #stale)
-  redis.call('ZREM', KEYS[3], unpack(stale, i, last))
-  redis.call('ZREM', KEYS[5], unpack(stale, i, last))
+if #stale > 0 then
+  redis.call('ZREM', KEYS[3], unpack(stale))
+  redis.call('ZREM', KEYS[5], unpack(stale))
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local function finished(key)
@@ -235,20 +234,21 @@ local function finished(key)
   end
   return status == 'completed' or status == 'failed' or status == 'cancelled'
 end
-local quota = tonumber(ARGV[6])
+local quota = tonumber(ARGV[3])
 if quota >= 0 then
+  local prefix = string.sub(KEYS[6], 1, #KEYS[6] - #id - 2)
   local count = redis.call('ZCARD', KEYS[3])
   while count >= quota do
     local oldest = redis.call('ZPOPMIN', KEYS[4])
     if #oldest == 0 then return -2 end
-    local id = string.sub(oldest[1], 17)
-    local key = ARGV[13] .. '{' .. id .. '}'
+    local given = string.sub(oldest[1], 17)
+    local key = prefix .. '{' .. given .. '}'
     if redis.call('ZSCORE', KEYS[3], oldest[1]) and finished(key) then
       redis.call('DEL', key)
       redis.call('ZREM', KEYS[3], oldest[1])
       redis.call('ZREM', KEYS[5], oldest[1])
-      redis.call('ZREM', KEYS[1], id)
-      redis.call('ZREM', KEYS[2], id)
+      redis.call('ZREM', KEYS[1], given)
+      redis.call('ZREM', KEYS[2], given)
       count = count - 1
     end
   end
@@ -256,13 +256,13 @@ end
 local limit = tonumber(ARGV[2])
 if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= limit then return 0 end
 if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
-if redis.call('ZADD', KEYS[1], 'NX', ARGV[4], ARGV[3]) == 0 then return -1 end
-redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
-add(KEYS[3], ARGV[4], ARGV[7], ARGV[4])
-add(KEYS[5], 0, ARGV[7], ARGV[4])
-redis.call('HSET', KEYS[6], 'v', ARGV[8], 'j', ARGV[9], 'o', ARGV[11], 's', ARGV[12], 'c', ARGV[5])
-if ARGV[10] ~= '' then redis.call('PEXPIREAT', KEYS[6], ARGV[10]) end
-if ARGV[14] == '1' then redis.call('ZADD', KEYS[7], ARGV[4], ARGV[3]) end
+if redis.call('ZADD', KEYS[1], 'NX', score, id) == 0 then return -1 end
+redis.call('ZADD', KEYS[2], ARGV[4], id)
+add(KEYS[3], score, entry, score)
+add(KEYS[5], 0, entry, score)
+redis.call('HSET', KEYS[6], 'v', ARGV[6], 'j', ARGV[8], 'o', ARGV[9], 's', ARGV[10], 'c', ARGV[4])
+if expiry ~= '' then redis.call('PEXPIREAT', KEYS[6], expiry) end
+if KEYS[7] ~= KEYS[6] then redis.call('ZADD', KEYS[7], score, id) end
 return 1`;
 
 /** Redis's clock in epoch milliseconds, for the lease scripts: one clock for every instance. */

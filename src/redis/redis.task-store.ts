@@ -144,8 +144,6 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     const fields = indexedFields(record);
     if (!this.oneNode) return this.createAcrossSlots(record, options, fields);
     const { maxRows, quota } = createLimits(options);
-    const at = fields.expiresAt;
-    const score = scoreOf(at);
     const sets = this.keys.owner(fields.ownerKey);
     const task = this.keys.task(record.taskId);
     const status = await this.call(
@@ -159,18 +157,14 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         fields.heldBy === null ? task : this.keys.held(fields.heldBy),
         Date.now(),
         maxRows ?? -1,
-        record.taskId,
-        score,
-        record.createdAt,
         quota ?? -1,
+        record.createdAt,
         fields.listingKey,
         record.version,
+        fields.expiresAt ?? '',
         encodeRecord(record),
-        at ?? '',
         fields.ownerKey,
         record.status,
-        this.keys.prefix,
-        fields.heldBy === null ? 0 : 1,
       ),
     );
     if (status !== CREATED) throw createRefusal(status, options);
