@@ -132,6 +132,43 @@ describe('RedisTaskStore', () => {
     }
   }, 20_000);
 
+  it('the quota gives up a finished record without a status field, never a live one', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'legacy-evict:' });
+    const raw = new Redis(redis.url);
+    const owner = { principal: 'old' };
+    const limits = { maxRows: null, maxTasksPerOwner: 2 };
+    try {
+      const t0 = Date.now();
+      const [done, live] = [0, 1].map((i) =>
+        newTask(`legacy-${i}`, owner, { ttlMs: 60_000 }, t0 + i),
+      );
+      for (const task of [done!, live!]) {
+        await store.create(task, limits);
+        // Both finish (each enters the owner's finished set) ...
+        expect(await store.compareAndSet({ ...task, status: 'completed', version: 2 }, 1)).toBe(
+          true,
+        );
+        // ... then lose the status field, as records written before it was kept.
+        await raw.hdel(store.keyOf(task.taskId), 's');
+      }
+      // The second one's JSON says it still works: its finish entry is stale.
+      await raw.hset(store.keyOf('legacy-1'), 'j', JSON.stringify({ ...live, version: 3 }));
+      // The first, finished by its JSON, makes room.
+      await store.create(newTask('legacy-2', owner, { ttlMs: 60_000 }, t0 + 2), limits);
+      expect(await raw.exists(store.keyOf('legacy-0'))).toBe(0);
+      // The second, live by its JSON, does not: the quota refuses and the owner keeps 2 tasks.
+      await expect(
+        store.create(newTask('legacy-3', owner, { ttlMs: 60_000 }, t0 + 3), limits),
+      ).rejects.toBeInstanceOf(TaskQuotaError);
+      expect(await raw.exists(store.keyOf('legacy-1'))).toBe(1);
+      expect(await raw.exists(store.keyOf('legacy-3'))).toBe(0);
+      expect(await raw.zcard(store.quotaKey('3:old-'))).toBe(2);
+    } finally {
+      raw.disconnect();
+      await store.onApplicationShutdown();
+    }
+  });
+
   it('a finished no-TTL write that lost its compare-and-set leaves the live task alone at cleanup', async () => {
     const store = new RedisTaskStore({ connection: redis.url, prefix: 'stale:' });
     try {
