@@ -8,16 +8,16 @@ import type { RedisClient } from './redis-connection.js';
 /**
  * Adds an entry to a per-owner sorted set, which lives as long as its longest-lived entry: a new
  * set takes the entry's expiry (epoch ms), a later one pushes it out, '+inf' (a task without TTL)
- * makes it persistent. Shared by RESERVE, FINISH, INDEX and CREATE_ONE: its expiry read before
- * the ZADD (-2: no key yet, -1: none) tells a new set, so three commands at most.
+ * makes it persistent. Shared by RESERVE, FINISH, INDEX and CREATE_ONE. Two commands most times:
+ * PEXPIREAT GT moves a set's expiry only later and leaves a set without one alone, so only then
+ * is the set's size read (1: the set is new, it takes the expiry; more: it is persistent).
  */
 const ADD_KEPT = `
 local function add(key, score, id, expiry)
-  local current = redis.call('PEXPIRETIME', key)
   redis.call('ZADD', key, score, id)
   if expiry == '+inf' then
-    if current >= 0 then redis.call('PERSIST', key) end
-  elseif current == -2 or (current >= 0 and current < tonumber(expiry)) then
+    redis.call('PERSIST', key)
+  elseif redis.call('PEXPIREAT', key, expiry, 'GT') == 0 and redis.call('ZCARD', key) == 1 then
     redis.call('PEXPIREAT', key, expiry)
   end
 end`;
