@@ -212,12 +212,21 @@ export function withTimeout<T>(
   ms: number,
   timedOut: () => Error = () => new RedisTimeoutError(ms),
 ): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(timedOut()), ms);
+  // One promise and one timer per call (no race, no finally): this wraps every store call.
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(timedOut()), ms);
     timer.unref();
+    operation.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   });
-  return Promise.race([operation, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** Closes a client the part made; leaves the app's own alone. Idempotent, bounded by `ms`. */

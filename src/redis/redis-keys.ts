@@ -27,6 +27,8 @@ export interface OwnerSets {
  *   owner key in base64url.
  * - Leases: `{prefix}{lease}instances` and `{prefix}{lease}held:<instance>`, all in the slot of
  *   the hash tag `{lease}`.
+ * - A prefix with a hash tag of its own (`{tenant-7}:`) puts every key above in its slot: then
+ *   one script may touch them all (`oneSlot`), on a Redis Cluster too.
  */
 export class RedisKeys {
   readonly rows: string;
@@ -34,12 +36,23 @@ export class RedisKeys {
   readonly created: string;
   readonly terminal: string;
   readonly instances: string;
+  /**
+   * Whether every key of the store lies in one Redis Cluster slot, whatever the task, owner or
+   * instance: the prefix has a hash tag of its own. (On a single Redis every key is on its one
+   * node anyway.)
+   */
+  readonly oneSlot: boolean;
 
-  constructor(private readonly prefix: string) {
+  /** `prefix`: what every key starts with (a task's key is `prefix` + `{<taskId>}`). */
+  constructor(readonly prefix: string) {
     this.rows = `${prefix}rows`;
     this.created = keyInSlotOf(this.rows, prefix, 'created');
     this.terminal = `${prefix}terminal`;
     this.instances = `${prefix}{lease}instances`;
+    const slot = hashed(this.rows);
+    const some = [this.owner('a'), this.owner('b')].flatMap(Object.values) as string[];
+    some.push(this.task('a'), this.task('b'), this.held('a'), this.created, this.terminal);
+    this.oneSlot = some.every((key) => hashed(key) === slot);
   }
 
   /** The key of a task; `{…}` is the Redis Cluster hash tag. */

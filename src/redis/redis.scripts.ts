@@ -8,19 +8,17 @@ import type { RedisClient } from './redis-connection.js';
 /**
  * Adds an entry to a per-owner sorted set, which lives as long as its longest-lived entry: a new
  * set takes the entry's expiry (epoch ms), a later one pushes it out, '+inf' (a task without TTL)
- * makes it persistent. Shared by RESERVE, FINISH and INDEX.
+ * makes it persistent. Shared by RESERVE, FINISH, INDEX and CREATE_ONE. Two commands most times:
+ * PEXPIREAT GT moves a set's expiry only later and leaves a set without one alone, so only then
+ * is the set's size read (1: the set is new, it takes the expiry; more: it is persistent).
  */
 const ADD_KEPT = `
 local function add(key, score, id, expiry)
-  local fresh = redis.call('EXISTS', key) == 0
   redis.call('ZADD', key, score, id)
   if expiry == '+inf' then
     redis.call('PERSIST', key)
-  elseif fresh then
+  elseif redis.call('PEXPIREAT', key, expiry, 'GT') == 0 and redis.call('ZCARD', key) == 1 then
     redis.call('PEXPIREAT', key, expiry)
-  else
-    local current = redis.call('PEXPIRETIME', key)
-    if current >= 0 and current < tonumber(expiry) then redis.call('PEXPIREAT', key, expiry) end
   end
 end`;
 
@@ -197,6 +195,76 @@ for i = 3, #ARGV, 1000 do
 end
 return 1`;
 
+/**
+ * The whole create in one script, when every key it touches is on one node (a single Redis, or a
+ * Cluster whose prefix carries a hash tag: then every key of the store shares the prefix's slot).
+ * What RESERVE, CREATE and INDEX do, in that order, and the evictions of EVICT inline:
+ * - Entries of the owner's tasks past their expiry leave its count and listing index (at most
+ *   1,000 a call from the count, the rest on the owner's next create), and its finished set.
+ * - At `maxTasksPerOwner`, the owner's finished task that expires first is given up, as many as
+ *   needed: its key is read here (prefix .. '{' .. id .. '}', a key of the same slot), deleted
+ *   when it is finished or counted out when it is gone. One whose finish entry came before its
+ *   write (still live) keeps its place in the count: it is never given up, and the owner never
+ *   holds a task above its quota. Refused (-2) when no finished task is left.
+ * - Refused when `maxRows` tasks are live (0), or when the id is taken, as a row or a task (-1).
+ * - Then the row, the entry in the listing across owners, the owner's count and listing index,
+ *   the record with its expiry and, for a task an instance runs, the instance's held set.
+ * KEYS: rows, created, quota, done, index, task, held (the task again when none). ARGV: now,
+ * maxRows (-1 = none), maxTasksPerOwner (-1 = none), createdAt, listing key, version, expire-at
+ * ms or '' (none: scored '+inf'), json, owner key, status. The task id is the listing key's tail,
+ * the key prefix the task key's head. Returns the status: 1 (created), 0, -1 or -2 as RESERVE's.
+ */
+const CREATE_ONE = `${ADD_KEPT}
+local now, entry, expiry = ARGV[1], ARGV[5], ARGV[7]
+local id = string.sub(entry, 17)
+local score = expiry == '' and '+inf' or expiry
+local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)
+if #stale > 0 then
+  redis.call('ZREM', KEYS[3], unpack(stale))
+  redis.call('ZREM', KEYS[5], unpack(stale))
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+local function finished(key)
+  local status = redis.call('HGET', key, 's')
+  if not status then
+    local json = redis.call('HGET', key, 'j')
+    if not json then return true end
+    local ok, record = pcall(cjson.decode, json)
+    status = ok and type(record) == 'table' and record.status or nil
+  end
+  return status == 'completed' or status == 'failed' or status == 'cancelled'
+end
+local quota = tonumber(ARGV[3])
+if quota >= 0 then
+  local prefix = string.sub(KEYS[6], 1, #KEYS[6] - #id - 2)
+  local count = redis.call('ZCARD', KEYS[3])
+  while count >= quota do
+    local oldest = redis.call('ZPOPMIN', KEYS[4])
+    if #oldest == 0 then return -2 end
+    local given = string.sub(oldest[1], 17)
+    local key = prefix .. '{' .. given .. '}'
+    if redis.call('ZSCORE', KEYS[3], oldest[1]) and finished(key) then
+      redis.call('DEL', key)
+      redis.call('ZREM', KEYS[3], oldest[1])
+      redis.call('ZREM', KEYS[5], oldest[1])
+      redis.call('ZREM', KEYS[1], given)
+      redis.call('ZREM', KEYS[2], given)
+      count = count - 1
+    end
+  end
+end
+local limit = tonumber(ARGV[2])
+if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= limit then return 0 end
+if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
+if redis.call('ZADD', KEYS[1], 'NX', score, id) == 0 then return -1 end
+redis.call('ZADD', KEYS[2], ARGV[4], id)
+add(KEYS[3], score, entry, score)
+add(KEYS[5], 0, entry, score)
+redis.call('HSET', KEYS[6], 'v', ARGV[6], 'j', ARGV[8], 'o', ARGV[9], 's', ARGV[10], 'c', ARGV[4])
+if expiry ~= '' then redis.call('PEXPIREAT', KEYS[6], expiry) end
+if KEYS[7] ~= KEYS[6] then redis.call('ZADD', KEYS[7], score, id) end
+return 1`;
+
 /** Redis's clock in epoch milliseconds, for the lease scripts: one clock for every instance. */
 const NOW = `
 local time = redis.call('TIME')
@@ -256,6 +324,18 @@ const COMMANDS = {
     (number | string)[],
     [rows: string, created: string, quota: string, done: string]
   >(RESERVE, 4),
+  nestjsMcpTasksCreateOne: command<
+    number,
+    [
+      rows: string,
+      created: string,
+      quota: string,
+      done: string,
+      index: string,
+      task: string,
+      held: string,
+    ]
+  >(CREATE_ONE, 7),
   nestjsMcpTasksFinish: command<number>(FINISH),
   nestjsMcpTasksEvict: command<number | string>(EVICT),
   nestjsMcpTasksGetOwned: command<string | null>(GET_OWNED),

@@ -6,6 +6,7 @@ import {
   decodeRecord,
   encodeRecord,
   ID_TAKEN,
+  type IndexedFields,
   indexedFields,
   removeInBatches,
   roomOrder,
@@ -45,6 +46,10 @@ const scoreOf = (instant: number | null): number | string =>
  *   another owner's task is never sent (a foreign id answers as fast as a missing one, whatever
  *   the record's size), and eviction checks the status there.
  * - Expiry is Redis's own: `PEXPIREAT createdAt + ttlMs`.
+ * - A create is one script, one round trip, wherever its keys are on one node (a single Redis,
+ *   Sentinel, a Cluster under a prefix with a hash tag): reservation, quota, `maxRows`, listing
+ *   entries, record, expiry and held set, atomically (CREATE_ONE). On a Cluster under a plain
+ *   prefix the task's slot is not the rows' and the owner's: two round trips, described below.
  * - Transitions are a server-side compare-and-set (Lua): two instances racing on one task cannot
  *   both win. `get` is one round trip, a transition (read + compare-and-set) two.
  * - `maxRows` is enforced atomically on the sorted set of rows scored by expiry, which also lets
@@ -60,8 +65,8 @@ const scoreOf = (instant: number | null): number | string =>
  * - The per-owner quota (`maxTasksPerOwner`) counts the owner's tasks and its finished ones in two
  *   sets of listing keys scored by expiry, in the slot of the rows: the script that reserves the
  *   row counts the owner and, at the quota, gives up the owner's finished task that expires first,
- *   atomically. The task given up is deleted in the create's second round trip, after a check on
- *   its own key that it is finished. The same script finds the owner's expired tasks, so the
+ *   atomically. The task given up is deleted in the same script when all is on one node, else in
+ *   the create's second round trip, after a check on its own key that it is finished. The same script finds the owner's expired tasks, so the
  *   owner's listing index loses their entries, and those of the tasks given up, in the write of
  *   the new entry: the index holds what the owner's count holds, however many tasks the owner has
  *   made. Each set lives as long as its longest-lived entry.
@@ -80,6 +85,8 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
   private readonly keys: RedisKeys;
   private readonly scripts: ScriptClient;
   private readonly listing: RedisTaskListing;
+  /** Whether every key a create touches is on one node, so one script does it all. */
+  private readonly oneNode: boolean;
   /** `list` filters by status itself. */
   readonly listsByStatus: boolean = true;
 
@@ -88,6 +95,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     ({ client: this.client, owned: this.owned, timeoutMs: this.timeoutMs } = link);
     this.keys = new RedisKeys(link.prefix);
     this.scripts = withScripts(this.client);
+    this.oneNode = !this.client.isCluster || this.keys.oneSlot;
     this.listing = new RedisTaskListing({
       client: this.client,
       keys: this.keys,
@@ -126,8 +134,52 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     return this.keys.held(instanceId);
   }
 
+  /**
+   * One round trip where every key is on one node (a single Redis, Sentinel, or a Cluster under a
+   * prefix with a hash tag): CREATE_ONE reserves, counts, gives up and indexes, and writes the
+   * record with its expiry, atomically. On a Cluster under a plain prefix the task's key and the
+   * rows lie in different slots: two round trips (see `createAcrossSlots`).
+   */
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
     const fields = indexedFields(record);
+    if (!this.oneNode) return this.createAcrossSlots(record, options, fields);
+    const { maxRows, quota } = createLimits(options);
+    const sets = this.keys.owner(fields.ownerKey);
+    const task = this.keys.task(record.taskId);
+    const status = await this.call(
+      this.scripts.nestjsMcpTasksCreateOne(
+        this.keys.rows,
+        this.keys.created,
+        sets.quota,
+        sets.done,
+        sets.index,
+        task,
+        fields.heldBy === null ? task : this.keys.held(fields.heldBy),
+        Date.now(),
+        maxRows ?? -1,
+        quota ?? -1,
+        record.createdAt,
+        fields.listingKey,
+        record.version,
+        fields.expiresAt ?? '',
+        encodeRecord(record),
+        fields.ownerKey,
+        record.status,
+      ),
+    );
+    if (status !== CREATED) throw createRefusal(status, options);
+  }
+
+  /**
+   * The create on a Redis Cluster whose prefix has no hash tag: the reservation (rows, the listing
+   * across owners, the owner's count, in the slot of the rows), then the record (its own slot)
+   * with the owner's listing entry (the owner's slot) and the deletion of the tasks given up.
+   */
+  private async createAcrossSlots(
+    record: TaskRecord,
+    options: TaskStoreCreateOptions,
+    fields: IndexedFields,
+  ): Promise<void> {
     const { expiresAt: at, listingKey: key } = fields;
     const score = scoreOf(at);
     const sets = this.keys.owner(fields.ownerKey);

@@ -1,4 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
+import { TaskQuotaError } from '../../src/errors.js';
 import { ListenFeed } from '../../src/notify/listen-feed.js';
 import { WaiterFeed } from '../../src/notify/waiter-feed.js';
 import { RedisTaskNotifier } from '../../src/redis/redis.notifier.js';
@@ -114,6 +115,57 @@ describe('RedisTaskStore on a Redis Cluster', () => {
       } finally {
         await store.onApplicationShutdown();
       }
+    }
+  });
+
+  it('under a prefix with a hash tag a create is one script on one slot, quota included', async () => {
+    const prefix = `{tagged-${++prefixes}}:`;
+    const store = clusterStore(prefix);
+    try {
+      const owner = { principal: 'p' };
+      const limits = { maxRows: 10, maxTasksPerOwner: 3 };
+      // Every key CREATE_ONE touches, a task given up included, is in the prefix's slot.
+      const keys = [
+        `${prefix}rows`,
+        store.createdKey,
+        store.quotaKey('1:p-'),
+        store.doneKey('1:p-'),
+        store.ownerIndexKey(owner),
+        store.keyOf('any-task'),
+        store.heldKey('i1'),
+      ];
+      expect(new Set(await Promise.all(keys.map((key) => slotOf(raw, key)))).size).toBe(1);
+      // Commands the store's Cluster client sends, scripts included.
+      let sent = 0;
+      const client = store.client as Cluster;
+      const send = client.sendCommand.bind(client);
+      client.sendCommand = ((...args: Parameters<Cluster['sendCommand']>) => {
+        sent++;
+        return send(...args);
+      }) as Cluster['sendCommand'];
+      const t0 = Date.now();
+      const tasks = [0, 1, 2].map((i) => newTask(`tagged-${i}`, owner, { ttlMs: 60_000 }, t0 + i));
+      for (const task of tasks) await store.create(task, limits);
+      expect(await store.compareAndSet({ ...tasks[1]!, status: 'completed', version: 2 }, 1)).toBe(
+        true,
+      );
+      sent = 0;
+      // At the quota: the finished task makes room, in the create's one script.
+      const fourth = newTask('tagged-3', owner, { ttlMs: 60_000, heldBy: 'i1' }, t0 + 3);
+      await store.create(fourth, limits);
+      expect(sent).toBe(1);
+      expect(await store.get('tagged-1')).toBeNull();
+      expect(await store.heldTasks('i1')).toEqual(['tagged-3']);
+      const page = await store.list(owner, { limit: 10 });
+      expect(page.tasks.map((task) => task.taskId)).toEqual(['tagged-3', 'tagged-2', 'tagged-0']);
+      // Every task live: the quota refuses, and nothing is written.
+      await expect(
+        store.create(newTask('tagged-4', owner, { ttlMs: 60_000 }, t0 + 4), limits),
+      ).rejects.toBeInstanceOf(TaskQuotaError);
+      expect(await store.get('tagged-4')).toBeNull();
+      expect(await raw.zcard(store.quotaKey('1:p-'))).toBe(3);
+    } finally {
+      await store.onApplicationShutdown();
     }
   });
 

@@ -1,7 +1,8 @@
 import { jest } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { RedisTaskStore } from '../../src/redis/redis.task-store.js';
-import { completeTask, newTask, toStoredResult } from '../../src/task.js';
+import { TaskQuotaError } from '../../src/errors.js';
+import { completeTask, newTask, type TaskRecord, toStoredResult } from '../../src/task.js';
 import { newTaskId as newId } from '../../src/task-id.js';
 import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import { taskStoreContract } from '../../src/testing/index.js';
@@ -73,6 +74,95 @@ describe('RedisTaskStore', () => {
       expect(await raw.zcard(index)).toBe(4);
       expect(await raw.zcard(store.quotaKey('5:churn-'))).toBe(4);
       expect(await raw.zcard(store.doneKey('5:churn-'))).toBe(4);
+    } finally {
+      raw.disconnect();
+      await store.onApplicationShutdown();
+    }
+  });
+
+  it('the quota holds under 1,000 concurrent creates of one owner, and under finishes meanwhile', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'quota1k:' });
+    const raw = new Redis(redis.url);
+    const owner = { principal: 'crowd' };
+    const limits = { maxRows: null, maxTasksPerOwner: 100 };
+    /** The owner's tasks stored now, by id, and the owner's count. */
+    const stored = async (): Promise<{ ids: Set<string>; counted: number }> => {
+      const ids = new Set<string>();
+      let cursor = '0';
+      do {
+        const [next, keys] = await raw.scan(cursor, 'MATCH', 'quota1k:{*}', 'COUNT', 1000);
+        for (const key of keys) ids.add(key.slice('quota1k:{'.length, -1));
+        cursor = next;
+      } while (cursor !== '0');
+      return { ids, counted: await raw.zcard(store.quotaKey('5:crowd-')) };
+    };
+    const createMany = (n: number) =>
+      Array.from({ length: n }, () => {
+        const task = newTask(newId(), owner, { ttlMs: 60_000 }, Date.now());
+        return store.create(task, limits).then(() => task);
+      });
+    try {
+      // Nothing to give up: exactly the quota is accepted, the rest refused with TaskQuotaError.
+      const first = await Promise.allSettled(createMany(1_000));
+      const kept = first.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+      expect(kept).toHaveLength(100);
+      for (const r of first) {
+        if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(TaskQuotaError);
+      }
+      expect(await stored()).toEqual({ ids: new Set(kept.map((t) => t.taskId)), counted: 100 });
+      // Half finished; 1,000 more creates while the other half finishes: every create accepted
+      // gives up one finished task, never a live one, and the owner holds the quota exactly.
+      const finish = (task: TaskRecord) =>
+        store.compareAndSet({ ...task, status: 'completed', version: 2 }, 1);
+      await Promise.all(kept.slice(0, 50).map(finish));
+      const [second] = await Promise.all([
+        Promise.allSettled(createMany(1_000)),
+        Promise.all(kept.slice(50).map(finish)),
+      ]);
+      const added = second.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+      expect(added.length).toBeGreaterThanOrEqual(50);
+      expect(added.length).toBeLessThanOrEqual(100);
+      const after = await stored();
+      expect(after.counted).toBe(100);
+      expect(after.ids.size).toBe(100);
+      for (const task of added) expect(after.ids.has(task.taskId)).toBe(true);
+    } finally {
+      raw.disconnect();
+      await store.onApplicationShutdown();
+    }
+  }, 20_000);
+
+  it('the quota gives up a finished record without a status field, never a live one', async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'legacy-evict:' });
+    const raw = new Redis(redis.url);
+    const owner = { principal: 'old' };
+    const limits = { maxRows: null, maxTasksPerOwner: 2 };
+    try {
+      const t0 = Date.now();
+      const [done, live] = [0, 1].map((i) =>
+        newTask(`legacy-${i}`, owner, { ttlMs: 60_000 }, t0 + i),
+      );
+      for (const task of [done!, live!]) {
+        await store.create(task, limits);
+        // Both finish (each enters the owner's finished set) ...
+        expect(await store.compareAndSet({ ...task, status: 'completed', version: 2 }, 1)).toBe(
+          true,
+        );
+        // ... then lose the status field, as records written before it was kept.
+        await raw.hdel(store.keyOf(task.taskId), 's');
+      }
+      // The second one's JSON says it still works: its finish entry is stale.
+      await raw.hset(store.keyOf('legacy-1'), 'j', JSON.stringify({ ...live, version: 3 }));
+      // The first, finished by its JSON, makes room.
+      await store.create(newTask('legacy-2', owner, { ttlMs: 60_000 }, t0 + 2), limits);
+      expect(await raw.exists(store.keyOf('legacy-0'))).toBe(0);
+      // The second, live by its JSON, does not: the quota refuses and the owner keeps 2 tasks.
+      await expect(
+        store.create(newTask('legacy-3', owner, { ttlMs: 60_000 }, t0 + 3), limits),
+      ).rejects.toBeInstanceOf(TaskQuotaError);
+      expect(await raw.exists(store.keyOf('legacy-1'))).toBe(1);
+      expect(await raw.exists(store.keyOf('legacy-3'))).toBe(0);
+      expect(await raw.zcard(store.quotaKey('3:old-'))).toBe(2);
     } finally {
       raw.disconnect();
       await store.onApplicationShutdown();
