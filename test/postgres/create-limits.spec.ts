@@ -14,7 +14,8 @@ let postgres: TestPostgres;
 let pool: pg.Pool;
 
 beforeAll(async () => {
-  postgres = await startTestPostgres();
+  // Commits that wait for the disk, as in production: creates overlap longer, races show.
+  postgres = await startTestPostgres({ fsync: true });
   pool = new pg.Pool({ connectionString: postgres.url, max: 20 });
 }, 60_000);
 afterAll(async () => {
