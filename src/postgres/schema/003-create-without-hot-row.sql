@@ -9,7 +9,7 @@
 --   of one owner queue; creates of two owners do not), counting its live tasks by the owner index
 --   as before.
 -- - The row count is spread over row_shards, 64 rows whose counts add up to the rows of tasks. A
---   create adds its row to one shard (by its id's hash) within that shard's share of maxRows
+--   create adds its row to one shard (its connection's) within that shard's share of maxRows
 --   (cap): the shares add up to maxRows, so creates on different shards never wait on each other
 --   and together never pass it. When a shard's share is used up (or maxRows is not the one the
 --   shares were made for), the create locks every shard, in order, judges the total exactly and
@@ -48,10 +48,11 @@ INSERT INTO mcp_tasks.row_shards (shard, n)
     FROM generate_series(0, 63) AS shard
   ON CONFLICT (shard) DO NOTHING;
 
--- The shard a task's row counts on: its id's hash, so that concurrent creates spread.
-CREATE OR REPLACE FUNCTION mcp_tasks.shard_of(text) RETURNS integer
-  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-  SELECT pg_catalog.hashtext($1) & 63
+-- The shard a call counts its rows on: its connection's, so that calls on different connections
+-- (a pool's, several instances') seldom share one; any shard will do, only the sum means anything.
+CREATE OR REPLACE FUNCTION mcp_tasks.own_shard() RETURNS integer
+  LANGUAGE sql STABLE PARALLEL RESTRICTED AS $$
+  SELECT pg_catalog.pg_backend_pid() & 63
 $$;
 
 -- Locks every shard, in order, and shares the room left under p_max_rows among them (the shard
@@ -93,7 +94,7 @@ CREATE OR REPLACE FUNCTION mcp_tasks.create_task(
 ) RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   v_owner bytea;
-  v_shard integer := mcp_tasks.shard_of(p_task_id);
+  v_shard integer := mcp_tasks.own_shard();
   v_owned bigint;
   v_gone bigint := 0;
   v_expired bigint;
@@ -120,6 +121,8 @@ BEGIN
   -- write or a lock (as if before the removals still under way). The checks that take precedence
   -- (the id taken, the owner's quota) fall through to the path below.
   IF p_max_rows IS NOT NULL AND (v_owned IS NULL OR v_owned < p_max_per_owner)
+    AND NOT EXISTS (SELECT 1 FROM mcp_tasks.row_shards
+      WHERE shard = v_shard AND max_rows = p_max_rows AND n + 1 <= cap)
     AND (SELECT sum(n) >= p_max_rows FROM mcp_tasks.row_shards)
     AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE expires_at <= p_now)
     AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE task_id = p_task_id) THEN
@@ -201,7 +204,7 @@ RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
   DELETE FROM mcp_tasks.tasks WHERE task_id = p_task_id;
   IF NOT FOUND THEN RETURN false; END IF;
-  UPDATE mcp_tasks.row_shards SET n = n - 1 WHERE shard = mcp_tasks.shard_of(p_task_id);
+  UPDATE mcp_tasks.row_shards SET n = n - 1 WHERE shard = mcp_tasks.own_shard();
   RETURN true;
 END $$;
 
@@ -215,7 +218,6 @@ CREATE OR REPLACE FUNCTION mcp_tasks.cleanup_tasks(
 DECLARE
   v_expired bigint;
   v_finished bigint;
-  v_shard integer;
 BEGIN
   WITH gone AS (
     DELETE FROM mcp_tasks.tasks WHERE task_id IN (
@@ -228,9 +230,8 @@ BEGIN
     RETURNING 1)
   SELECT count(*) INTO v_finished FROM gone;
   IF v_expired + v_finished > 0 THEN
-    -- Any one shard (random() evaluated once, not per row).
-    v_shard := floor(pg_catalog.random() * 64)::integer % 64;
-    UPDATE mcp_tasks.row_shards SET n = n - v_expired - v_finished WHERE shard = v_shard;
+    UPDATE mcp_tasks.row_shards SET n = n - v_expired - v_finished
+      WHERE shard = mcp_tasks.own_shard();
   END IF;
   RETURN v_expired + v_finished;
 END $$;
