@@ -272,6 +272,63 @@ describe('PostgresTaskStore: the upgrade from version 1', () => {
   });
 });
 
+describe('PostgresTaskStore: the upgrade from version 2', () => {
+  /** The call every release's create makes (its arguments have not changed since version 1). */
+  const createCall = (schema: string, record: TaskRecord, maxRows: number | null) => {
+    const fields = indexedFields(record);
+    return pool.query(
+      `SELECT ${schema}.create_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS s`,
+      [
+        record.taskId,
+        fields.ownerKey,
+        record.status,
+        record.createdAt,
+        fields.expiresAt,
+        fields.terminalAt,
+        fields.heldBy,
+        fields.toolName,
+        record.version,
+        encodeRecord(record),
+        Date.now(),
+        maxRows,
+        100,
+      ],
+    );
+  };
+  const rows = async (schema: string): Promise<number> =>
+    Number((await pool.query(`SELECT sum(n) AS n FROM ${schema}.row_shards`)).rows[0].n);
+
+  it("counts version 2's tasks into the shards, drops counts, and the previous release's create is counted", async () => {
+    const schema = 'from_two';
+    await pool.query(
+      SHIPPED.slice(0, 2)
+        .map((name) => shipped(name))
+        .join('\n')
+        .replaceAll('mcp_tasks', schema),
+    );
+    for (let i = 0; i < 5; i++) await createCall(schema, task(`owner-${i}`), null);
+    const store = new PostgresTaskStore({ connection: pool, schema });
+    await store.ready();
+    expect(await layout(schema)).toMatchObject({
+      tables: [
+        { table_name: 'instances' },
+        { table_name: 'row_shards' },
+        { table_name: 'schema_version' },
+        { table_name: 'tasks' },
+      ],
+      versions: [{ version: 1 }, { version: 2 }, { version: 3 }],
+    });
+    expect(await rows(schema)).toBe(5);
+    // The previous release still running calls the same function: now version 3's, counted.
+    expect((await createCall(schema, task('old-release'), 7)).rows[0].s).toBe(1);
+    await store.create(task('new-release'), { maxRows: 7 });
+    expect(await rows(schema)).toBe(7);
+    await expect(store.create(task('one-more'), { maxRows: 7 })).rejects.toThrow(/full/i);
+    expect((await createCall(schema, task('old-release'), 7)).rows[0].s).toBe(0);
+    expect(await rows(schema)).toBe(7);
+  });
+});
+
 describe('PostgresTaskStore: connections and schemas', () => {
   it("uses the app's own pool and leaves it open", async () => {
     const own = new pg.Pool({ connectionString: postgres.url, max: 2 });
