@@ -85,8 +85,8 @@ END $$;
 -- taken) or -2 (the owner's quota, every one of its tasks live). Each statement (a new snapshot in
 -- a VOLATILE function) sees every create of the owner before it, under the owner's lock. At the
 -- owner's quota its finished tasks that expire first are deleted, as many as needed; at maxRows
--- the expired tasks are removed, then the count judged again. The row is inserted before it is
--- judged (a refused one is deleted again), so that the shards are locked last.
+-- the expired tasks are removed, then the count judged again. The row is inserted before the
+-- shards are locked (a refused one is deleted again): they are locked last.
 CREATE OR REPLACE FUNCTION mcp_tasks.create_task(
   p_task_id text, p_owner_key text, p_status text, p_created_at bigint, p_expires_at bigint,
   p_terminal_at bigint, p_held_by text, p_tool_name text, p_version bigint, p_record json,
@@ -117,23 +117,6 @@ BEGIN
       RETURN -2;
     END IF;
   END IF;
-  -- A store full as last committed, with nothing expired to remove, refuses at once, without a
-  -- write or a lock (as if before the removals still under way). The checks that take precedence
-  -- (the id taken, the owner's quota) fall through to the path below.
-  IF p_max_rows IS NOT NULL AND (v_owned IS NULL OR v_owned < p_max_per_owner)
-    AND NOT EXISTS (SELECT 1 FROM mcp_tasks.row_shards
-      WHERE shard = v_shard AND max_rows = p_max_rows AND n + 1 <= cap)
-    AND (SELECT sum(n) >= p_max_rows FROM mcp_tasks.row_shards)
-    AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE expires_at <= p_now)
-    AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE task_id = p_task_id) THEN
-    RETURN 0;
-  END IF;
-  INSERT INTO mcp_tasks.tasks (task_id, owner_key, status, created_at, expires_at, terminal_at,
-      held_by, tool_name, version, record)
-    VALUES (p_task_id, p_owner_key, p_status, p_created_at, p_expires_at, p_terminal_at,
-      p_held_by, p_tool_name, p_version, p_record)
-    ON CONFLICT (task_id) DO NOTHING;
-  IF NOT FOUND THEN RETURN -1; END IF;
   IF v_owned >= p_max_per_owner THEN
     -- Rows another call holds (being deleted or written) are passed over, never waited for.
     WITH gone AS (
@@ -148,28 +131,54 @@ BEGIN
       RETURNING 1)
     SELECT count(*) INTO v_gone FROM gone;
     IF v_owned - v_gone >= p_max_per_owner THEN
-      DELETE FROM mcp_tasks.tasks WHERE task_id = p_task_id;
       IF v_gone > 0 THEN
         UPDATE mcp_tasks.row_shards SET n = n - v_gone WHERE shard = v_shard;
       END IF;
-      RETURN -2;
+      RETURN CASE WHEN EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE task_id = p_task_id)
+        THEN -1 ELSE -2 END;
     END IF;
   END IF;
-  IF p_max_rows IS NULL THEN
-    UPDATE mcp_tasks.row_shards SET n = n + 1 - v_gone WHERE shard = v_shard;
-    RETURN 1;
-  END IF;
-  -- Within this shard's share: one row locked, no other create waits. An UPDATE that waited for
-  -- the row and then found the share used up keeps it locked: the block's rollback (raising
-  -- MT001) lets it go, so that a create that goes on below holds no shard when it locks them all.
+  -- The row, and one more in this shard's share: one shard locked, no other create waits. An
+  -- UPDATE that waited for the shard and then found its share used up keeps it locked: the
+  -- block's rollback (raising MT001) lets it go, with the row, so that a create that goes on below
+  -- holds no shard when it locks them all.
   BEGIN
+    INSERT INTO mcp_tasks.tasks (task_id, owner_key, status, created_at, expires_at, terminal_at,
+        held_by, tool_name, version, record)
+      VALUES (p_task_id, p_owner_key, p_status, p_created_at, p_expires_at, p_terminal_at,
+        p_held_by, p_tool_name, p_version, p_record);
     UPDATE mcp_tasks.row_shards SET n = n + 1 - v_gone
-      WHERE shard = v_shard AND max_rows = p_max_rows AND n + 1 - v_gone <= cap;
+      WHERE shard = v_shard
+        AND (p_max_rows IS NULL OR (max_rows = p_max_rows AND n + 1 - v_gone <= cap));
     IF FOUND THEN RETURN 1; END IF;
     RAISE EXCEPTION USING ERRCODE = 'MT001';
-  EXCEPTION WHEN SQLSTATE 'MT001' THEN
-    NULL;
+  EXCEPTION
+    WHEN unique_violation THEN
+      IF v_gone > 0 THEN
+        UPDATE mcp_tasks.row_shards SET n = n - v_gone WHERE shard = v_shard;
+      END IF;
+      RETURN -1;
+    WHEN SQLSTATE 'MT001' THEN
+      NULL;
   END;
+  -- A store full as last committed, with nothing expired to remove, refuses at once, without a
+  -- write or a lock (as if before the removals still under way); a taken id is still -1.
+  IF v_gone = 0 AND (SELECT sum(n) >= p_max_rows FROM mcp_tasks.row_shards)
+    AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE expires_at <= p_now) THEN
+    RETURN CASE WHEN EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE task_id = p_task_id)
+      THEN -1 ELSE 0 END;
+  END IF;
+  INSERT INTO mcp_tasks.tasks (task_id, owner_key, status, created_at, expires_at, terminal_at,
+      held_by, tool_name, version, record)
+    VALUES (p_task_id, p_owner_key, p_status, p_created_at, p_expires_at, p_terminal_at,
+      p_held_by, p_tool_name, p_version, p_record)
+    ON CONFLICT (task_id) DO NOTHING;
+  IF NOT FOUND THEN
+    IF v_gone > 0 THEN
+      UPDATE mcp_tasks.row_shards SET n = n - v_gone WHERE shard = v_shard;
+    END IF;
+    RETURN -1;
+  END IF;
   -- Its share used up (or made for another maxRows): judged on the total, under every shard,
   -- locked in order.
   PERFORM 1 FROM mcp_tasks.row_shards ORDER BY shard FOR UPDATE;
