@@ -215,9 +215,8 @@
 // reaches 3,300–4,600 creates/s, plain `INSERT`s 7,500–11,500/s, and the Redis store
 // 7,300–16,200/s. The quota's count itself is cheap at the default quota: a create for an owner
 // with 99 live tasks took 0.52 ms against 0.49 ms for an owner with none (median of 200 each,
-// measured apart). A way to narrow the gap, in `001-initial.sql`: skip the `counts` row when
-// `maxRows` is `null` (nothing to judge; `cleanup_tasks` counts the table again anyway), and let the
-// `INSERT`'s primary key refuse a taken id (`ON CONFLICT DO NOTHING`) instead of looking it up first.
+// measured apart). (Those figures are schema version 2's. Version 3 no longer locks one row for
+// every create: see (e) and docs/postgres.md, "Version 3".)
 //
 // Beside them, the Redis store (c) reads 1.3–2.2 times as fast (11,670 against 6,102 gets/s in the
 // fastest run: a Redis `HGET` against a PostgreSQL index scan, a prepared statement's bind and a
