@@ -32,8 +32,13 @@
 // It is a report, not a test: it exits 0 whether a target is met or missed, and non-zero only when
 // it cannot run (dist/ missing, no PostgreSQL or redis-server, a broken invariant, the deadline).
 //
+//   (e) The store at PostgreSQL's own pace, 16 in flight, synchronous_commit off and on: create
+//       (quota and maxRows on) ÷ a plain INSERT of the same row and indexes (target ≥ 0.8), get
+//       as the owner ÷ a plain SELECT by key (target ≥ 0.95); alternating pairs, medians, spread.
+//
 // Environment knobs (all optional): POSTGRES_URL, REDIS_URL, BENCH_POSTGRES_ROUNDS (default 5),
-// BENCH_POSTGRES_ROUND_MS (1000), BENCH_POSTGRES_WARMUP_MS (500).
+// BENCH_POSTGRES_ROUND_MS (1000), BENCH_POSTGRES_WARMUP_MS (500), BENCH_POSTGRES_PAIRS (15),
+// BENCH_POSTGRES_PAIR_MS (400), BENCH_POSTGRES_ONLY (engine: (e) alone).
 //
 // -----------------------------------------------------------------------------------------------
 // Method, in detail:
@@ -53,8 +58,8 @@
 // its own `redis-server` (no persistence), and stops both at the end. With `POSTGRES_URL` (or
 // `REDIS_URL`) set it uses that server instead, under a schema `bench_pg_<pid>` (a key prefix
 // `bench-pg-<pid>:`) of its own that it removes at the end; the header prints the server's
-// `synchronous_commit`, `fsync` and `shared_buffers`. It takes about 150 s, and a hard deadline ends
-// it at 300 s whatever happens. It is a report, not a test: it exits 0 whether a target is met or
+// `synchronous_commit`, `fsync` and `shared_buffers`. It takes about 210 s, and a hard deadline ends
+// it at 420 s whatever happens. It is a report, not a test: it exits 0 whether a target is met or
 // missed, and non-zero only when it cannot run (no `dist/`, no PostgreSQL or `redis-server`, a broken
 // invariant such as two counts that disagree or a baseline page that differs from the store's).
 //
@@ -123,8 +128,20 @@
 // prefix of the baseline's), and each of ours must be one round trip. **Target: baseline latency ÷
 // ours (medians) ≥ 0.8**, the bar of (b); and 1 round trip per page.
 //
+// **(e) The store at PostgreSQL's own pace** (issue 37). Creates and gets with 16 in flight on
+// pools of 10, with `synchronous_commit` off and then on (set on every connection of both sides
+// with the `options` of the pool: `-c synchronous_commit=on`): creates through TasksService with
+// the quota (100) and `maxRows` (1,000,000, never reached) on, against a plain prepared `INSERT` of
+// the same row into a table of the same columns and indexes; gets as the owner through
+// TasksService (1,000 tasks read in turn) against a plain prepared `SELECT record … WHERE task_id
+// = $1`, its record parsed. 15 pairs of ~400 ms bursts, who goes first alternating, the tables
+// emptied (and `recount_tasks()`) after each pair of creates; it prints the median rates, the
+// median of the per-pair ratios, their quartiles and range. **Targets: create ÷ plain INSERT ≥
+// 0.8, get ÷ plain SELECT ≥ 0.95**, in the SUMMARY. `BENCH_POSTGRES_ONLY=engine` runs (e) alone.
+//
 // **Knobs** (environment, all optional): `POSTGRES_URL`, `REDIS_URL`, `BENCH_POSTGRES_ROUNDS` (5),
-// `BENCH_POSTGRES_ROUND_MS` (1000) and `BENCH_POSTGRES_WARMUP_MS` (500).
+// `BENCH_POSTGRES_ROUND_MS` (1000), `BENCH_POSTGRES_WARMUP_MS` (500), `BENCH_POSTGRES_PAIRS` (15),
+// `BENCH_POSTGRES_PAIR_MS` (400) and `BENCH_POSTGRES_ONLY` (`engine`).
 //
 // Five runs on the 2-vCPU development VM (Node 20, PostgreSQL 15.18 and redis-server 7.0 on the same
 // machine, other work sharing it: the load average was 0.8–2.3 at the starts, and other benchmarks
@@ -198,9 +215,8 @@
 // reaches 3,300–4,600 creates/s, plain `INSERT`s 7,500–11,500/s, and the Redis store
 // 7,300–16,200/s. The quota's count itself is cheap at the default quota: a create for an owner
 // with 99 live tasks took 0.52 ms against 0.49 ms for an owner with none (median of 200 each,
-// measured apart). A way to narrow the gap, in `001-initial.sql`: skip the `counts` row when
-// `maxRows` is `null` (nothing to judge; `cleanup_tasks` counts the table again anyway), and let the
-// `INSERT`'s primary key refuse a taken id (`ON CONFLICT DO NOTHING`) instead of looking it up first.
+// measured apart). (Those figures are schema version 2's. Version 3 no longer locks one row for
+// every create: see (e) and docs/postgres.md, "Version 3".)
 //
 // Beside them, the Redis store (c) reads 1.3–2.2 times as fast (11,670 against 6,102 gets/s in the
 // fastest run: a Redis `HGET` against a PostgreSQL index scan, a prepared statement's bind and a
@@ -268,7 +284,7 @@ const ROUNDS = positiveEnv('BENCH_POSTGRES_ROUNDS', 5);
 const ROUND_MS = positiveEnv('BENCH_POSTGRES_ROUND_MS', 1_000);
 const WARMUP_MS = positiveEnv('BENCH_POSTGRES_WARMUP_MS', 500);
 /** Whatever happens, the whole run ends by then. */
-const HARD_DEADLINE_MS = 300_000;
+const HARD_DEADLINE_MS = 420_000;
 /** (a) Operations of each kind counted. */
 const COUNT_OPS = 100;
 /** (b) Operations between two clock reads, and the tasks each contender reads in turn. */
@@ -287,6 +303,16 @@ const LIMIT = 50;
 /** (d) listAll pages walked from the newest, per case. */
 const LIST_ALL_PAGES = 100;
 const FILL_CONCURRENCY = 8;
+/** (e) Alternating pairs per measure, and how long each side of a pair runs. */
+const PAIRS = positiveEnv('BENCH_POSTGRES_PAIRS', 15);
+const PAIR_MS = positiveEnv('BENCH_POSTGRES_PAIR_MS', 400);
+/** (e) The row limit the store's creates are judged against (on, never reached). */
+const ENGINE_MAX_ROWS = 1_000_000;
+/** (e) Targets: create ÷ plain INSERT, owner-scoped get ÷ plain SELECT by key. */
+const ENGINE_CREATE_TARGET = 0.8;
+const ENGINE_GET_TARGET = 0.95;
+/** Only (e), the engine ratios (for a quick look at them): BENCH_POSTGRES_ONLY=engine. */
+const ENGINE_ONLY = process.env.BENCH_POSTGRES_ONLY === 'engine';
 
 const ROUND_TRIP_TARGET = { create: 1, get: 1, transition: 2, page: 1 };
 const RATIO_TARGET = 0.8;
@@ -1248,6 +1274,187 @@ async function benchListing(store, counts, admin, reset) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// (e) the engine's own pace: the store against plain pg, 16 in flight, alternating pairs
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * `run()` called IN_FLIGHT at a time (IN_FLIGHT loops) for about `ms`; the calls per second.
+ */
+async function burst(run, ms) {
+  let calls = 0;
+  const start = nowNs();
+  const budget = BigInt(Math.round(ms * 1e6));
+  const loop = async () => {
+    while (nowNs() - start < budget) {
+      await run();
+      calls++;
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, loop));
+  return calls / (msSince(start) / 1000);
+}
+
+/**
+ * PAIRS pairs of bursts, ours then the baseline's or the other way round (alternating), each
+ * PAIR_MS; `reset()` after each pair. The median rates, and the median, quartiles and range of the
+ * per-pair ratios (ours ÷ baseline).
+ */
+async function pairs(ours, baseline, reset) {
+  await burst(ours, PAIR_MS / 2);
+  await burst(baseline, PAIR_MS / 2);
+  await reset();
+  const oursRates = [];
+  const baseRates = [];
+  const ratios = [];
+  for (let i = 0; i < PAIRS; i++) {
+    let a;
+    let b;
+    if (i % 2 === 0) {
+      a = await burst(ours, PAIR_MS);
+      b = await burst(baseline, PAIR_MS);
+    } else {
+      b = await burst(baseline, PAIR_MS);
+      a = await burst(ours, PAIR_MS);
+    }
+    oursRates.push(a);
+    baseRates.push(b);
+    ratios.push(a / b);
+    await reset();
+  }
+  return {
+    ours: median(oursRates),
+    baseline: median(baseRates),
+    ratio: median(ratios),
+    quartiles: [quantile(ratios, 0.25), quantile(ratios, 0.75)],
+    range: [Math.min(...ratios), Math.max(...ratios)],
+  };
+}
+
+/**
+ * (e) The store at PostgreSQL's own pace, with `synchronous_commit` as `sync` on every connection
+ * of both sides (pools of 10, IN_FLIGHT calls in flight): creates through TasksService with the
+ * quota and maxRows on, against a plain prepared INSERT of the same row into a table of the same
+ * columns and indexes; gets as the owner through TasksService against a plain prepared SELECT of
+ * the record by primary key (parsed, as the store parses it).
+ */
+async function engineRatios(sync, contexts, pools) {
+  const connection = {
+    connectionString: postgres.url,
+    max: 10,
+    options: `-c synchronous_commit=${sync}`,
+  };
+  const store = new PostgresTaskStore({ connection, schema: SCHEMA });
+  let ctx;
+  try {
+    ctx = await tasksContext(lib, {
+      maxRows: ENGINE_MAX_ROWS,
+      maxTasksPerOwner: QUOTA,
+      defaultTtlMs: HOUR,
+      store,
+      notifier: null,
+      lease: false,
+    });
+  } catch (error) {
+    await store.onApplicationShutdown();
+    throw error;
+  }
+  contexts.push(ctx);
+  await store.ready();
+  await admin.query(`CREATE SCHEMA IF NOT EXISTS ${PLAIN}`);
+  await admin.query(
+    `CREATE TABLE IF NOT EXISTS ${PLAIN}.tasks (LIKE ${SCHEMA}.tasks INCLUDING ALL)`,
+  );
+  const plainPool = new pg.Pool(connection);
+  pools.push(plainPool);
+  const current = (await plainPool.query('SHOW synchronous_commit')).rows[0].synchronous_commit;
+  assert(current === sync, `synchronous_commit is ${current} on the plain pool, not ${sync}`);
+  const table = `${PLAIN}.tasks`;
+  const reset = async () => {
+    await admin.query(`TRUNCATE ${SCHEMA}.tasks, ${table}`);
+    await admin.query(`SELECT ${SCHEMA}.recount_tasks()`);
+  };
+  await reset();
+  const insert = {
+    name: 'bench_engine_insert',
+    text:
+      `INSERT INTO ${table} (task_id, owner_key, status, created_at, expires_at, terminal_at, ` +
+      `held_by, tool_name, version, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+  };
+  const byKey = {
+    name: 'bench_engine_select',
+    text: `SELECT record::text AS record FROM ${table} WHERE task_id = $1`,
+  };
+  const plainInsert = async (owner) => {
+    const record = taskRecord(newTaskId(), owner, { ttlMs: HOUR }, Date.now());
+    await plainPool.query({
+      ...insert,
+      values: [
+        record.taskId,
+        owner.principal,
+        record.status,
+        record.createdAt,
+        record.createdAt + record.ttlMs,
+        null,
+        null,
+        null,
+        record.version,
+        JSON.stringify(record),
+      ],
+    });
+    return record.taskId;
+  };
+  const oursOwner = ownerTurns();
+  const plainOwner = ownerTurns();
+  const create = await pairs(
+    () => ctx.service.create(oursOwner()),
+    () => plainInsert(plainOwner()),
+    reset,
+  );
+  // Gets: 1,000 tasks on each side, read in turn.
+  const oursTasks = [];
+  const plainTasks = [];
+  for (let i = 0; i < GET_TASKS; i++) {
+    const owner = owners[i % OWNERS];
+    oursTasks.push({ taskId: (await ctx.service.create(owner)).taskId, owner });
+    plainTasks.push({ taskId: await plainInsert(owner), owner });
+  }
+  let nextOurs = 0;
+  let nextPlain = 0;
+  const get = await pairs(
+    async () => {
+      const { taskId, owner } = oursTasks[nextOurs++ % GET_TASKS];
+      await ctx.service.get(taskId, owner);
+    },
+    async () => {
+      const { taskId, owner } = plainTasks[nextPlain++ % GET_TASKS];
+      const { rows } = await plainPool.query({ ...byKey, values: [taskId] });
+      if (JSON.parse(rows[0].record).owner.principal !== owner.principal) {
+        throw new Error('plain: not found');
+      }
+    },
+    async () => undefined,
+  );
+  await reset();
+  return { create, get };
+}
+
+/** One measure of (e) as a SUMMARY row, and printed. */
+function engineRow(name, measured, target) {
+  const spread =
+    `pairs ${fmt3(measured.quartiles[0])}–${fmt3(measured.quartiles[1])} (quartiles), ` +
+    `${fmt3(measured.range[0])}–${fmt3(measured.range[1])} (range)`;
+  console.log(
+    `    ${name}: ${fmtInt(measured.ours)}/s vs ${fmtInt(measured.baseline)}/s, ratio ${fmt3(measured.ratio)}; ${spread}`,
+  );
+  return [
+    `(e) ${name}`,
+    `${fmt3(measured.ratio)} (${fmtInt(measured.ours)} vs ${fmtInt(measured.baseline)}/s; ${spread})`,
+    `≥ ${target}`,
+    verdict(measured.ratio >= target),
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
 // Main
 // ---------------------------------------------------------------------------------------------
 
@@ -1285,196 +1492,220 @@ const contexts = [];
 const pools = [];
 const rows = [];
 try {
-  // (a) on the app's own pool, counted; then the Redis store's commands beside.
-  const appPool = new pg.Pool({ connectionString: postgres.url });
-  pools.push(appPool);
-  const appCounts = countPool(appPool);
-  const counted = await storeContext(
-    new PostgresTaskStore({ connection: appPool, schema: SCHEMA }),
-  );
-  contexts.push(counted);
-  await counted.store.ready();
-  // One checked cycle first (it prepares the statements on a connection, not counted).
-  {
-    const task = await counted.service.create(owners[0]);
-    assert((await counted.service.get(task.taskId, owners[0])).version === 1, 'get after create');
-    const done = await counted.service.complete(task.taskId, RESULT);
-    assert(done.status === 'completed' && done.version > 1, 'complete');
-  }
-  const pgCounts = await countPerOperation(counted.service, appCounts, [
-    'queries',
-    'roundTrips',
-    'messages',
-  ]);
-  assert(appCounts.waiting === 0, 'a statement is still waiting for its answer');
-  const captured = await captureStatements(counted.service, appCounts);
-
-  const redisStore = new RedisTaskStore({ connection: redis.url, prefix: PREFIX });
-  const redisCtx = await storeContext(redisStore);
-  contexts.push(redisCtx);
-  const redisCounts = countRedisCommands(redisStore.client);
-  await redisCtx.service.create(owners[0]); // loads the scripts, not counted
-  const redisResults = await countPerOperation(redisCtx.service, redisCounts, [
-    'roundTrips',
-    'commands',
-  ]);
-
-  console.log(
-    `\n(a) round trips per operation (${COUNT_OPS} of each through TasksService, counted on the pool handed to the store)`,
-  );
-  const width = Math.max(...OPERATIONS.map((operation) => operation.name.length));
-  for (const operation of OPERATIONS) {
-    const { queries, roundTrips, messages } = pgCounts.get(operation);
-    assert(
-      Math.abs(queries - roundTrips) < 1e-9,
-      `${operation.name}: ${queries} queries but ${roundTrips} protocol round trips`,
+  if (!ENGINE_ONLY) {
+    // (a) on the app's own pool, counted; then the Redis store's commands beside.
+    const appPool = new pg.Pool({ connectionString: postgres.url });
+    pools.push(appPool);
+    const appCounts = countPool(appPool);
+    const counted = await storeContext(
+      new PostgresTaskStore({ connection: appPool, schema: SCHEMA }),
     );
-    const r = redisResults.get(operation);
-    console.log(
-      `    ${operation.name.padEnd(width)}  PostgreSQL ${fmt2(roundTrips)} round trips (${fmt2(queries)} queries, ${fmt2(messages)} protocol messages)` +
-        `   Redis store ${fmt2(r.roundTrips)} round trips (${fmt2(r.commands)} commands)`,
-    );
-    const ok = operation.exact ? roundTrips === operation.target : roundTrips <= operation.target;
-    rows.push([
-      `(a) round trips: ${operation.name}`,
-      `${fmt2(roundTrips)} (Redis ${fmt2(r.roundTrips)})`,
-      `${operation.exact ? '=' : '≤'} ${operation.target}`,
-      verdict(ok),
+    contexts.push(counted);
+    await counted.store.ready();
+    // One checked cycle first (it prepares the statements on a connection, not counted).
+    {
+      const task = await counted.service.create(owners[0]);
+      assert((await counted.service.get(task.taskId, owners[0])).version === 1, 'get after create');
+      const done = await counted.service.complete(task.taskId, RESULT);
+      assert(done.status === 'completed' && done.version > 1, 'complete');
+    }
+    const pgCounts = await countPerOperation(counted.service, appCounts, [
+      'queries',
+      'roundTrips',
+      'messages',
     ]);
-  }
+    assert(appCounts.waiting === 0, 'a statement is still waiting for its answer');
+    const captured = await captureStatements(counted.service, appCounts);
 
-  // (b) throughput.
-  await admin.query(`CREATE SCHEMA ${PLAIN}`);
-  await admin.query(`CREATE TABLE ${PLAIN}.tasks (LIKE ${SCHEMA}.tasks INCLUDING ALL)`);
-  const reset = async () => {
-    await admin.query(`TRUNCATE ${SCHEMA}.tasks, ${PLAIN}.tasks`);
-    await admin.query(`UPDATE ${SCHEMA}.counts SET n = 0`);
-    await removeRedisKeys(redisAdmin, PREFIX);
-  };
-  await reset();
-  // The subject's store makes its own pool from the connection string (the common case).
-  const subjectStore = new PostgresTaskStore({ connection: postgres.url, schema: SCHEMA });
-  const subjectCtx = await storeContext(subjectStore);
-  contexts.push(subjectCtx);
-  const subjectCounts = countQueries(subjectStore.pool);
-  const samePool = new pg.Pool({ connectionString: postgres.url });
-  const plainPool = new pg.Pool({ connectionString: postgres.url });
-  pools.push(samePool, plainPool);
-  const subject = serviceContender(
-    'TasksService + PostgresTaskStore',
-    'PostgreSQL store',
-    subjectCtx.service,
-    subjectCounts,
-    'postgres',
-  );
-  const same = sameStatementsContender(samePool, countQueries(samePool), captured);
-  const plain = plainContender(plainPool, countQueries(plainPool));
-  const redisSide = serviceContender(
-    'TasksService + RedisTaskStore',
-    'Redis store',
-    redisCtx.service,
-    redisCounts,
-    'redis',
-  );
-  const contenders = [subject, same, plain, redisSide];
-  const redisRows = [];
-  const clocks = serverClocks(postgres, redisAdmin);
-  console.log(
-    `\n(b) operations per second, one at a time; warm-up ${WARMUP_MS} ms, then ${ROUNDS} rounds of ~${ROUND_MS} ms per contender, ` +
-      `taking turns ${BATCH} at a time, the order rotated each round; tables and keys emptied after each round`,
-  );
-  for (const kind of ['get', 'create', 'cycle']) {
-    console.log(
-      kind === 'get'
-        ? `  get as the owner (${fmtInt(GET_TASKS)} tasks per contender, read in turn):`
-        : kind === 'create'
-          ? `  create (owners in turn, ${fmtInt(OWNERS)} of them; the quota of ${QUOTA} counted on every create):`
-          : '  cycle: create → get → complete:',
-    );
-    if (kind === 'get') for (const contender of contenders) await contender.prepareGets();
-    const results = await compare(
-      contenders,
-      kind,
-      clocks,
-      kind === 'get' ? async () => undefined : reset,
-    );
-    if (kind === 'get') await reset();
-    const { summary, ratioTo } = reportKind(kind, contenders, results, subject, clocks);
-    const toSame = ratioTo(same);
-    const toPlain = ratioTo(plain);
-    assert(
-      summary.get(subject).roundTrips === summary.get(same).roundTrips &&
-        summary.get(subject).roundTrips === summary.get(plain).roundTrips,
-      `${kind}: round trips per operation differ between the store and the baselines`,
-    );
-    console.log(
-      `    ratio store ÷ same statements ${fmt3(toSame.ratio)} (rounds ${toSame.ratios.map(fmt3).join(', ')}), ` +
-        `store ÷ plain ${fmt3(toPlain.ratio)} (rounds ${toPlain.ratios.map(fmt3).join(', ')}); ` +
-        `PostgreSQL store ÷ Redis store ${fmt2(summary.get(subject).rate / summary.get(redisSide).rate)}`,
-    );
-    const rates = `${fmtInt(summary.get(subject).rate)} vs`;
-    rows.push([
-      `(b) ${kind}: store ÷ pg, same statements`,
-      `${fmt3(toSame.ratio)} (${rates} ${fmtInt(summary.get(same).rate)}/s)`,
-      `≥ ${RATIO_TARGET}`,
-      verdict(toSame.ratio >= RATIO_TARGET),
+    const redisStore = new RedisTaskStore({ connection: redis.url, prefix: PREFIX });
+    const redisCtx = await storeContext(redisStore);
+    contexts.push(redisCtx);
+    const redisCounts = countRedisCommands(redisStore.client);
+    await redisCtx.service.create(owners[0]); // loads the scripts, not counted
+    const redisResults = await countPerOperation(redisCtx.service, redisCounts, [
+      'roundTrips',
+      'commands',
     ]);
+
+    console.log(
+      `\n(a) round trips per operation (${COUNT_OPS} of each through TasksService, counted on the pool handed to the store)`,
+    );
+    const width = Math.max(...OPERATIONS.map((operation) => operation.name.length));
+    for (const operation of OPERATIONS) {
+      const { queries, roundTrips, messages } = pgCounts.get(operation);
+      assert(
+        Math.abs(queries - roundTrips) < 1e-9,
+        `${operation.name}: ${queries} queries but ${roundTrips} protocol round trips`,
+      );
+      const r = redisResults.get(operation);
+      console.log(
+        `    ${operation.name.padEnd(width)}  PostgreSQL ${fmt2(roundTrips)} round trips (${fmt2(queries)} queries, ${fmt2(messages)} protocol messages)` +
+          `   Redis store ${fmt2(r.roundTrips)} round trips (${fmt2(r.commands)} commands)`,
+      );
+      const ok = operation.exact ? roundTrips === operation.target : roundTrips <= operation.target;
+      rows.push([
+        `(a) round trips: ${operation.name}`,
+        `${fmt2(roundTrips)} (Redis ${fmt2(r.roundTrips)})`,
+        `${operation.exact ? '=' : '≤'} ${operation.target}`,
+        verdict(ok),
+      ]);
+    }
+
+    // (b) throughput.
+    await admin.query(`CREATE SCHEMA ${PLAIN}`);
+    await admin.query(`CREATE TABLE ${PLAIN}.tasks (LIKE ${SCHEMA}.tasks INCLUDING ALL)`);
+    const reset = async () => {
+      await admin.query(`TRUNCATE ${SCHEMA}.tasks, ${PLAIN}.tasks`);
+      await admin.query(`SELECT ${SCHEMA}.recount_tasks()`);
+      await removeRedisKeys(redisAdmin, PREFIX);
+    };
+    await reset();
+    // The subject's store makes its own pool from the connection string (the common case).
+    const subjectStore = new PostgresTaskStore({ connection: postgres.url, schema: SCHEMA });
+    const subjectCtx = await storeContext(subjectStore);
+    contexts.push(subjectCtx);
+    const subjectCounts = countQueries(subjectStore.pool);
+    const samePool = new pg.Pool({ connectionString: postgres.url });
+    const plainPool = new pg.Pool({ connectionString: postgres.url });
+    pools.push(samePool, plainPool);
+    const subject = serviceContender(
+      'TasksService + PostgresTaskStore',
+      'PostgreSQL store',
+      subjectCtx.service,
+      subjectCounts,
+      'postgres',
+    );
+    const same = sameStatementsContender(samePool, countQueries(samePool), captured);
+    const plain = plainContender(plainPool, countQueries(plainPool));
+    const redisSide = serviceContender(
+      'TasksService + RedisTaskStore',
+      'Redis store',
+      redisCtx.service,
+      redisCounts,
+      'redis',
+    );
+    const contenders = [subject, same, plain, redisSide];
+    const redisRows = [];
+    const clocks = serverClocks(postgres, redisAdmin);
+    console.log(
+      `\n(b) operations per second, one at a time; warm-up ${WARMUP_MS} ms, then ${ROUNDS} rounds of ~${ROUND_MS} ms per contender, ` +
+        `taking turns ${BATCH} at a time, the order rotated each round; tables and keys emptied after each round`,
+    );
+    for (const kind of ['get', 'create', 'cycle']) {
+      console.log(
+        kind === 'get'
+          ? `  get as the owner (${fmtInt(GET_TASKS)} tasks per contender, read in turn):`
+          : kind === 'create'
+            ? `  create (owners in turn, ${fmtInt(OWNERS)} of them; the quota of ${QUOTA} counted on every create):`
+            : '  cycle: create → get → complete:',
+      );
+      if (kind === 'get') for (const contender of contenders) await contender.prepareGets();
+      const results = await compare(
+        contenders,
+        kind,
+        clocks,
+        kind === 'get' ? async () => undefined : reset,
+      );
+      if (kind === 'get') await reset();
+      const { summary, ratioTo } = reportKind(kind, contenders, results, subject, clocks);
+      const toSame = ratioTo(same);
+      const toPlain = ratioTo(plain);
+      assert(
+        summary.get(subject).roundTrips === summary.get(same).roundTrips &&
+          summary.get(subject).roundTrips === summary.get(plain).roundTrips,
+        `${kind}: round trips per operation differ between the store and the baselines`,
+      );
+      console.log(
+        `    ratio store ÷ same statements ${fmt3(toSame.ratio)} (rounds ${toSame.ratios.map(fmt3).join(', ')}), ` +
+          `store ÷ plain ${fmt3(toPlain.ratio)} (rounds ${toPlain.ratios.map(fmt3).join(', ')}); ` +
+          `PostgreSQL store ÷ Redis store ${fmt2(summary.get(subject).rate / summary.get(redisSide).rate)}`,
+      );
+      const rates = `${fmtInt(summary.get(subject).rate)} vs`;
+      rows.push([
+        `(b) ${kind}: store ÷ pg, same statements`,
+        `${fmt3(toSame.ratio)} (${rates} ${fmtInt(summary.get(same).rate)}/s)`,
+        `≥ ${RATIO_TARGET}`,
+        verdict(toSame.ratio >= RATIO_TARGET),
+      ]);
+      rows.push([
+        `(b) ${kind}: store ÷ pg, plain statements`,
+        `${fmt3(toPlain.ratio)} (${rates} ${fmtInt(summary.get(plain).rate)}/s)`,
+        `≥ ${RATIO_TARGET}`,
+        verdict(toPlain.ratio >= RATIO_TARGET),
+      ]);
+      redisRows.push([
+        `(c) ${kind}: Redis store, beside`,
+        `${fmtInt(summary.get(redisSide).rate)}/s, ${fmt2(summary.get(redisSide).roundTrips)} round trips (PostgreSQL ÷ Redis ${fmt2(summary.get(subject).rate / summary.get(redisSide).rate)})`,
+        'none',
+        '-',
+      ]);
+    }
+
+    console.log(
+      `  context, no target: create with ${IN_FLIGHT} in flight (pools of 10 connections), each contender alone, ${CONCURRENT_ROUNDS} rounds of ~${ROUND_MS} ms:`,
+    );
+    const concurrent = await concurrentCreates(contenders, reset);
+    const nameWidth = Math.max(...contenders.map((contender) => contender.name.length));
+    for (const contender of contenders) {
+      console.log(
+        `    ${contender.name.padEnd(nameWidth)}  ${fmtInt(concurrent.get(contender)).padStart(6)} creates/s`,
+      );
+    }
+
     rows.push([
-      `(b) ${kind}: store ÷ pg, plain statements`,
-      `${fmt3(toPlain.ratio)} (${rates} ${fmtInt(summary.get(plain).rate)}/s)`,
-      `≥ ${RATIO_TARGET}`,
-      verdict(toPlain.ratio >= RATIO_TARGET),
-    ]);
-    redisRows.push([
-      `(c) ${kind}: Redis store, beside`,
-      `${fmtInt(summary.get(redisSide).rate)}/s, ${fmt2(summary.get(redisSide).roundTrips)} round trips (PostgreSQL ÷ Redis ${fmt2(summary.get(subject).rate / summary.get(redisSide).rate)})`,
+      `(b) context: create, ${IN_FLIGHT} in flight`,
+      contenders
+        .map((contender) => `${fmtInt(concurrent.get(contender))}/s ${contender.short}`)
+        .join(', '),
       'none',
       '-',
     ]);
-  }
+    rows.push(...redisRows);
 
-  console.log(
-    `  context, no target: create with ${IN_FLIGHT} in flight (pools of 10 connections), each contender alone, ${CONCURRENT_ROUNDS} rounds of ~${ROUND_MS} ms:`,
-  );
-  const concurrent = await concurrentCreates(contenders, reset);
-  const nameWidth = Math.max(...contenders.map((contender) => contender.name.length));
-  for (const contender of contenders) {
+    // (d) listing.
     console.log(
-      `    ${contender.name.padEnd(nameWidth)}  ${fmtInt(concurrent.get(contender)).padStart(6)} creates/s`,
+      `\n(d) listing, ${fmtInt(OWNERS * TASKS_PER_OWNER)} tasks of ${fmtInt(OWNERS)} owners, pages of ${LIMIT}, ` +
+        'PostgresTaskStore.list / listAll against a plain keyset SELECT (same table and index), call by call, who goes first alternating',
     );
-  }
-
-  rows.push([
-    `(b) context: create, ${IN_FLIGHT} in flight`,
-    contenders
-      .map((contender) => `${fmtInt(concurrent.get(contender))}/s ${contender.short}`)
-      .join(', '),
-    'none',
-    '-',
-  ]);
-  rows.push(...redisRows);
-
-  // (d) listing.
-  console.log(
-    `\n(d) listing, ${fmtInt(OWNERS * TASKS_PER_OWNER)} tasks of ${fmtInt(OWNERS)} owners, pages of ${LIMIT}, ` +
-      'PostgresTaskStore.list / listAll against a plain keyset SELECT (same table and index), call by call, who goes first alternating',
-  );
-  const listed = await benchListing(subjectStore, subjectCounts, admin, reset);
-  for (const row of listed) {
+    const listed = await benchListing(subjectStore, subjectCounts, admin, reset);
+    for (const row of listed) {
+      rows.push([
+        `(d) ${row.name}`,
+        `${fmt2(row.ratio)} (median ${fmtUs(row.ours)} vs ${fmtUs(row.baseline)})`,
+        `≥ ${LISTING_TARGET}`,
+        verdict(row.ratio >= LISTING_TARGET),
+      ]);
+    }
+    const maxPageTrips = Math.max(...listed.map((row) => row.maxRoundTrips));
     rows.push([
-      `(d) ${row.name}`,
-      `${fmt2(row.ratio)} (median ${fmtUs(row.ours)} vs ${fmtUs(row.baseline)})`,
-      `≥ ${LISTING_TARGET}`,
-      verdict(row.ratio >= LISTING_TARGET),
+      '(d) round trips per page, every listing call',
+      `max ${maxPageTrips}`,
+      `= ${ROUND_TRIP_TARGET.page}`,
+      verdict(maxPageTrips === ROUND_TRIP_TARGET.page),
     ]);
   }
-  const maxPageTrips = Math.max(...listed.map((row) => row.maxRoundTrips));
-  rows.push([
-    '(d) round trips per page, every listing call',
-    `max ${maxPageTrips}`,
-    `= ${ROUND_TRIP_TARGET.page}`,
-    verdict(maxPageTrips === ROUND_TRIP_TARGET.page),
-  ]);
+
+  // (e) the engine's own pace, with synchronous_commit off (as above) and on (PostgreSQL's default).
+  console.log(
+    `\n(e) the store at PostgreSQL's pace: ${IN_FLIGHT} in flight, pools of 10, ${PAIRS} pairs of ~${PAIR_MS} ms bursts ` +
+      '(who goes first alternating), tables emptied after each pair of creates; quota and maxRows on',
+  );
+  for (const sync of ['off', 'on']) {
+    console.log(`  synchronous_commit ${sync}:`);
+    const engine = await engineRatios(sync, contexts, pools);
+    rows.push(
+      engineRow(
+        `create ÷ plain INSERT, synchronous_commit ${sync}`,
+        engine.create,
+        ENGINE_CREATE_TARGET,
+      ),
+      engineRow(
+        `get as the owner ÷ plain SELECT by key, synchronous_commit ${sync}`,
+        engine.get,
+        ENGINE_GET_TARGET,
+      ),
+    );
+  }
   printTargetTable(rows);
 } finally {
   for (const ctx of contexts.reverse()) await ctx.close().catch(() => undefined);

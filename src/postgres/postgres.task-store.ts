@@ -81,9 +81,11 @@ const CLEANUP_BATCH = 1_000;
  * - Every operation is one round trip: a statement, or a function of the schema where the work
  *   needs several statements each with a fresh snapshot (`create_task`, `delete_task`,
  *   `cleanup_tasks`). Statements are prepared on each connection on first use.
- * - `create` counts rows (`maxRows`) in `<schema>.counts`, one row that every create and removal
- *   locks, so two creates never both take the last place; the owner's quota is counted under the
- *   same lock, its finished task that expires first deleted to make room.
+ * - `create` counts rows (`maxRows`) in `<schema>.row_shards`: the row of its connection's shard,
+ *   within that shard's share of `maxRows` (the shares add up to it), so creates on different
+ *   connections never wait on each other; a used-up share is judged and shared again under every
+ *   shard. The owner's quota is counted under a lock of that owner alone, its finished task that
+ *   expires first deleted to make room. Both limits hold exactly under concurrency.
  * - An owner-scoped `get` compares the owner in the statement's WHERE: another owner's task is
  *   never sent, so it answers as a missing one does.
  * - `compareAndSet` is `UPDATE … WHERE version = $expected`: two instances racing on one task

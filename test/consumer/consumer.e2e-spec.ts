@@ -735,9 +735,11 @@ describe('consumer check: the packed package in five throwaway apps', () => {
     );
     expect(files).toEqual(expect.arrayContaining(consoleFiles));
     // The SQL PostgresTaskStore applies, and teams apply by their own migrations.
-    const schemaFiles = ['001-initial.sql', '002-owner-hash.sql'].map(
-      (name) => `dist/postgres/schema/${name}`,
-    );
+    const schemaFiles = [
+      '001-initial.sql',
+      '002-owner-hash.sql',
+      '003-create-without-hot-row.sql',
+    ].map((name) => `dist/postgres/schema/${name}`);
     expect(files).toEqual(expect.arrayContaining(schemaFiles));
     const unexpected = files.filter(
       (path) =>

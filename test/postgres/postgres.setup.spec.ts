@@ -58,14 +58,14 @@ describe('PostgresTaskStore: the schema', () => {
     const before = await layout('first_use');
     expect(before).toMatchObject({
       tables: [
-        { table_name: 'counts' },
         { table_name: 'instances' },
+        { table_name: 'row_shards' },
         { table_name: 'schema_version' },
         { table_name: 'tasks' },
       ],
-      versions: [{ version: 1 }, { version: POSTGRES_SCHEMA_VERSION }],
+      versions: [{ version: 1 }, { version: 2 }, { version: POSTGRES_SCHEMA_VERSION }],
     });
-    expect(POSTGRES_SCHEMA_VERSION).toBe(2);
+    expect(POSTGRES_SCHEMA_VERSION).toBe(3);
     // Instances that start together: each sets up, under one lock; the data stays.
     const others = Array.from(
       { length: 4 },
@@ -92,7 +92,9 @@ describe('PostgresTaskStore: the schema', () => {
     await store.create(created, { maxRows: 10, maxTasksPerOwner: 5 });
     expect(await store.get(created.taskId, { principal: 'alice' })).toEqual(created);
     expect((await store.list({ principal: 'alice' }, { limit: 10 })).tasks).toEqual([created]);
-    expect(await layout('by_hand')).toMatchObject({ versions: [{ version: 1 }, { version: 2 }] });
+    expect(await layout('by_hand')).toMatchObject({
+      versions: [{ version: 1 }, { version: 2 }, { version: 3 }],
+    });
   });
 
   it('with setup: false on a schema never set up, refuses with what to apply, and creates nothing', async () => {
@@ -103,7 +105,7 @@ describe('PostgresTaskStore: the schema', () => {
     );
     expect(error).toBeInstanceOf(TasksConfigError);
     expect((error as Error).message).toMatch(
-      /schema "never_set_up" is at version 0, this release needs 2: apply postgresSchemaSql\("never_set_up"\)/,
+      /schema "never_set_up" is at version 0, this release needs 3: apply postgresSchemaSql\("never_set_up"\)/,
     );
     const found = await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = 'never_set_up'`);
     expect(found.rowCount).toBe(0);
@@ -132,7 +134,7 @@ describe('PostgresTaskStore: the schema', () => {
 });
 
 /** The shipped schema files, in order. */
-const SHIPPED = ['001-initial.sql', '002-owner-hash.sql'];
+const SHIPPED = ['001-initial.sql', '002-owner-hash.sql', '003-create-without-hot-row.sql'];
 const shipped = (name: string): string =>
   readFileSync(new URL(`../../src/postgres/schema/${name}`, import.meta.url), 'utf8');
 
@@ -183,7 +185,9 @@ describe('PostgresTaskStore: the upgrade from version 1', () => {
     expect(await indexes('upgraded')).toContain('tasks_owner_created');
     const store = new PostgresTaskStore({ connection: pool, schema: 'upgraded' });
     expect((await store.list(alice, { limit: 10 })).tasks).toEqual([...old].reverse());
-    expect(await layout('upgraded')).toMatchObject({ versions: [{ version: 1 }, { version: 2 }] });
+    expect(await layout('upgraded')).toMatchObject({
+      versions: [{ version: 1 }, { version: 2 }, { version: 3 }],
+    });
     expect(await indexes('upgraded')).toEqual([
       'tasks_created',
       'tasks_expiry',
@@ -222,7 +226,7 @@ describe('PostgresTaskStore: the upgrade from version 1', () => {
     await versionOne('left_at_one', 1);
     const store = new PostgresTaskStore({ connection: pool, schema: 'left_at_one', setup: false });
     await expect(store.ready()).rejects.toThrow(
-      /schema "left_at_one" is at version 1, this release needs 2: apply postgresSchemaSql\("left_at_one"\)/,
+      /schema "left_at_one" is at version 1, this release needs 3: apply postgresSchemaSql\("left_at_one"\)/,
     );
   });
 
@@ -265,6 +269,63 @@ describe('PostgresTaskStore: the upgrade from version 1', () => {
     } finally {
       await one.end();
     }
+  });
+});
+
+describe('PostgresTaskStore: the upgrade from version 2', () => {
+  /** The call every release's create makes (its arguments have not changed since version 1). */
+  const createCall = (schema: string, record: TaskRecord, maxRows: number | null) => {
+    const fields = indexedFields(record);
+    return pool.query(
+      `SELECT ${schema}.create_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS s`,
+      [
+        record.taskId,
+        fields.ownerKey,
+        record.status,
+        record.createdAt,
+        fields.expiresAt,
+        fields.terminalAt,
+        fields.heldBy,
+        fields.toolName,
+        record.version,
+        encodeRecord(record),
+        Date.now(),
+        maxRows,
+        100,
+      ],
+    );
+  };
+  const rows = async (schema: string): Promise<number> =>
+    Number((await pool.query(`SELECT sum(n) AS n FROM ${schema}.row_shards`)).rows[0].n);
+
+  it("counts version 2's tasks into the shards, drops counts, and the previous release's create is counted", async () => {
+    const schema = 'from_two';
+    await pool.query(
+      SHIPPED.slice(0, 2)
+        .map((name) => shipped(name))
+        .join('\n')
+        .replaceAll('mcp_tasks', schema),
+    );
+    for (let i = 0; i < 5; i++) await createCall(schema, task(`owner-${i}`), null);
+    const store = new PostgresTaskStore({ connection: pool, schema });
+    await store.ready();
+    expect(await layout(schema)).toMatchObject({
+      tables: [
+        { table_name: 'instances' },
+        { table_name: 'row_shards' },
+        { table_name: 'schema_version' },
+        { table_name: 'tasks' },
+      ],
+      versions: [{ version: 1 }, { version: 2 }, { version: 3 }],
+    });
+    expect(await rows(schema)).toBe(5);
+    // The previous release still running calls the same function: now version 3's, counted.
+    expect((await createCall(schema, task('old-release'), 7)).rows[0].s).toBe(1);
+    await store.create(task('new-release'), { maxRows: 7 });
+    expect(await rows(schema)).toBe(7);
+    await expect(store.create(task('one-more'), { maxRows: 7 })).rejects.toThrow(/full/i);
+    expect((await createCall(schema, task('old-release'), 7)).rows[0].s).toBe(0);
+    expect(await rows(schema)).toBe(7);
   });
 });
 
