@@ -87,19 +87,34 @@ interface BootOptions {
   fair?: boolean | Record<string, boolean>;
   workerOptions?: Record<string, unknown>;
   providers?: unknown[];
+  /**
+   * Redis: BullMQ's modules and the Redis store (default true). A boot that fails while compiling
+   * leaves nothing to close what they connected, which would then keep the worker alive and retry
+   * a stopped Redis for the rest of the run: such a boot runs on the in-memory store.
+   */
+  redis?: boolean;
 }
 
 async function boot(options: BootOptions = {}): Promise<INestApplicationContext> {
   const connection = { connection: redis.url, prefix: `${PREFIX}-tasks:` };
   const moduleRef = await Test.createTestingModule({
     imports: [
-      BullModule.forRoot({ connection: { host: '127.0.0.1', port: redis.port }, prefix: PREFIX }),
-      BullModule.registerQueue({ name: QUEUE }),
+      ...(options.redis === false
+        ? []
+        : [
+            BullModule.forRoot({
+              connection: { host: '127.0.0.1', port: redis.port },
+              prefix: PREFIX,
+            }),
+            BullModule.registerQueue({ name: QUEUE }),
+          ]),
       TasksModule.forRoot({
         janitor: false,
         shutdown: { drainMs: 0 },
-        store: new RedisTaskStore(connection),
-        notifier: redisNotifier(connection),
+        ...(options.redis !== false && {
+          store: new RedisTaskStore(connection),
+          notifier: redisNotifier(connection),
+        }),
       }),
       TasksQueueModule.forRoot({
         worker: options.worker ?? true,
@@ -386,6 +401,8 @@ describe('fair turns on a BullMQ queue', () => {
       boot({ worker: false, providers: [TooUrgentTools], fair: false }),
     ).resolves.toBeDefined();
     const malformed = await boot({
+      redis: false,
+      providers: [],
       worker: false,
       fair: { [QUEUE]: 'yes' } as unknown as Record<string, boolean>,
     }).catch((e) => e);
