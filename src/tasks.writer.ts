@@ -140,7 +140,8 @@ export class TaskWriter {
   call<T>(work: () => Promise<T>): Promise<T> {
     let answer: Promise<T>;
     try {
-      answer = work();
+      // A store's own promise is taken as it is (a value from a store of the app's, wrapped).
+      answer = Promise.resolve(work());
     } catch (error) {
       return Promise.reject(this.fault(error));
     }
