@@ -84,8 +84,9 @@ const JUDGE_IN_FULL = 2;
  *   owner and tool are kept as `textOf` gives them, so any string works (a NUL, half a surrogate
  *   pair); the record keeps them as they are. The schema's name is quoted in every statement.
  * - Every operation is one round trip: a statement, or a function of the schema where the work
- *   needs several statements each with a fresh snapshot (`create_task`, `delete_task`,
- *   `cleanup_tasks`). Statements are prepared on each connection on first use.
+ *   needs several statements each with a fresh snapshot (`try_create_task`, `delete_task`,
+ *   `cleanup_tasks`); a create at the owner's quota or at a used-up share of `maxRows` takes a
+ *   second (`create_task`). Statements are prepared on each connection on first use.
  * - `create` counts rows (`maxRows`) in `<schema>.row_shards`: the row of its connection's shard,
  *   within that shard's share of `maxRows` (the shares add up to it), so creates on different
  *   connections never wait on each other; a used-up share is judged and shared again under every
