@@ -137,15 +137,24 @@ export class TaskWriter {
    * A store call: a fault becomes "Task store unavailable" (logged, see `fault`), an answer ends
    * an outage on record.
    */
-  async call<T>(work: () => Promise<T>): Promise<T> {
-    let answer: T;
+  call<T>(work: () => Promise<T>): Promise<T> {
+    let answer: Promise<T>;
     try {
-      answer = await work();
+      // A store's own promise is taken as it is (a value from a store of the app's, wrapped).
+      answer = Promise.resolve(work());
     } catch (error) {
-      throw this.fault(error);
+      return Promise.reject(this.fault(error));
     }
-    if (this.storeDownSince !== undefined) this.storeAnswered();
-    return answer;
+    // `then` on the store's own promise: no async frame of its own on every get and create.
+    return answer.then(
+      (value) => {
+        if (this.storeDownSince !== undefined) this.storeAnswered();
+        return value;
+      },
+      (error: unknown) => {
+        throw this.fault(error);
+      },
+    );
   }
 
   /**

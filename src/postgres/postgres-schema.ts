@@ -17,6 +17,7 @@ const MIGRATIONS: readonly Migration[] = [
   { version: 1, file: '001-initial.sql' },
   { version: 2, file: '002-owner-hash.sql' },
   { version: 3, file: '003-create-without-hot-row.sql' },
+  { version: 4, file: '004-create-in-one-pass.sql' },
 ];
 
 /** The schema version this release reads and writes. */

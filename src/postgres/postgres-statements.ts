@@ -57,12 +57,13 @@ export function statements(name: string) {
   const tasks = `${schema}.tasks`;
   const live = `(expires_at IS NULL OR expires_at > $NOW::bigint)`;
   const clock = `clock AS (SELECT (extract(epoch FROM statement_timestamp()) * 1000)::bigint AS now)`;
+  const createArguments =
+    `($1::text, $2::text, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::text, $8::text, ` +
+    `$9::bigint, $10::json, $11::bigint, $12::bigint, $13::bigint) AS status`;
   return {
-    create: statement(
-      `SELECT ${schema}.create_task($1::text, $2::text, $3::text, $4::bigint, $5::bigint, ` +
-        `$6::bigint, $7::text, $8::text, $9::bigint, $10::json, $11::bigint, $12::bigint, ` +
-        `$13::bigint) AS status`,
-    ),
+    // Below both limits, in one pass; else `create` judges it (see 004-create-in-one-pass.sql).
+    tryCreate: statement(`SELECT ${schema}.try_create_task${createArguments}`),
+    create: statement(`SELECT ${schema}.create_task${createArguments}`),
     get: statement(
       `SELECT record::text AS record FROM ${tasks} WHERE task_id = $1::text AND ${live.replace('$NOW', '$2')}`,
     ),

@@ -1,5 +1,5 @@
 import type { OnApplicationShutdown } from '@nestjs/common';
-import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import type { Pool, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import {
   checkCreated,
   createLimits,
@@ -70,6 +70,11 @@ const FILTERED_LOOKS = 1_000;
 /** Expired or finished rows one cleanup call removes at most of each (it calls again while full). */
 const CLEANUP_BATCH = 1_000;
 
+const rowsOf = <R extends QueryResultRow>(result: QueryResult<R>): R[] => result.rows;
+
+/** What `try_create_task` answers when `create_task` is to judge the create in full. */
+const JUDGE_IN_FULL = 2;
+
 /**
  * The TaskStore on PostgreSQL (node-postgres 8), for instances that share a database the app
  * already runs.
@@ -79,8 +84,9 @@ const CLEANUP_BATCH = 1_000;
  *   owner and tool are kept as `textOf` gives them, so any string works (a NUL, half a surrogate
  *   pair); the record keeps them as they are. The schema's name is quoted in every statement.
  * - Every operation is one round trip: a statement, or a function of the schema where the work
- *   needs several statements each with a fresh snapshot (`create_task`, `delete_task`,
- *   `cleanup_tasks`). Statements are prepared on each connection on first use.
+ *   needs several statements each with a fresh snapshot (`try_create_task`, `delete_task`,
+ *   `cleanup_tasks`); a create at the owner's quota or at a used-up share of `maxRows` takes a
+ *   second (`create_task`). Statements are prepared on each connection on first use.
  * - `create` counts rows (`maxRows`) in `<schema>.row_shards`: the row of its connection's shard,
  *   within that shard's share of `maxRows` (the shares add up to it), so creates on different
  *   connections never wait on each other; a used-up share is judged and shared again under every
@@ -109,6 +115,8 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   private readonly setup: boolean;
   private readonly prepared: boolean;
   private readying: Promise<void> | undefined;
+  /** Set once the schema is set up (or checked): calls then go straight to the pool. */
+  private isReady = false;
   private readonly sql: TaskStatements;
   private readonly listings = new Map<string, Statement>();
 
@@ -138,49 +146,57 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   ready(): Promise<void> {
     this.readying ??= (
       this.setup ? setUpSchema(this.pool, this.schema) : checkSchema(this.pool, this.schema)
-    ).catch((error: unknown) => {
-      this.readying = undefined;
-      throw error;
-    });
+    ).then(
+      () => {
+        this.isReady = true;
+      },
+      (error: unknown) => {
+        this.readying = undefined;
+        throw error;
+      },
+    );
     return this.readying;
   }
 
   /**
    * Runs one statement (after the setup, once). With the app's own pool the whole call is bounded
-   * by `timeoutMs` here, since its wait for a connection is the app's to configure.
+   * by `timeoutMs` here, since its wait for a connection is the app's to configure. Once the
+   * schema is ready this is the pool's own promise and one `then`: a get or a create pays no
+   * further turn of the microtask queue than plain `pg` does.
    */
   private run<R extends QueryResultRow>(statement: Statement, values: unknown[]): Promise<R[]> {
-    const rows = this.query<R>(statement, values);
-    return this.naming(this.owned ? rows : within(rows, this.timeoutMs));
+    const result = this.isReady
+      ? this.send<R>(statement, values)
+      : this.ready().then(() => this.send<R>(statement, values));
+    return (this.owned ? result : within(result, this.timeoutMs)).then(rowsOf, this.fault);
   }
 
-  /** A call whose failure names where PostgreSQL was sought (see `postgresFault`). */
-  private naming<T>(call: Promise<T>): Promise<T> {
-    return call.catch((error: unknown) => {
-      throw postgresFault(this.pool, 'PostgresTaskStore', error);
-    });
-  }
+  /** A failure of a call, naming where PostgreSQL was sought (see `postgresFault`). */
+  private readonly fault = (error: unknown): never => {
+    throw postgresFault(this.pool, 'PostgresTaskStore', error);
+  };
 
-  private async query<R extends QueryResultRow>(
+  /** The statement on the pool: prepared under its name, unless `preparedStatements` is off. */
+  private send<R extends QueryResultRow>(
     { name, text }: Statement,
     values: unknown[],
-  ): Promise<R[]> {
-    await this.ready();
-    const config = {
-      ...(this.prepared && { name }),
-      text,
-      values,
-      query_timeout: this.timeoutMs,
-    } as QueryConfig;
-    const result = await this.pool.query<R>(config);
-    return result.rows;
+  ): Promise<QueryResult<R>> {
+    const config = this.prepared
+      ? { name, text, values, query_timeout: this.timeoutMs }
+      : { text, values, query_timeout: this.timeoutMs };
+    return this.pool.query<R>(config as QueryConfig);
   }
 
-  /** `create_task` answers what store-rules' create outcomes name (see the schema file). */
+  /**
+   * `try_create_task` stores a create below both limits in one round trip; at the owner's quota,
+   * or at a used-up share of `maxRows`, it writes nothing and `create_task` judges the create in
+   * full (a second round trip). Both answer what store-rules' create outcomes name (see the
+   * schema files).
+   */
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
     const fields = indexedFields(record);
     const { maxRows, quota } = createLimits(options);
-    const [row] = await this.run<{ status: number }>(this.sql.create, [
+    const values = [
       record.taskId,
       textOf(fields.ownerKey),
       record.status,
@@ -194,7 +210,11 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       Date.now(),
       maxRows,
       quota,
-    ]);
+    ];
+    let [row] = await this.run<{ status: number }>(this.sql.tryCreate, values);
+    if (row?.status === JUDGE_IN_FULL) {
+      [row] = await this.run<{ status: number }>(this.sql.create, values);
+    }
     checkCreated(row?.status, options);
   }
 
@@ -358,7 +378,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       text: 'SELECT 1',
       query_timeout: this.timeoutMs,
     } as QueryConfig);
-    await this.naming(this.owned ? pong : within(pong, this.timeoutMs));
+    await (this.owned ? pong : within(pong, this.timeoutMs)).then(undefined, this.fault);
   }
 
   private closing: Promise<void> | undefined;

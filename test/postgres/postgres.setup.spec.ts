@@ -63,9 +63,14 @@ describe('PostgresTaskStore: the schema', () => {
         { table_name: 'schema_version' },
         { table_name: 'tasks' },
       ],
-      versions: [{ version: 1 }, { version: 2 }, { version: POSTGRES_SCHEMA_VERSION }],
+      versions: [
+        { version: 1 },
+        { version: 2 },
+        { version: 3 },
+        { version: POSTGRES_SCHEMA_VERSION },
+      ],
     });
-    expect(POSTGRES_SCHEMA_VERSION).toBe(3);
+    expect(POSTGRES_SCHEMA_VERSION).toBe(4);
     // Instances that start together: each sets up, under one lock; the data stays.
     const others = Array.from(
       { length: 4 },
@@ -93,7 +98,7 @@ describe('PostgresTaskStore: the schema', () => {
     expect(await store.get(created.taskId, { principal: 'alice' })).toEqual(created);
     expect((await store.list({ principal: 'alice' }, { limit: 10 })).tasks).toEqual([created]);
     expect(await layout('by_hand')).toMatchObject({
-      versions: [{ version: 1 }, { version: 2 }, { version: 3 }],
+      versions: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }],
     });
   });
 
@@ -105,7 +110,7 @@ describe('PostgresTaskStore: the schema', () => {
     );
     expect(error).toBeInstanceOf(TasksConfigError);
     expect((error as Error).message).toMatch(
-      /schema "never_set_up" is at version 0, this release needs 3: apply postgresSchemaSql\("never_set_up"\)/,
+      /schema "never_set_up" is at version 0, this release needs 4: apply postgresSchemaSql\("never_set_up"\)/,
     );
     const found = await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = 'never_set_up'`);
     expect(found.rowCount).toBe(0);
@@ -134,7 +139,12 @@ describe('PostgresTaskStore: the schema', () => {
 });
 
 /** The shipped schema files, in order. */
-const SHIPPED = ['001-initial.sql', '002-owner-hash.sql', '003-create-without-hot-row.sql'];
+const SHIPPED = [
+  '001-initial.sql',
+  '002-owner-hash.sql',
+  '003-create-without-hot-row.sql',
+  '004-create-in-one-pass.sql',
+];
 const shipped = (name: string): string =>
   readFileSync(new URL(`../../src/postgres/schema/${name}`, import.meta.url), 'utf8');
 
@@ -186,7 +196,7 @@ describe('PostgresTaskStore: the upgrade from version 1', () => {
     const store = new PostgresTaskStore({ connection: pool, schema: 'upgraded' });
     expect((await store.list(alice, { limit: 10 })).tasks).toEqual([...old].reverse());
     expect(await layout('upgraded')).toMatchObject({
-      versions: [{ version: 1 }, { version: 2 }, { version: 3 }],
+      versions: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }],
     });
     expect(await indexes('upgraded')).toEqual([
       'tasks_created',
@@ -226,7 +236,7 @@ describe('PostgresTaskStore: the upgrade from version 1', () => {
     await versionOne('left_at_one', 1);
     const store = new PostgresTaskStore({ connection: pool, schema: 'left_at_one', setup: false });
     await expect(store.ready()).rejects.toThrow(
-      /schema "left_at_one" is at version 1, this release needs 3: apply postgresSchemaSql\("left_at_one"\)/,
+      /schema "left_at_one" is at version 1, this release needs 4: apply postgresSchemaSql\("left_at_one"\)/,
     );
   });
 
@@ -316,7 +326,7 @@ describe('PostgresTaskStore: the upgrade from version 2', () => {
         { table_name: 'schema_version' },
         { table_name: 'tasks' },
       ],
-      versions: [{ version: 1 }, { version: 2 }, { version: 3 }],
+      versions: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }],
     });
     expect(await rows(schema)).toBe(5);
     // The previous release still running calls the same function: now version 3's, counted.
@@ -326,6 +336,74 @@ describe('PostgresTaskStore: the upgrade from version 2', () => {
     await expect(store.create(task('one-more'), { maxRows: 7 })).rejects.toThrow(/full/i);
     expect((await createCall(schema, task('old-release'), 7)).rows[0].s).toBe(0);
     expect(await rows(schema)).toBe(7);
+  });
+});
+
+describe('PostgresTaskStore: the upgrade from version 3', () => {
+  it("adds try_create_task beside create_task: both releases' creates count alike", async () => {
+    const schema = 'from_three';
+    await pool.query(
+      SHIPPED.slice(0, 3)
+        .map((name) => shipped(name))
+        .join('\n')
+        .replaceAll('mcp_tasks', schema),
+    );
+    // The previous release's create: create_task, with maxRows 4 and maxTasksPerOwner 2.
+    const fields = (record: TaskRecord): unknown[] => {
+      const indexed = indexedFields(record);
+      return [
+        record.taskId,
+        indexed.ownerKey,
+        record.status,
+        record.createdAt,
+        indexed.expiresAt,
+        indexed.terminalAt,
+        indexed.heldBy,
+        indexed.toolName,
+        record.version,
+        encodeRecord(record),
+        Date.now(),
+        4,
+        2,
+      ];
+    };
+    const call = async (record: TaskRecord): Promise<number> =>
+      (
+        await pool.query(
+          `SELECT ${schema}.create_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS s`,
+          fields(record),
+        )
+      ).rows[0].s;
+    expect(await call(task('alice'))).toBe(1);
+    const store = new PostgresTaskStore({ connection: pool, schema });
+    await store.ready();
+    expect(await layout(schema)).toMatchObject({
+      versions: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }],
+    });
+    // The new release's creates and the previous release's share the quota (2) and maxRows (4).
+    await store.create(task('alice'), { maxRows: 4, maxTasksPerOwner: 2 });
+    expect(await call(task('alice'))).toBe(-2);
+    await expect(store.create(task('alice'), { maxRows: 4, maxTasksPerOwner: 2 })).rejects.toThrow(
+      /quota|limit/i,
+    );
+    expect(await call(task('bob'))).toBe(1);
+    await store.create(task('carol'), { maxRows: 4, maxTasksPerOwner: 2 });
+    expect(await call(task('dave'))).toBe(0);
+    await expect(store.create(task('erin'), { maxRows: 4, maxTasksPerOwner: 2 })).rejects.toThrow(
+      /full/i,
+    );
+    // A taken id: refused by either, nothing written.
+    const taken = task('bob');
+    await pool.query(`DELETE FROM ${schema}.tasks WHERE owner_key LIKE '%carol%'`);
+    await pool.query(`SELECT ${schema}.recount_tasks()`);
+    await store.create(taken, { maxRows: 4, maxTasksPerOwner: 2 });
+    await expect(store.create(taken, { maxRows: 4, maxTasksPerOwner: 2 })).rejects.toThrow(
+      /already exists/,
+    );
+    expect(await call(taken)).toBe(-1);
+    expect(
+      Number((await pool.query(`SELECT sum(n) AS n FROM ${schema}.row_shards`)).rows[0].n),
+    ).toBe(4);
   });
 });
 

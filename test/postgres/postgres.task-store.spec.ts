@@ -2,7 +2,7 @@ import { jest } from '@jest/globals';
 import pg from 'pg';
 import { PostgresTaskStore } from '../../src/postgres/postgres.task-store.js';
 import { taskStoreContract } from '../../src/testing/index.js';
-import type { TaskOwner, TaskRecord } from '../../src/task.js';
+import { newTask, type TaskOwner, type TaskRecord } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
@@ -263,10 +263,26 @@ class CountingPool extends pg.Pool {
 
 describe('PostgresTaskStore: round trips', () => {
   it('every operation is one round trip once the schema is set up', async () => {
-    const pool = new CountingPool({ connectionString: postgres.url });
+    // One connection, whose share of maxRows (1,000 / 64 shards) the first create makes: that
+    // create, finding no share, is judged in full by create_task, a second round trip (as is a
+    // create at the owner's quota).
+    const pool = new CountingPool({ connectionString: postgres.url, max: 1 });
     const store = new PostgresTaskStore({ connection: pool, schema: 'round_trips' });
     try {
       await store.ready();
+      const first = newTask(newTaskId(), { principal: 'first' }, { ttlMs: 60_000 }, Date.now());
+      let before = pool.queries;
+      await store.create(first, { maxRows: 1_000, maxTasksPerOwner: 5 });
+      expect(pool.queries - before).toBe(2);
+      // At the owner's quota: try_create_task writes nothing, create_task makes room (or refuses).
+      before = pool.queries;
+      await expect(
+        store.create(newTask(newTaskId(), { principal: 'first' }, { ttlMs: 60_000 }, Date.now()), {
+          maxRows: 1_000,
+          maxTasksPerOwner: 1,
+        }),
+      ).rejects.toThrow(/quota/i);
+      expect(pool.queries - before).toBe(2);
       const owner = { principal: 'alice', tenant: null };
       const task: TaskRecord = {
         taskId: newTaskId(),
@@ -288,7 +304,7 @@ describe('PostgresTaskStore: round trips', () => {
       const operations: [string, () => Promise<unknown>][] = [
         [
           'create (with maxRows and a quota)',
-          () => store.create(task, { maxRows: 10, maxTasksPerOwner: 5 }),
+          () => store.create(task, { maxRows: 1_000, maxTasksPerOwner: 5 }),
         ],
         ['get', () => store.get(task.taskId)],
         ['get (owner-scoped)', () => store.get(task.taskId, owner)],
@@ -306,7 +322,7 @@ describe('PostgresTaskStore: round trips', () => {
       ];
       const counted: [string, number][] = [];
       for (const [name, run] of operations) {
-        const before = pool.queries;
+        before = pool.queries;
         await run();
         counted.push([name, pool.queries - before]);
       }
