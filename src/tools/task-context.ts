@@ -114,6 +114,11 @@ export class RunningTaskContext implements TaskContext {
     }
   }
 
+  /** Whether the call has ended (its method returned or threw). */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   /** The call has ended: its terminal write supersedes a deferred status message. */
   close(): void {
     this.closed = true;

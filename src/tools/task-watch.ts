@@ -64,6 +64,19 @@ export abstract class TaskWatch {
     else void hearing.then(() => this.stopped || this.poll());
   }
 
+  /**
+   * Reads the task once, without listening: a queue job's first look, before its method starts
+   * (JobCall, which listens only if the method runs on).
+   */
+  protected readOnce(): void {
+    this.poll();
+  }
+
+  /** Whether `stop()` was called (or the watch ended). */
+  protected get isStopped(): boolean {
+    return this.stopped;
+  }
+
   /** Stops the watch; idempotent. */
   stop(): void {
     if (this.stopped) return;
