@@ -86,9 +86,14 @@ export abstract class TaskWatch {
     if (this.expiry !== undefined) this.waiters.cancelExpiry(this.taskId, this.expiry);
   }
 
+  /** Keeps `record` as the newest state seen, unless a newer one was. */
+  saw(record: TaskRecord): void {
+    if (this.latest === undefined || record.version > this.latest.version) this.latest = record;
+  }
+
   private check(record: TaskRecord): void {
     if (this.stopped) return;
-    if (this.latest === undefined || record.version > this.latest.version) this.latest = record;
+    this.saw(record);
     if (!this.matches(record)) return;
     this.stop();
     this.matched(record);
