@@ -114,10 +114,9 @@
 //
 // What each side does per task, with the commands (a) counts:
 //
-// - **create.** Ours: `TasksService.create`, that is the row reservation script, then the record's
-//   create script and the owner-listing script together (3 `EVALSHA` in 2 round trips); the Redis
-//   notifier does not publish a new task (no one can wait for an id before its creation returns
-//   it). Bare: a new id (the service's
+// - **create.** Ours: `TasksService.create`, that is one script (1 `EVALSHA`: reservation, quota,
+//   listing entries, record and expiry, since issue 37); the Redis notifier does not publish a new
+//   task (no one can wait for an id before its creation returns it). Bare: a new id (the service's
 //   algorithm) and one `HSET` of a `working` record with the same fields (`taskRecord` in
 //   `common.mjs`).
 // - **enqueue.** Both: `Queue.add` (1 `EVALSHA`) with the same job data (tool, taskId, input); ours
@@ -127,10 +126,11 @@
 //   ends of one tick. Bare adds an unprioritized job.
 // - **take the job.** Both: the Worker's `moveToActive` and `moveToFinished` scripts, about 1.1
 //   `EVALSHA` per task, the same on both sides.
-// - **run.** Ours: `TaskToolRunner.runJob`, that is `HGET` (the running call's watch reads the task
-//   once as it starts listening; that read is the job's look at the task), the method, then
-//   `TasksService.complete`: the compare-and-set script on the copy the watch has seen (a read only
-//   if that copy is stale). Bare: `HGET` of the record, `HSET` of it `completed` with the
+// - **run.** Ours: `TaskToolRunner.runJob`, that is `HGET` (the job's look at the task; the job
+//   listens to its task's channel only when its method still runs a turn of the event loop later,
+//   which this bench's method never does), the method, then `TasksService.complete`: one script on
+//   the copy first read (the compare-and-set and the owner's finished entry, SET_TERMINAL; a read
+//   only if that copy is stale). Bare: `HGET` of the record, `HSET` of it `completed` with the
 //   same result.
 // - **announce.** Both: `PUBLISH` of the completed record, not awaited.
 //
@@ -142,9 +142,11 @@
 //
 // **(a) Redis commands per task.** `MONITOR` on a connection of its own over 200 tasks of each side:
 // the commands the process sent and the commands its scripts ran, by name. No target; it is the
-// breakdown behind (b). Now: ours 8.10 commands sent per task (6.08 `EVALSHA`, 1 `HGET`, 1
-// `PUBLISH`), bare 6.09 (2.08 `EVALSHA`, 2 `HSET`, 1 `HGET`, 1 `PUBLISH`); inside the scripts 39.8
-// vs 30.7. When the bench was written ours sent 11.10 (3 `HGET`, 2 `PUBLISH`): see below.
+// breakdown behind (b). Now (issue 37): ours 6.34–6.38 commands sent per task (4.33–4.37
+// `EVALSHA`, 1 `HGET`, 1 `PUBLISH`), bare 6.09 (2.08 `EVALSHA`, 2 `HSET`, 1 `HGET`, 1 `PUBLISH`);
+// inside the scripts about 60 vs 30.7 (fair turns and BullMQ's prioritized add account for most
+// of the difference). When the bench was written ours sent 11.10 (3 `HGET`, 2 `PUBLISH`): see
+// below.
 //
 // **(b) tasks per second, end to end.** After a warm-up of 3,000 tasks each, 7 rounds of 8,000 tasks
 // per side; the side that goes first alternates from round to round. For each side the median
@@ -260,6 +262,30 @@
 // half hour before; CPU per task bare ÷ ours, process, 0.539 and 0.535 after against 0.582 and 0.574
 // before. A first version that sent one script per add and one per job end (11.41 commands per
 // task) gave 0.530, 0.496 and 0.472 (CPU ratio 0.474, 0.529, 0.491) on the same machine.
+//
+// **Issue 37: the queue path at BullMQ's pace (2026-12-04).** Issue 37's target is ≥ 0.6 of bare
+// BullMQ (this bench's own, from issue 14, stays 0.7). A CPU profile of each side (3 rounds, the
+// profiler on) put ours' extra time per task in: socket writes (about 20 µs of the writer's CPU
+// per command), ioredis's work per command and per reply, and this package's code (about 40 µs,
+// most of it building script calls). Beyond bare's commands, ours sent per task: the terminal
+// write's second script (FINISH, the owner's finished entry, beside the compare-and-set), and a
+// SUBSCRIBE and an UNSUBSCRIBE of the task's channel for every job (batched, 0.3 commands a task)
+// whose replies, and the job's own completion heard back, the subscriber parsed; the SHA-256 of
+// the owner at each fair add cost about 6 µs. Cut: a terminal write on one node is one script
+// (SET_TERMINAL); a job reads its task first and listens only if its method still runs a turn of
+// the event loop later (then reads again, so a cancel written meanwhile still fires its signal);
+// the owners' fair keys are kept. Commands sent per task, ours: 7.54–7.73 before, 6.32–6.38 after
+// (bare 6.09). Four alternating before/after pairs of whole runs on the same machine, busy (load
+// average 5 to 10; the processes busy 37–58 % of a core, so the rates are latency-bound and the
+// rate ratio moves by ±0.1 between runs of one build): CPU per task bare ÷ ours, process, 0.534,
+// 0.536, 0.589, 0.560 before and 0.708, 0.656, 0.676, 0.704 after (ours 295–303 and 232–236 µs
+// before, 197–217 µs after; Redis 178–222 before, 160–177 after); rate ratio 0.469, 0.635, 0.672,
+// 0.604 before and 0.662, 0.550, 0.580, 0.676 after. The one run on a quieter machine (load
+// average 3, both processes at 93–97 % of a core; at 4d4a0a6, 5 rounds): 0.753 (6,018 vs
+// 7,340/s), CPU ratio 0.782.
+// What remains beyond bare: the work inside the scripts (60 commands vs 31: the create script's
+// listing and quota, fair turns, BullMQ's prioritized add), and one more round trip before the job
+// is queued (create, fair rank, add), which costs most when the machine is short of CPU.
 //
 // In (c), the figure counts writes. Each running in-process call also re-reads its task every 30 s
 // (the janitor's interval, or 30 s without a janitor) as a safety net against a lost notifier
@@ -1040,9 +1066,14 @@ async function main() {
             `process + Redis ${((bare.cpuUs + bare.redisUs) / (ours.cpuUs + ours.redisUs)).toFixed(3)}; ` +
             `busy share of one core: ours ${fmtInt((ours.rate * ours.cpuUs) / 1e4)} %, bare ${fmtInt((bare.rate * bare.cpuUs) / 1e4)} %`,
         );
+        // The summary carries the spread of the rounds and each side's CPU per task: on a shared
+        // machine a median alone hides how far apart the rounds were.
+        const spread = `rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}`;
+        const cpu = (side) => `${fmtInt(side.cpuUs)} + ${fmtInt(side.redisUs)} µs`;
         rows.push([
           '(b) queue-run tool ÷ bare BullMQ, tasks/s',
-          `${ratio.toFixed(3)} (${fmtInt(ours.rate)} vs ${fmtInt(bare.rate)}/s)`,
+          `${ratio.toFixed(3)} (${fmtInt(ours.rate)} vs ${fmtInt(bare.rate)}/s, ${spread}; ` +
+            `CPU per task, process + Redis: ${cpu(ours)} vs ${cpu(bare)})`,
           `≥ ${THROUGHPUT_TARGET}`,
           verdict(ratio >= THROUGHPUT_TARGET),
         ]);

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Queue, RedisClient } from 'bullmq';
+import { BoundedMap } from '../store/bounded-map.js';
 import type { TaskOwner } from '../task.js';
 
 /**
@@ -111,11 +112,18 @@ export interface FairTurn {
  * long or odd principal makes no long or odd Redis key, and the key names no one.
  */
 export function fairOwnerKey(owner: TaskOwner): string {
-  return createHash('sha256')
-    .update(JSON.stringify([owner.principal ?? null, owner.tenant ?? null]))
-    .digest('base64url')
-    .slice(0, 22);
+  return hashOwner(ownerJson(owner));
 }
+
+const ownerJson = (owner: TaskOwner): string =>
+  JSON.stringify([owner.principal ?? null, owner.tenant ?? null]);
+
+const hashOwner = (json: string): string =>
+  createHash('sha256').update(json).digest('base64url').slice(0, 22);
+
+/** Owner keys FairTurns keeps, the most recently made first to go past the bounds. */
+const OWNER_KEYS_KEPT = 1_024;
+const OWNER_KEYS_BYTES = 1 << 20;
 
 /** The BullMQ priority of a job: its level's band, its rank within it. */
 export function fairPriority(level: number, rank: number): number {
@@ -133,10 +141,17 @@ export function fairPriority(level: number, rank: number): number {
 export class FairTurns {
   private readonly defined = new WeakSet<object>();
   private readonly batches = new Map<Queue, Batch>();
+  /** The keys of recent owners (`fairOwnerKey`): the hash was the add's largest CPU cost here. */
+  private readonly ownerKeys = new BoundedMap<string>(OWNER_KEYS_KEPT, OWNER_KEYS_BYTES);
 
   /** Takes the turn of a new job of `owner` on `queue`. */
   async take(queue: Queue, owner: TaskOwner): Promise<FairTurn> {
-    const ownerKey = fairOwnerKey(owner);
+    const json = ownerJson(owner);
+    let ownerKey = this.ownerKeys.get(json);
+    if (ownerKey === undefined) {
+      ownerKey = hashOwner(json);
+      this.ownerKeys.set(json, ownerKey, 2 * json.length + 64);
+    }
     const jobId = randomUUID();
     const rank = await new Promise<number>((resolve, reject) =>
       this.batch(queue).takes.push({ key: ownerSetKey(queue, ownerKey), jobId, resolve, reject }),

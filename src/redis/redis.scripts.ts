@@ -183,6 +183,26 @@ redis.call('HSET', KEYS[1], 'v', ARGV[2], 'j', ARGV[3], 's', ARGV[4])
 return 1`;
 
 /**
+ * A terminal write in one script, when every key it touches is on one node (see CREATE_ONE): the
+ * compare-and-set of COMPARE_AND_SET, then what the store sends beside it otherwise, in the same
+ * order and whatever the write's outcome: FINISH's entry in the owner's finished set, the task's
+ * entry in the terminal set (a task without TTL) and its removal from the set of the instance
+ * that held it. KEYS: task, done, terminal, held (unused ones repeat the task's key). ARGV:
+ * expected version, new version, JSON, status, expiry score, listing key, finished instant
+ * ('' = no terminal entry), '1' to drop it from the held set, task id. Returns 1 if written.
+ */
+const SET_TERMINAL = `${ADD_KEPT}
+local written = 0
+if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'j', ARGV[3], 's', ARGV[4])
+  written = 1
+end
+add(KEYS[2], ARGV[5], ARGV[6], ARGV[5])
+if ARGV[7] ~= '' then redis.call('ZADD', KEYS[3], 'NX', ARGV[7], ARGV[9]) end
+if ARGV[8] == '1' then redis.call('ZREM', KEYS[4], ARGV[9]) end
+return written`;
+
+/**
  * Adds a task to its owner's listing index (a sorted set of listing keys, all scored 0, read by
  * lex order), which lives as long as its longest-lived task (ADD_KEPT). The entries of the
  * owner's tasks that RESERVE found expired or gave up leave it in the same script. KEYS: index.
@@ -344,6 +364,10 @@ const COMMANDS = {
   nestjsMcpTasksListAll: command<string[]>(LIST_ALL),
   nestjsMcpTasksCreate: command<number>(CREATE),
   nestjsMcpTasksCompareAndSet: command<number>(COMPARE_AND_SET),
+  nestjsMcpTasksSetTerminal: command<
+    number,
+    [task: string, done: string, terminal: string, held: string]
+  >(SET_TERMINAL, 4),
   nestjsMcpTasksIndex: command<number>(INDEX),
   nestjsMcpTasksRenewLease: command<string[], LeaseKeys>(RENEW_LEASE, 2),
   nestjsMcpTasksReleaseTasks: command<number, LeaseKeys>(RELEASE_TASKS, 2),

@@ -51,7 +51,8 @@ const scoreOf = (instant: number | null): number | string =>
  *   entries, record, expiry and held set, atomically (CREATE_ONE). On a Cluster under a plain
  *   prefix the task's slot is not the rows' and the owner's: two round trips, described below.
  * - Transitions are a server-side compare-and-set (Lua): two instances racing on one task cannot
- *   both win. `get` is one round trip, a transition (read + compare-and-set) two.
+ *   both win. `get` is one round trip, a transition (read + compare-and-set) two. A terminal
+ *   write on one node is one script with the index writes that go with it (SET_TERMINAL).
  * - `maxRows` is enforced atomically on the sorted set of rows scored by expiry, which also lets
  *   cleanup find expired rows in O(expired); finished tasks without a TTL are found in the
  *   terminal set by the instant they finished.
@@ -300,6 +301,7 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
 
   async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
     const fields = indexedFields(record);
+    if (fields.terminal && this.oneNode) return this.setTerminal(record, expectedVersion, fields);
     const write = this.scripts.nestjsMcpTasksCompareAndSet(
       this.keys.task(record.taskId),
       expectedVersion,
@@ -330,6 +332,37 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
         )
       : undefined;
     const [written] = await this.call(Promise.all([write, remember, release, finish]));
+    return written === 1;
+  }
+
+  /**
+   * A terminal write where every key is on one node: the compare-and-set and the writes sent
+   * beside it otherwise (see `compareAndSet`: the owner's finished set, the terminal set, the held
+   * set) in one script, SET_TERMINAL, one command instead of two to four.
+   */
+  private async setTerminal(
+    record: TaskRecord,
+    expectedVersion: number,
+    fields: IndexedFields,
+  ): Promise<boolean> {
+    const task = this.keys.task(record.taskId);
+    const written = await this.call(
+      this.scripts.nestjsMcpTasksSetTerminal(
+        task,
+        this.keys.owner(fields.ownerKey).done,
+        fields.terminalAt === null ? task : this.keys.terminal,
+        fields.releasedBy === null ? task : this.keys.held(fields.releasedBy),
+        expectedVersion,
+        record.version,
+        encodeRecord(record),
+        record.status,
+        scoreOf(fields.expiresAt),
+        fields.listingKey,
+        fields.terminalAt ?? '',
+        fields.releasedBy === null ? '' : '1',
+        record.taskId,
+      ),
+    );
     return written === 1;
   }
 

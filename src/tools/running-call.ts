@@ -54,6 +54,11 @@ export class RunningCall extends TaskWatch {
   ) {
     super(tasks, waiters, taskId, pollMs);
     this.outage = new CallOutage(outageMs, (error) => this.abort(error));
+    this.begin();
+  }
+
+  /** Starts the watch as the call starts (JobCall reads first and listens later). */
+  protected begin(): void {
     this.watch();
   }
 
@@ -122,15 +127,34 @@ export class RunningCall extends TaskWatch {
 }
 
 /**
- * The running call of a queue job: its first read of the task (made once it listens, so no change
- * falls between the two) is the job's look at the task before the method runs. A cancel (or an
- * end) heard before that read stops the watch, and the read is then never made: the state heard
- * is the job's look instead, or the job would wait for it forever.
+ * The running call of a queue job. Its first read of the task, made before it listens, is the
+ * job's look at the task before the method runs (a task cancelled or ended meanwhile is not run).
+ * It listens to the task only once the method has run for a turn of the event loop
+ * (`listenSoon`): most jobs' methods return within it, and a subscription per job (a SUBSCRIBE, an
+ * UNSUBSCRIBE and the job's own completion heard back, on the notifier's connection) would cost
+ * them more than their own work. A method that runs on listens as a running call does, and reads
+ * the task again once it listens, so a cancel written after the first read still fires its
+ * signal. A cancel written while a short method ran loses nothing either: the method's outcome is
+ * a compare-and-set on the version first read, which the cancel's write has moved on.
  */
 export class JobCall extends RunningCall {
   private settleFirst: ((outcome: TaskRecord | Error) => void) | undefined;
-  /** The task as first read (or as heard, when a cancel came first), or the error of that read. */
+  /** The task as first read, or the error of that read. */
   readonly first = new Promise<TaskRecord | Error>((resolve) => (this.settleFirst = resolve));
+
+  protected override begin(): void {
+    this.readOnce();
+  }
+
+  /**
+   * Listens to the task after this turn of the event loop, if the call still runs then and
+   * `running()` (the method has not returned) says so.
+   */
+  listenSoon(running: () => boolean): void {
+    setImmediate(() => {
+      if (!this.isStopped && running()) this.watch();
+    });
+  }
 
   protected override read(outcome: TaskRecord | unknown): void {
     const settle = this.settleFirst;

@@ -5,6 +5,7 @@ import {
   isAnswered,
   isTerminal,
   type TaskOwner,
+  type TaskRecord,
   validateProgressMessage,
 } from '../task.js';
 import type { TasksService } from '../tasks.service.js';
@@ -55,6 +56,8 @@ export interface ContextCall {
   readonly signal: AbortSignal;
   /** The call's view of a store outage. */
   readonly outage: CallOutage;
+  /** A state of the task this call wrote (see TaskWatch.saw). */
+  saw?(record: TaskRecord): void;
 }
 
 /** The TaskContext of one running tool call. */
@@ -105,13 +108,19 @@ export class RunningTaskContext implements TaskContext {
       return;
     }
     try {
-      await this.tasks.progress(this.taskId, message);
+      const written = await this.tasks.progress(this.taskId, message);
+      this.call.saw?.(written);
       this.call.outage.answered();
     } catch (error) {
       if (!isStoreUnavailable(error) || this.closed) throw error;
       this.deferred = { message };
       if (this.call.outage.failed()) void this.writeDeferred();
     }
+  }
+
+  /** Whether the call has ended (its method returned or threw). */
+  get isClosed(): boolean {
+    return this.closed;
   }
 
   /** The call has ended: its terminal write supersedes a deferred status message. */
@@ -132,7 +141,8 @@ export class RunningTaskContext implements TaskContext {
       if (this.closed || deferred === undefined || outage.givenUp !== undefined) return;
       const message = deferred.message;
       try {
-        await this.tasks.progress(this.taskId, message);
+        const written = await this.tasks.progress(this.taskId, message);
+        this.call.saw?.(written);
       } catch (error) {
         if (!isStoreUnavailable(error)) {
           this.deferred = undefined;

@@ -197,6 +197,7 @@ export class TaskToolRunner
     );
     this.running.set(taskId, running);
     this.jobs.add(taskId);
+    running.listenSoon(() => !context.isClosed);
     let outcome: JobOutcome = 'settled';
     const retry = (error: unknown): boolean => {
       if (job.lastRun) return false;

@@ -103,11 +103,13 @@ export class TaskToolSettler {
         // A call that gave up on the store still writes a result its tool returned.
         if (call.aborted && call.outage.givenUp === undefined) {
           if (this.shuttingDown) return;
-          return await this.acknowledgeCancel(taskId);
+          return await this.acknowledgeCancel(taskId, call);
         }
         const result = toCallToolResult(value);
-        await this.settleOutcome(tool, () =>
-          this.tasks.complete(taskId, result, { known: call.latest }),
+        await this.settleOutcome(
+          tool,
+          () => this.tasks.complete(taskId, result, { known: call.latest }),
+          call,
         );
       } catch (error) {
         context.close();
@@ -115,7 +117,7 @@ export class TaskToolSettler {
         const gaveUp = call.outage.givenUp;
         if (call.aborted && gaveUp === undefined) {
           if (this.shuttingDown) return;
-          return await this.acknowledgeCancel(taskId);
+          return await this.acknowledgeCancel(taskId, call);
         }
         // The task says what stopped it: its store away past the window, a store fault thrown by
         // the tool's own code, or the tool's error (a thrown JSON-RPC error keeps its code;
@@ -132,15 +134,18 @@ export class TaskToolSettler {
             `Task tool ${tool.name} failed: ${(error as Error)?.stack ?? String(error)}`,
           );
         }
-        await this.settleOutcome(tool, () =>
-          this.tasks.fail(
-            taskId,
-            failure ??
-              (storeFault
-                ? STORE_FAULT_FAILURE
-                : [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE]),
-            { known: call.latest },
-          ),
+        await this.settleOutcome(
+          tool,
+          () =>
+            this.tasks.fail(
+              taskId,
+              failure ??
+                (storeFault
+                  ? STORE_FAULT_FAILURE
+                  : [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE]),
+              { known: call.latest },
+            ),
+          call,
         );
       }
     } catch (error) {
@@ -190,16 +195,19 @@ export class TaskToolSettler {
    * takes it, the task is gone or finished, or the app shuts down (the task then fails as every
    * running one does). The call stays running meanwhile, so its lease still holds it; a store
    * that stays away past `storeOutageMs` changes nothing here: the outcome is the call's own, and
-   * the store takes it whenever it is back.
+   * the store takes it whenever it is back. The state written becomes the newest `call` has seen
+   * (a queue job that did not listen hears none of its own writes; its span reads it).
    */
   private async settleOutcome(
     tool: TaskToolDefinition | undefined,
     write: () => Promise<TaskRecord>,
+    call?: RunningCall,
   ): Promise<void> {
     const who = tool === undefined ? 'A cancelled call' : `Task tool ${tool.name}`;
     for (let delay = OUTAGE_RETRY_FIRST_MS, tries = 1; ; tries++) {
       try {
-        await write();
+        const written = await write();
+        call?.saw(written);
         if (tries > 1) this.logger.log(`${who} settled its task at try ${tries}`);
         return;
       } catch (error) {
@@ -221,9 +229,9 @@ export class TaskToolSettler {
   }
 
   /** A cancel the call honoured: in cooperative mode the task is marked cancelled. */
-  async acknowledgeCancel(taskId: string): Promise<void> {
+  async acknowledgeCancel(taskId: string, call?: RunningCall): Promise<void> {
     if (this.config.cancellation === 'cooperative') {
-      await this.settleOutcome(undefined, () => this.tasks.markCancelled(taskId));
+      await this.settleOutcome(undefined, () => this.tasks.markCancelled(taskId), call);
     }
   }
 }

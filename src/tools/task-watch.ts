@@ -64,6 +64,19 @@ export abstract class TaskWatch {
     else void hearing.then(() => this.stopped || this.poll());
   }
 
+  /**
+   * Reads the task once, without listening: a queue job's first look, before its method starts
+   * (JobCall, which listens only if the method runs on).
+   */
+  protected readOnce(): void {
+    this.poll();
+  }
+
+  /** Whether `stop()` was called (or the watch ended). */
+  protected get isStopped(): boolean {
+    return this.stopped;
+  }
+
   /** Stops the watch; idempotent. */
   stop(): void {
     if (this.stopped) return;
@@ -73,9 +86,14 @@ export abstract class TaskWatch {
     if (this.expiry !== undefined) this.waiters.cancelExpiry(this.taskId, this.expiry);
   }
 
+  /** Keeps `record` as the newest state seen, unless a newer one was. */
+  saw(record: TaskRecord): void {
+    if (this.latest === undefined || record.version > this.latest.version) this.latest = record;
+  }
+
   private check(record: TaskRecord): void {
     if (this.stopped) return;
-    if (this.latest === undefined || record.version > this.latest.version) this.latest = record;
+    this.saw(record);
     if (!this.matches(record)) return;
     this.stop();
     this.matched(record);

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { Inject, Injectable, type INestApplicationContext } from '@nestjs/common';
 import { BullModule, getQueueToken } from '@nestjs/bullmq';
 import { Test } from '@nestjs/testing';
 import { type Job, type Queue, Worker } from 'bullmq';
@@ -65,7 +65,28 @@ class FairTools {
     });
     return { content: [] };
   }
+
+  constructor(@Inject(TasksService) private readonly tasks: TasksService) {}
+
+  /** Cancels its own task as it starts: after the job's first read, before the job listens. */
+  @TaskTool({ name: 'fair_cancel_self', queue: QUEUE })
+  async cancelSelf(_input: unknown, task: TaskContext) {
+    await this.tasks.cancel(task.taskId, task.owner);
+    const fired = await new Promise<string>((resolve) => {
+      if (task.signal.aborted) return resolve('signal fired');
+      const timer = setTimeout(resolve, 2_000, 'signal still quiet after 2 s');
+      task.signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        resolve('signal fired');
+      });
+    });
+    selfCancels.push(fired);
+    return { content: [] };
+  }
 }
+
+/** What each `fair_cancel_self` run saw of its signal. */
+const selfCancels: string[] = [];
 
 @Injectable()
 class TooUrgentTools {
@@ -379,6 +400,24 @@ describe('fair turns on a BullMQ queue', () => {
     ]);
     clearTimeout(timer);
     expect(outcome).toBe('settled');
+  });
+
+  it("fires a job's signal for a cancel written after its first read, before it listens", async () => {
+    // A job reads its task first and listens only once its method runs on: the read made once it
+    // listens must catch a cancel written in between (here by the method itself, at its start).
+    const app = await boot({ worker: false });
+    const task = await start(app, 'fair_cancel_self', alice);
+    const tool = app.get(TaskToolRegistry).get('fair_cancel_self')!;
+    const outcome = await app
+      .get(TaskToolRunner)
+      .runJob(
+        tool,
+        { tool: 'fair_cancel_self', taskId: task.taskId, input: {} },
+        { run: 1, lastRun: true, answers: {}, keepAnswers: async () => undefined },
+      );
+    expect(outcome).toBe('settled');
+    expect(selfCancels).toEqual(['signal fired']);
+    expect((await app.get(TasksService).status(task.taskId)).status).toBe('cancelled');
   });
 
   it('adds jobs as before on a queue that is not fair', async () => {
