@@ -3,22 +3,20 @@ import type { Pool, QueryConfig } from 'pg';
 import { TasksConfigError } from '../errors.js';
 import { checkSchemaName, DEFAULT_SCHEMA, quoteIdentifier } from './postgres-connection.js';
 
-/** One version of the schema: a file of `schema/`, applied in order. */
-interface Migration {
+/** One version of the schema: a file, applied in order. */
+export interface Migration {
   readonly version: number;
   readonly file: string;
+  /** The folder that holds `file`: `schema/` beside this module unless given (the tests give one). */
+  readonly dir?: URL;
 }
 
 /**
  * The schema's versions, oldest first. A release that changes the schema adds a file (002-….sql)
- * that takes version 1 to 2 in place, recording itself in `schema_version` as 001 does.
+ * that takes version 1 to 2 in place, recording itself in `schema_version` as 001 does. Until
+ * the first release the schema is one file, edited in place.
  */
-const MIGRATIONS: readonly Migration[] = [
-  { version: 1, file: '001-initial.sql' },
-  { version: 2, file: '002-owner-hash.sql' },
-  { version: 3, file: '003-create-without-hot-row.sql' },
-  { version: 4, file: '004-create-in-one-pass.sql' },
-];
+export const MIGRATIONS: readonly Migration[] = [{ version: 1, file: '001-initial.sql' }];
 
 /** The schema version this release reads and writes. */
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
@@ -37,8 +35,8 @@ const PLACEHOLDER = new RegExp(`\\b${DEFAULT_SCHEMA}\\b`, 'g');
  * The files live in `schema/` beside this module (in the package: `dist/postgres/schema/`, copied
  * there by the build).
  */
-function fileSql(file: string, schema: string): string {
-  const url = new URL(`./schema/${file}`, import.meta.url);
+function fileSql({ file, dir }: Migration, schema: string): string {
+  const url = new URL(file, dir ?? new URL('./schema/', import.meta.url));
   let text: string;
   try {
     text = readFileSync(url, 'utf8');
@@ -54,7 +52,7 @@ function fileSql(file: string, schema: string): string {
  */
 export function postgresSchemaSql(schema: string = DEFAULT_SCHEMA): string {
   checkSchemaName(schema, 'postgresSchemaSql');
-  return MIGRATIONS.map((migration) => fileSql(migration.file, schema)).join('\n');
+  return MIGRATIONS.map((migration) => fileSql(migration, schema)).join('\n');
 }
 
 /** The highest version recorded in `schema`, 0 when it has none (or no version table). */
@@ -74,9 +72,14 @@ async function recordedVersion(
 /**
  * Brings `schema` to the current version: in one transaction, under an advisory lock of its own
  * (instances starting together wait for each other; the second finds the work done), each
- * version above the recorded one is applied. Idempotent.
+ * version above the recorded one is applied. Idempotent. `migrations` is for the tests (a
+ * synthetic next version).
  */
-export async function setUpSchema(pool: Pool, schema: string): Promise<void> {
+export async function setUpSchema(
+  pool: Pool,
+  schema: string,
+  migrations: readonly Migration[] = MIGRATIONS,
+): Promise<void> {
   const client = await pool.connect();
   let failed = true;
   try {
@@ -86,11 +89,11 @@ export async function setUpSchema(pool: Pool, schema: string): Promise<void> {
       [schema],
     );
     const current = await recordedVersion((text, values) => client.query(text, values), schema);
-    for (const migration of MIGRATIONS) {
+    for (const migration of migrations) {
       if (migration.version > current) {
         // An upgrade rebuilds indexes over every task: it may take longer than a request may.
         await client.query({
-          text: fileSql(migration.file, schema),
+          text: fileSql(migration, schema),
           query_timeout: MIGRATION_TIMEOUT_MS,
         } as QueryConfig);
       }
@@ -106,13 +109,17 @@ export async function setUpSchema(pool: Pool, schema: string): Promise<void> {
 
 /**
  * Checks that `schema` is at the current version or later (for `setup: false`), with a message
- * that says what to apply.
+ * that says what to apply. `needed` is for the tests (a synthetic next version).
  */
-export async function checkSchema(pool: Pool, schema: string): Promise<void> {
+export async function checkSchema(
+  pool: Pool,
+  schema: string,
+  needed: number = POSTGRES_SCHEMA_VERSION,
+): Promise<void> {
   const version = await recordedVersion((text, values) => pool.query(text, values), schema);
-  if (version < POSTGRES_SCHEMA_VERSION) {
+  if (version < needed) {
     throw new TasksConfigError(
-      `PostgresTaskStore: schema "${schema}" is at version ${version}, this release needs ${POSTGRES_SCHEMA_VERSION}: apply postgresSchemaSql("${schema}") (the files of nestjs-mcp-tasks/dist/postgres/schema/) or leave setup on`,
+      `PostgresTaskStore: schema "${schema}" is at version ${version}, this release needs ${needed}: apply postgresSchemaSql("${schema}") (the files of nestjs-mcp-tasks/dist/postgres/schema/) or leave setup on`,
     );
   }
 }

@@ -61,7 +61,7 @@ export function statements(name: string) {
     `($1::text, $2::text, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::text, $8::text, ` +
     `$9::bigint, $10::json, $11::bigint, $12::bigint, $13::bigint) AS status`;
   return {
-    // Below both limits, in one pass; else `create` judges it (see 004-create-in-one-pass.sql).
+    // Below both limits, in one pass; else `create` judges it (see try_create_task).
     tryCreate: statement(`SELECT ${schema}.try_create_task${createArguments}`),
     create: statement(`SELECT ${schema}.create_task${createArguments}`),
     get: statement(

@@ -739,7 +739,7 @@ describe('consumer check: the packed package in five throwaway apps', () => {
     const schemaNames = readdirSync(join(ROOT, 'src/postgres/schema')).filter((name) =>
       name.endsWith('.sql'),
     );
-    expect(schemaNames).toEqual(expect.arrayContaining(['001-initial.sql', '002-owner-hash.sql']));
+    expect(schemaNames).toEqual(expect.arrayContaining(['001-initial.sql']));
     const schemaFiles = schemaNames.map((name) => `dist/postgres/schema/${name}`);
     expect(files).toEqual(expect.arrayContaining(schemaFiles));
     const unexpected = files.filter(

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import pg from 'pg';
@@ -8,9 +7,14 @@ import {
   PostgresTaskStore,
   postgresSchemaSql,
 } from '../../src/postgres/index.js';
-import { encodeRecord, indexedFields } from '../../src/store/store-rules.js';
+import {
+  checkSchema,
+  MIGRATIONS,
+  type Migration,
+  setUpSchema,
+} from '../../src/postgres/postgres-schema.js';
 import { ownerKey } from '../../src/store/task-listing.js';
-import { newTask, type TaskRecord } from '../../src/task.js';
+import { newTask } from '../../src/task.js';
 import { newTaskId } from '../../src/task-id.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
@@ -63,14 +67,9 @@ describe('PostgresTaskStore: the schema', () => {
         { table_name: 'schema_version' },
         { table_name: 'tasks' },
       ],
-      versions: [
-        { version: 1 },
-        { version: 2 },
-        { version: 3 },
-        { version: POSTGRES_SCHEMA_VERSION },
-      ],
+      versions: [{ version: POSTGRES_SCHEMA_VERSION }],
     });
-    expect(POSTGRES_SCHEMA_VERSION).toBe(4);
+    expect(POSTGRES_SCHEMA_VERSION).toBe(1);
     // Instances that start together: each sets up, under one lock; the data stays.
     const others = Array.from(
       { length: 4 },
@@ -98,7 +97,7 @@ describe('PostgresTaskStore: the schema', () => {
     expect(await store.get(created.taskId, { principal: 'alice' })).toEqual(created);
     expect((await store.list({ principal: 'alice' }, { limit: 10 })).tasks).toEqual([created]);
     expect(await layout('by_hand')).toMatchObject({
-      versions: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }],
+      versions: [{ version: 1 }],
     });
   });
 
@@ -110,7 +109,7 @@ describe('PostgresTaskStore: the schema', () => {
     );
     expect(error).toBeInstanceOf(TasksConfigError);
     expect((error as Error).message).toMatch(
-      /schema "never_set_up" is at version 0, this release needs 4: apply postgresSchemaSql\("never_set_up"\)/,
+      /schema "never_set_up" is at version 0, this release needs 1: apply postgresSchemaSql\("never_set_up"\)/,
     );
     const found = await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = 'never_set_up'`);
     expect(found.rowCount).toBe(0);
@@ -139,107 +138,11 @@ describe('PostgresTaskStore: the schema', () => {
 });
 
 /** The shipped schema files, in order. */
-const SHIPPED = [
-  '001-initial.sql',
-  '002-owner-hash.sql',
-  '003-create-without-hot-row.sql',
-  '004-create-in-one-pass.sql',
-];
+const SHIPPED = ['001-initial.sql'];
 const shipped = (name: string): string =>
   readFileSync(new URL(`../../src/postgres/schema/${name}`, import.meta.url), 'utf8');
 
-describe('PostgresTaskStore: the upgrade from version 1', () => {
-  const alice = { principal: 'alice' };
-  /** Makes `schema` as version 1 made it, with `count` tasks of alice created as version 1 did. */
-  async function versionOne(schema: string, count: number): Promise<TaskRecord[]> {
-    await pool.query(shipped('001-initial.sql').replaceAll('mcp_tasks', schema));
-    const now = Date.now();
-    const tasks = Array.from({ length: count }, (_, i) =>
-      newTask(newTaskId(), alice, { ttlMs: 60_000 }, now - count + i),
-    );
-    for (const record of tasks) {
-      const fields = indexedFields(record);
-      // The very call version 1's create made.
-      await pool.query(
-        `SELECT ${schema}.create_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-        [
-          record.taskId,
-          fields.ownerKey,
-          record.status,
-          record.createdAt,
-          fields.expiresAt,
-          fields.terminalAt,
-          fields.heldBy,
-          fields.toolName,
-          record.version,
-          encodeRecord(record),
-          now,
-          null,
-          null,
-        ],
-      );
-    }
-    return tasks;
-  }
-
-  const indexes = async (schema: string): Promise<string[]> =>
-    (
-      await pool.query(
-        `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'tasks' ORDER BY 1`,
-        [schema],
-      )
-    ).rows.map((row: { indexname: string }) => row.indexname);
-
-  it('is applied in place on first use: the tasks stay, are found by owner, and count for the quota', async () => {
-    const old = await versionOne('upgraded', 3);
-    expect(await indexes('upgraded')).toContain('tasks_owner_created');
-    const store = new PostgresTaskStore({ connection: pool, schema: 'upgraded' });
-    expect((await store.list(alice, { limit: 10 })).tasks).toEqual([...old].reverse());
-    expect(await layout('upgraded')).toMatchObject({
-      versions: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }],
-    });
-    expect(await indexes('upgraded')).toEqual([
-      'tasks_created',
-      'tasks_expiry',
-      'tasks_held',
-      'tasks_owner_hash_created',
-      'tasks_owner_hash_finished',
-      'tasks_pkey',
-      'tasks_terminal',
-    ]);
-    expect(await store.get(old[0]!.taskId, alice)).toEqual(old[0]);
-    expect(await store.get(old[0]!.taskId, { principal: 'bob' })).toBeNull();
-    // The three old tasks count: a fourth is over a quota of 3, and none is finished to make room.
-    await expect(store.create(task(), { maxRows: null, maxTasksPerOwner: 3 })).rejects.toThrow(
-      /quota|3/i,
-    );
-    // A finished old task makes room, found by the new finished-tasks index.
-    const done = { ...old[0]!, status: 'completed' as const, version: 2 };
-    expect(await store.compareAndSet(done, 1)).toBe(true);
-    const fourth = task();
-    await store.create(fourth, { maxRows: null, maxTasksPerOwner: 3 });
-    expect(await store.get(old[0]!.taskId)).toBeNull();
-    // An owner version 1 could not index.
-    const long = { principal: randomBytes(6_000).toString('base64url') };
-    const longs = task(long.principal);
-    await store.create(longs, { maxRows: null, maxTasksPerOwner: 3 });
-    expect((await store.list(long, { limit: 10 })).tasks).toEqual([longs]);
-    expect((await store.list(alice, { limit: 10 })).tasks).toHaveLength(3);
-    // Setting up again finds the work done; setup: false finds the version it needs.
-    const before = await layout('upgraded');
-    await new PostgresTaskStore({ connection: pool, schema: 'upgraded' }).ready();
-    expect(await layout('upgraded')).toEqual(before);
-    await new PostgresTaskStore({ connection: pool, schema: 'upgraded', setup: false }).ready();
-  });
-
-  it('with setup: false, a version-1 schema is refused with what to apply', async () => {
-    await versionOne('left_at_one', 1);
-    const store = new PostgresTaskStore({ connection: pool, schema: 'left_at_one', setup: false });
-    await expect(store.ready()).rejects.toThrow(
-      /schema "left_at_one" is at version 1, this release needs 4: apply postgresSchemaSql\("left_at_one"\)/,
-    );
-  });
-
+describe('PostgresTaskStore: the indexes', () => {
   it("an owner's page walks the index of the owner's hash newest first; the quota counts by it", async () => {
     const one = new pg.Pool({ connectionString: postgres.url, max: 1 });
     try {
@@ -282,128 +185,78 @@ describe('PostgresTaskStore: the upgrade from version 1', () => {
   });
 });
 
-describe('PostgresTaskStore: the upgrade from version 2', () => {
-  /** The call every release's create makes (its arguments have not changed since version 1). */
-  const createCall = (schema: string, record: TaskRecord, maxRows: number | null) => {
-    const fields = indexedFields(record);
-    return pool.query(
-      `SELECT ${schema}.create_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS s`,
-      [
-        record.taskId,
-        fields.ownerKey,
-        record.status,
-        record.createdAt,
-        fields.expiresAt,
-        fields.terminalAt,
-        fields.heldBy,
-        fields.toolName,
-        record.version,
-        encodeRecord(record),
-        Date.now(),
-        maxRows,
-        100,
-      ],
-    );
-  };
-  const rows = async (schema: string): Promise<number> =>
-    Number((await pool.query(`SELECT sum(n) AS n FROM ${schema}.row_shards`)).rows[0].n);
+describe('PostgresTaskStore: the upgrade to a next version (synthetic, test/postgres/schema-next)', () => {
+  const alice = { principal: 'alice' };
+  const next = new URL('./schema-next/', import.meta.url);
+  /** The shipped versions and a synthetic version 2 that builds an index over the tasks there. */
+  const toTwo: Migration[] = [...MIGRATIONS, { version: 2, file: '002-next.sql', dir: next }];
+  const indexes = async (schema: string): Promise<string[]> =>
+    (
+      await pool.query(
+        `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'tasks' ORDER BY 1`,
+        [schema],
+      )
+    ).rows.map((row: { indexname: string }) => row.indexname);
 
-  it("counts version 2's tasks into the shards, drops counts, and the previous release's create is counted", async () => {
-    const schema = 'from_two';
-    await pool.query(
-      SHIPPED.slice(0, 2)
-        .map((name) => shipped(name))
-        .join('\n')
-        .replaceAll('mcp_tasks', schema),
-    );
-    for (let i = 0; i < 5; i++) await createCall(schema, task(`owner-${i}`), null);
+  it('applies the versions above the recorded one in place, once, under one lock: the tasks stay', async () => {
+    const schema = 'upgraded';
     const store = new PostgresTaskStore({ connection: pool, schema });
-    await store.ready();
-    expect(await layout(schema)).toMatchObject({
-      tables: [
-        { table_name: 'instances' },
-        { table_name: 'row_shards' },
-        { table_name: 'schema_version' },
-        { table_name: 'tasks' },
-      ],
-      versions: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }],
+    const now = Date.now();
+    const old = [0, 1, 2].map((i) => newTask(newTaskId(), alice, { ttlMs: 60_000 }, now - 3 + i));
+    for (const record of old) await store.create(record, { maxRows: 10, maxTasksPerOwner: 3 });
+    expect(await indexes(schema)).not.toContain('tasks_tool');
+    // Instances of the next release that start together: one applies version 2, the rest wait
+    // for it and find the work done.
+    await Promise.all(Array.from({ length: 4 }, () => setUpSchema(pool, schema, toTwo)));
+    const after = await layout(schema);
+    expect(after).toMatchObject({
+      versions: [{ version: 1 }, { version: 2, description: expect.stringMatching(/synthetic/) }],
     });
-    expect(await rows(schema)).toBe(5);
-    // The previous release still running calls the same function: now version 3's, counted.
-    expect((await createCall(schema, task('old-release'), 7)).rows[0].s).toBe(1);
-    await store.create(task('new-release'), { maxRows: 7 });
-    expect(await rows(schema)).toBe(7);
-    await expect(store.create(task('one-more'), { maxRows: 7 })).rejects.toThrow(/full/i);
-    expect((await createCall(schema, task('old-release'), 7)).rows[0].s).toBe(0);
-    expect(await rows(schema)).toBe(7);
-  });
-});
-
-describe('PostgresTaskStore: the upgrade from version 3', () => {
-  it("adds try_create_task beside create_task: both releases' creates count alike", async () => {
-    const schema = 'from_three';
-    await pool.query(
-      SHIPPED.slice(0, 3)
-        .map((name) => shipped(name))
-        .join('\n')
-        .replaceAll('mcp_tasks', schema),
+    expect(await indexes(schema)).toContain('tasks_tool');
+    const live = await pool.query(`SELECT ${schema}.live_tasks($1) AS n`, [Date.now()]);
+    expect(Number(live.rows[0].n)).toBe(3);
+    await setUpSchema(pool, schema, toTwo);
+    expect(await layout(schema)).toEqual(after);
+    // The tasks stay, are found by owner, and still count for the quota and maxRows.
+    expect((await store.list(alice, { limit: 10 })).tasks).toEqual([...old].reverse());
+    await expect(store.create(task(), { maxRows: 10, maxTasksPerOwner: 3 })).rejects.toThrow(
+      /quota|3/i,
     );
-    // The previous release's create: create_task, with maxRows 4 and maxTasksPerOwner 2.
-    const fields = (record: TaskRecord): unknown[] => {
-      const indexed = indexedFields(record);
-      return [
-        record.taskId,
-        indexed.ownerKey,
-        record.status,
-        record.createdAt,
-        indexed.expiresAt,
-        indexed.terminalAt,
-        indexed.heldBy,
-        indexed.toolName,
-        record.version,
-        encodeRecord(record),
-        Date.now(),
-        4,
-        2,
-      ];
-    };
-    const call = async (record: TaskRecord): Promise<number> =>
-      (
-        await pool.query(
-          `SELECT ${schema}.create_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) AS s`,
-          fields(record),
-        )
-      ).rows[0].s;
-    expect(await call(task('alice'))).toBe(1);
-    const store = new PostgresTaskStore({ connection: pool, schema });
-    await store.ready();
-    expect(await layout(schema)).toMatchObject({
-      versions: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }],
-    });
-    // The new release's creates and the previous release's share the quota (2) and maxRows (4).
-    await store.create(task('alice'), { maxRows: 4, maxTasksPerOwner: 2 });
-    expect(await call(task('alice'))).toBe(-2);
-    await expect(store.create(task('alice'), { maxRows: 4, maxTasksPerOwner: 2 })).rejects.toThrow(
-      /quota|limit/i,
-    );
-    expect(await call(task('bob'))).toBe(1);
-    await store.create(task('carol'), { maxRows: 4, maxTasksPerOwner: 2 });
-    expect(await call(task('dave'))).toBe(0);
-    await expect(store.create(task('erin'), { maxRows: 4, maxTasksPerOwner: 2 })).rejects.toThrow(
-      /full/i,
-    );
-    // A taken id: refused by either, nothing written.
-    const taken = task('bob');
-    await pool.query(`DELETE FROM ${schema}.tasks WHERE owner_key LIKE '%carol%'`);
-    await pool.query(`SELECT ${schema}.recount_tasks()`);
-    await store.create(taken, { maxRows: 4, maxTasksPerOwner: 2 });
-    await expect(store.create(taken, { maxRows: 4, maxTasksPerOwner: 2 })).rejects.toThrow(
-      /already exists/,
-    );
-    expect(await call(taken)).toBe(-1);
     expect(
       Number((await pool.query(`SELECT sum(n) AS n FROM ${schema}.row_shards`)).rows[0].n),
-    ).toBe(4);
+    ).toBe(3);
+    // This release's setup finds a later version and leaves it.
+    await new PostgresTaskStore({ connection: pool, schema }).ready();
+    await new PostgresTaskStore({ connection: pool, schema, setup: false }).ready();
+    expect(await layout(schema)).toEqual(after);
+  });
+
+  it('an upgrade that fails leaves the schema as it was, and is tried again on the next setup', async () => {
+    const schema = 'failed_upgrade';
+    const store = new PostgresTaskStore({ connection: pool, schema });
+    const kept = task();
+    await store.create(kept, { maxRows: null });
+    const broken: Migration[] = [...toTwo, { version: 3, file: '003-broken.sql', dir: next }];
+    await expect(setUpSchema(pool, schema, broken)).rejects.toThrow(/division by zero/);
+    // Version 2, applied in the same transaction, is rolled back with it.
+    const before = await layout(schema);
+    expect(before).toMatchObject({ versions: [{ version: 1 }] });
+    expect(await indexes(schema)).not.toContain('tasks_tool');
+    expect(
+      (await pool.query(`SELECT to_regclass('${schema}.half_done') AS t`)).rows[0].t,
+    ).toBeNull();
+    expect(await store.get(kept.taskId)).toEqual(kept);
+    await setUpSchema(pool, schema, toTwo);
+    expect(await layout(schema)).toMatchObject({ versions: [{ version: 1 }, { version: 2 }] });
+  });
+
+  it('with setup: false, a schema below the version needed is refused with what to apply', async () => {
+    const schema = 'left_at_one';
+    await pool.query(postgresSchemaSql(schema));
+    await expect(checkSchema(pool, schema, 2)).rejects.toThrow(
+      /schema "left_at_one" is at version 1, this release needs 2: apply postgresSchemaSql\("left_at_one"\)/,
+    );
+    await checkSchema(pool, schema);
   });
 });
 

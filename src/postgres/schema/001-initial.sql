@@ -4,10 +4,28 @@
 -- in one transaction, with every name in the schema it is given in place of mcp_tasks. A team
 -- that runs its own migrations applies it as it is (or with mcp_tasks replaced by its schema's
 -- name) and gives the store `setup: false`. Every statement is idempotent: applying the file
--- twice changes nothing. Later versions ship as 002-….sql and so on, each recorded in
--- mcp_tasks.schema_version.
+-- twice changes nothing. Later versions ship as 002-….sql and so on, each applied in place after
+-- this one and recorded in mcp_tasks.schema_version.
 --
 -- Times are epoch milliseconds (bigint), as the records hold them.
+--
+-- No lock every create shares:
+--
+-- - The owner's quota is judged under a transaction-scoped advisory lock of that owner (creates
+--   of one owner queue; creates of two owners do not), counting its live tasks by the index of
+--   the owner's hash.
+-- - The row count (for maxRows) is spread over row_shards, 64 rows whose counts add up to the
+--   rows of tasks. A create adds its row to one shard (its connection's) within that shard's
+--   share of maxRows (cap): the shares add up to maxRows, so creates on different shards never
+--   wait on each other and together never pass it. When a shard's share is used up (or maxRows
+--   is not the one the shares were made for), the create locks every shard, in order, judges the
+--   total exactly and shares what room is left again. Removals take their rows off any one shard
+--   (a count may go below 0: only the sum means anything).
+--
+-- Locks are taken in one order everywhere (a create's advisory lock, then rows of tasks, then
+-- shards; a shard-wide create takes the shards in order): deletes of tasks a create holds no
+-- shard for never wait on it, and a create deletes others' tasks with SKIP LOCKED, never waiting
+-- for a row while it holds a shard.
 
 CREATE SCHEMA IF NOT EXISTS mcp_tasks;
 
@@ -40,9 +58,22 @@ CREATE TABLE IF NOT EXISTS mcp_tasks.tasks (
   record json NOT NULL
 );
 
+-- The owner key's hash, as every index and statement computes it: SHA-256 of the key's bytes
+-- (backslashes doubled for decode(…, 'escape'), which then gives them back one for one).
+-- IMMUTABLE and plain SQL, so that PostgreSQL indexes it and inlines it alike.
+CREATE OR REPLACE FUNCTION mcp_tasks.owner_hash(text) RETURNS bytea
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT pg_catalog.substr(pg_catalog.sha256(pg_catalog.decode(
+    pg_catalog.replace($1, E'\\', E'\\\\'), 'escape')), 1, 16)
+$$;
+
 -- An owner's listing (newest first: read backwards) and its count for maxTasksPerOwner.
-CREATE INDEX IF NOT EXISTS tasks_owner_created
-  ON mcp_tasks.tasks (owner_key, created_at, task_id);
+CREATE INDEX IF NOT EXISTS tasks_owner_hash_created
+  ON mcp_tasks.tasks (mcp_tasks.owner_hash(owner_key), created_at, task_id);
+-- An owner's finished tasks by expiry (a task without a TTL last), for making room at its quota.
+CREATE INDEX IF NOT EXISTS tasks_owner_hash_finished
+  ON mcp_tasks.tasks (mcp_tasks.owner_hash(owner_key), expires_at, task_id)
+  WHERE status IN ('completed', 'failed', 'cancelled');
 -- The operator's listing across owners.
 CREATE INDEX IF NOT EXISTS tasks_created ON mcp_tasks.tasks (created_at, task_id);
 -- Cleanup by expiry, and by the instant a task without a TTL finished: O(removed).
@@ -50,22 +81,8 @@ CREATE INDEX IF NOT EXISTS tasks_expiry
   ON mcp_tasks.tasks (expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tasks_terminal
   ON mcp_tasks.tasks (terminal_at) WHERE terminal_at IS NOT NULL;
--- An owner's finished tasks by expiry (a task without a TTL last), for making room at its quota.
-CREATE INDEX IF NOT EXISTS tasks_owner_finished
-  ON mcp_tasks.tasks (owner_key, expires_at, task_id)
-  WHERE status IN ('completed', 'failed', 'cancelled');
 -- The tasks each instance holds.
 CREATE INDEX IF NOT EXISTS tasks_held ON mcp_tasks.tasks (held_by) WHERE held_by IS NOT NULL;
-
--- The number of rows in tasks (expired ones not yet removed included), for maxRows: one row,
--- locked by every create and removal, so that concurrent creates cannot both take the last row.
--- Each function that adds or removes rows keeps it right (rows added or removed by hand are not
--- counted: run mcp_tasks.recount_tasks() after such an edit).
-CREATE TABLE IF NOT EXISTS mcp_tasks.counts (
-  name text PRIMARY KEY,
-  n bigint NOT NULL
-);
-INSERT INTO mcp_tasks.counts (name, n) VALUES ('rows', 0) ON CONFLICT (name) DO NOTHING;
 
 -- Instances sharing the store, each with the instant its lease runs out (PostgreSQL's clock).
 CREATE TABLE IF NOT EXISTS mcp_tasks.instances (
@@ -73,81 +90,191 @@ CREATE TABLE IF NOT EXISTS mcp_tasks.instances (
   lease_until bigint NOT NULL
 );
 
+-- The row count, in 64 shards: n rows counted here; cap the share of max_rows this shard may
+-- fill (NULL when max_rows is NULL: none). The caps of the shards add up to max_rows.
+CREATE TABLE IF NOT EXISTS mcp_tasks.row_shards (
+  shard integer PRIMARY KEY,
+  n bigint NOT NULL,
+  cap bigint,
+  max_rows bigint
+) WITH (fillfactor = 50);
+INSERT INTO mcp_tasks.row_shards (shard, n)
+  SELECT shard, 0 FROM generate_series(0, 63) AS shard
+  ON CONFLICT (shard) DO NOTHING;
+
+-- The shard a call counts its rows on: its connection's, so that calls on different connections
+-- (a pool's, several instances') seldom share one; any shard will do, only the sum means anything.
+CREATE OR REPLACE FUNCTION mcp_tasks.own_shard() RETURNS integer
+  LANGUAGE sql STABLE PARALLEL RESTRICTED AS $$
+  SELECT pg_catalog.pg_backend_pid() & 63
+$$;
+
+-- Locks every shard, in order, and shares the room left under p_max_rows among them (the shard
+-- p_shard first, for the create that asked): returns the rows counted. The caps then add up to
+-- p_max_rows, each at least its shard's count. With p_max_rows NULL, or the rows already past it,
+-- there are no caps: every create judges the total until rows are below it again.
+CREATE OR REPLACE FUNCTION mcp_tasks.share_rows(p_max_rows bigint, p_shard integer)
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  v_rows bigint;
+  v_room bigint;
+BEGIN
+  PERFORM 1 FROM mcp_tasks.row_shards ORDER BY shard FOR UPDATE;
+  SELECT sum(n) INTO v_rows FROM mcp_tasks.row_shards;
+  v_room := p_max_rows - v_rows;
+  -- Shard s gets room / 64, and one more for the first (room mod 64) shards from p_shard on.
+  WITH shares AS (
+    SELECT shard, CASE WHEN v_room IS NULL OR v_room < 0 THEN NULL
+      ELSE n + v_room / 64 + CASE WHEN (shard - p_shard + 64) % 64 < v_room % 64 THEN 1 ELSE 0 END
+      END AS cap
+    FROM mcp_tasks.row_shards)
+  UPDATE mcp_tasks.row_shards r SET cap = shares.cap, max_rows = p_max_rows
+    FROM shares
+    WHERE r.shard = shares.shard
+      AND (r.cap, r.max_rows) IS DISTINCT FROM (shares.cap, p_max_rows);
+  RETURN v_rows;
+END $$;
+
 -- Stores a new task, in one round trip: returns 1 (stored), 0 (maxRows reached), -1 (the id is
--- taken) or -2 (the owner's quota, every one of its tasks live). Creates are serialized by the
--- lock on the row count, so each statement below (a new snapshot in a VOLATILE function) sees
--- every create before it. At the owner's quota its finished tasks that expire first are deleted,
--- as many as needed; at maxRows the expired tasks are removed, then the count judged again.
+-- taken) or -2 (the owner's quota, every one of its tasks live). Each statement (a new snapshot in
+-- a VOLATILE function) sees every create of the owner before it, under the owner's lock. At the
+-- owner's quota its finished tasks that expire first are deleted, as many as needed; at maxRows
+-- the expired tasks are removed, then the count judged again. The row is inserted before the
+-- shards are locked (a refused one is deleted again): they are locked last.
 CREATE OR REPLACE FUNCTION mcp_tasks.create_task(
   p_task_id text, p_owner_key text, p_status text, p_created_at bigint, p_expires_at bigint,
   p_terminal_at bigint, p_held_by text, p_tool_name text, p_version bigint, p_record json,
   p_now bigint, p_max_rows bigint, p_max_per_owner bigint
 ) RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-  v_rows bigint;
+  v_owner bytea;
+  v_shard integer := mcp_tasks.own_shard();
   v_owned bigint;
-  v_gone bigint;
+  v_gone bigint := 0;
+  v_expired bigint;
+  v_rows bigint;
 BEGIN
-  SELECT n INTO v_rows FROM mcp_tasks.counts WHERE name = 'rows' FOR UPDATE;
-  PERFORM 1 FROM mcp_tasks.tasks WHERE task_id = p_task_id;
-  IF FOUND THEN RETURN -1; END IF;
   IF p_max_per_owner IS NOT NULL THEN
+    -- 1836344180: this package's advisory locks ("mcpt"); owners whose hashes meet share a lock.
+    PERFORM pg_catalog.pg_advisory_xact_lock(1836344180, pg_catalog.hashtext(p_owner_key));
+    v_owner := mcp_tasks.owner_hash(p_owner_key);
     SELECT count(*) INTO v_owned FROM mcp_tasks.tasks
-      WHERE owner_key = p_owner_key AND (expires_at IS NULL OR expires_at > p_now);
-    IF v_owned >= p_max_per_owner THEN
-      WITH gone AS (
-        DELETE FROM mcp_tasks.tasks WHERE task_id IN (
-          SELECT task_id FROM mcp_tasks.tasks
-            WHERE owner_key = p_owner_key AND status IN ('completed', 'failed', 'cancelled')
-              AND (expires_at IS NULL OR expires_at > p_now)
-            ORDER BY expires_at NULLS LAST, task_id
-            LIMIT v_owned - p_max_per_owner + 1)
-        RETURNING 1)
-      SELECT count(*) INTO v_gone FROM gone;
-      v_rows := v_rows - v_gone;
-      IF v_owned - v_gone >= p_max_per_owner THEN
-        UPDATE mcp_tasks.counts SET n = v_rows WHERE name = 'rows';
-        RETURN -2;
-      END IF;
+      WHERE mcp_tasks.owner_hash(owner_key) = v_owner AND owner_key = p_owner_key
+        AND (expires_at IS NULL OR expires_at > p_now);
+    -- At the quota with no finished task to make room: refused without a write.
+    IF v_owned >= p_max_per_owner
+      AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks
+        WHERE mcp_tasks.owner_hash(owner_key) = v_owner AND owner_key = p_owner_key
+          AND status IN ('completed', 'failed', 'cancelled')
+          AND (expires_at IS NULL OR expires_at > p_now))
+      AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE task_id = p_task_id) THEN
+      RETURN -2;
     END IF;
   END IF;
-  IF p_max_rows IS NOT NULL AND v_rows >= p_max_rows THEN
-    -- Expired tasks never count: they go first (by the expiry index), then the count is judged.
-    WITH gone AS (DELETE FROM mcp_tasks.tasks WHERE expires_at <= p_now RETURNING 1)
+  IF v_owned >= p_max_per_owner THEN
+    -- Rows another call holds (being deleted or written) are passed over, never waited for.
+    WITH gone AS (
+      DELETE FROM mcp_tasks.tasks WHERE task_id IN (
+        SELECT task_id FROM mcp_tasks.tasks
+          WHERE mcp_tasks.owner_hash(owner_key) = v_owner AND owner_key = p_owner_key
+            AND status IN ('completed', 'failed', 'cancelled')
+            AND (expires_at IS NULL OR expires_at > p_now) AND task_id <> p_task_id
+          ORDER BY expires_at NULLS LAST, task_id
+          LIMIT v_owned - p_max_per_owner + 1
+          FOR UPDATE SKIP LOCKED)
+      RETURNING 1)
     SELECT count(*) INTO v_gone FROM gone;
-    v_rows := v_rows - v_gone;
-    IF v_rows >= p_max_rows THEN
-      UPDATE mcp_tasks.counts SET n = v_rows WHERE name = 'rows';
-      RETURN 0;
+    IF v_owned - v_gone >= p_max_per_owner THEN
+      IF v_gone > 0 THEN
+        UPDATE mcp_tasks.row_shards SET n = n - v_gone WHERE shard = v_shard;
+      END IF;
+      RETURN CASE WHEN EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE task_id = p_task_id)
+        THEN -1 ELSE -2 END;
     END IF;
+  END IF;
+  -- The row, and one more in this shard's share: one shard locked, no other create waits. An
+  -- UPDATE that waited for the shard and then found its share used up keeps it locked: the
+  -- block's rollback (raising MT001) lets it go, with the row, so that a create that goes on below
+  -- holds no shard when it locks them all.
+  BEGIN
+    INSERT INTO mcp_tasks.tasks (task_id, owner_key, status, created_at, expires_at, terminal_at,
+        held_by, tool_name, version, record)
+      VALUES (p_task_id, p_owner_key, p_status, p_created_at, p_expires_at, p_terminal_at,
+        p_held_by, p_tool_name, p_version, p_record);
+    UPDATE mcp_tasks.row_shards SET n = n + 1 - v_gone
+      WHERE shard = v_shard
+        AND (p_max_rows IS NULL OR (max_rows = p_max_rows AND n + 1 - v_gone <= cap));
+    IF FOUND THEN RETURN 1; END IF;
+    RAISE EXCEPTION USING ERRCODE = 'MT001';
+  EXCEPTION
+    WHEN unique_violation THEN
+      IF v_gone > 0 THEN
+        UPDATE mcp_tasks.row_shards SET n = n - v_gone WHERE shard = v_shard;
+      END IF;
+      RETURN -1;
+    WHEN SQLSTATE 'MT001' THEN
+      NULL;
+  END;
+  -- A store full as last committed, with nothing expired to remove, refuses at once, without a
+  -- write or a lock (as if before the removals still under way); a taken id is still -1.
+  IF v_gone = 0 AND (SELECT sum(n) >= p_max_rows FROM mcp_tasks.row_shards)
+    AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE expires_at <= p_now) THEN
+    RETURN CASE WHEN EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE task_id = p_task_id)
+      THEN -1 ELSE 0 END;
   END IF;
   INSERT INTO mcp_tasks.tasks (task_id, owner_key, status, created_at, expires_at, terminal_at,
       held_by, tool_name, version, record)
     VALUES (p_task_id, p_owner_key, p_status, p_created_at, p_expires_at, p_terminal_at,
-      p_held_by, p_tool_name, p_version, p_record);
-  UPDATE mcp_tasks.counts SET n = v_rows + 1 WHERE name = 'rows';
+      p_held_by, p_tool_name, p_version, p_record)
+    ON CONFLICT (task_id) DO NOTHING;
+  IF NOT FOUND THEN
+    IF v_gone > 0 THEN
+      UPDATE mcp_tasks.row_shards SET n = n - v_gone WHERE shard = v_shard;
+    END IF;
+    RETURN -1;
+  END IF;
+  -- Its share used up (or made for another maxRows): judged on the total, under every shard,
+  -- locked in order.
+  PERFORM 1 FROM mcp_tasks.row_shards ORDER BY shard FOR UPDATE;
+  IF v_gone > 0 THEN
+    UPDATE mcp_tasks.row_shards SET n = n - v_gone WHERE shard = v_shard;
+  END IF;
+  v_rows := mcp_tasks.share_rows(p_max_rows, v_shard);
+  IF v_rows >= p_max_rows THEN
+    -- Expired tasks never count: they go first (by the expiry index), then the count is judged.
+    WITH gone AS (
+      DELETE FROM mcp_tasks.tasks WHERE task_id IN (
+        SELECT task_id FROM mcp_tasks.tasks WHERE expires_at <= p_now FOR UPDATE SKIP LOCKED)
+      RETURNING 1)
+    SELECT count(*) INTO v_expired FROM gone;
+    IF v_expired > 0 THEN
+      UPDATE mcp_tasks.row_shards SET n = n - v_expired WHERE shard = v_shard;
+      v_rows := mcp_tasks.share_rows(p_max_rows, v_shard);
+    END IF;
+    IF v_rows >= p_max_rows THEN
+      DELETE FROM mcp_tasks.tasks WHERE task_id = p_task_id;
+      RETURN 0;
+    END IF;
+  END IF;
+  -- Room for one at least, and this shard had the first of it.
+  UPDATE mcp_tasks.row_shards SET n = n + 1 WHERE shard = v_shard;
   RETURN 1;
 END $$;
 
--- Deletes a task; returns whether it was there. The row count is locked first, as a create locks
--- it, so that a delete and a create's eviction never wait on each other in opposite order.
+-- Deletes a task; returns whether it was there. Its row is taken off its own shard.
 CREATE OR REPLACE FUNCTION mcp_tasks.delete_task(p_task_id text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-  v_rows bigint;
 BEGIN
-  SELECT n INTO v_rows FROM mcp_tasks.counts WHERE name = 'rows' FOR UPDATE;
   DELETE FROM mcp_tasks.tasks WHERE task_id = p_task_id;
   IF NOT FOUND THEN RETURN false; END IF;
-  UPDATE mcp_tasks.counts SET n = v_rows - 1 WHERE name = 'rows';
+  UPDATE mcp_tasks.row_shards SET n = n - 1 WHERE shard = mcp_tasks.own_shard();
   RETURN true;
 END $$;
 
 -- Removes at most p_batch tasks past their expiry (p_now) and at most p_batch finished tasks
 -- without a TTL that finished at p_terminal_before or earlier, both by their index, and takes
--- them off the row count (the count is locked only when there is something to remove, so an
--- idle janitor never holds up a create). Returns how many tasks it removed (the caller calls
--- again while a batch comes back full).
+-- them off one shard of the row count. Returns how many tasks it removed (the caller calls again
+-- while a batch comes back full).
 CREATE OR REPLACE FUNCTION mcp_tasks.cleanup_tasks(
   p_now bigint, p_terminal_before bigint, p_batch integer
 ) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
@@ -155,13 +282,6 @@ DECLARE
   v_expired bigint;
   v_finished bigint;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE expires_at <= p_now)
-    AND NOT EXISTS (SELECT 1 FROM mcp_tasks.tasks WHERE terminal_at <= p_terminal_before) THEN
-    RETURN 0;
-  END IF;
-  -- Locked before the rows, as a create locks it, so the two never wait on each other in
-  -- opposite order.
-  PERFORM 1 FROM mcp_tasks.counts WHERE name = 'rows' FOR UPDATE;
   WITH gone AS (
     DELETE FROM mcp_tasks.tasks WHERE task_id IN (
       SELECT task_id FROM mcp_tasks.tasks WHERE expires_at <= p_now LIMIT p_batch)
@@ -172,22 +292,66 @@ BEGIN
       SELECT task_id FROM mcp_tasks.tasks WHERE terminal_at <= p_terminal_before LIMIT p_batch)
     RETURNING 1)
   SELECT count(*) INTO v_finished FROM gone;
-  UPDATE mcp_tasks.counts SET n = n - v_expired - v_finished WHERE name = 'rows';
+  IF v_expired + v_finished > 0 THEN
+    UPDATE mcp_tasks.row_shards SET n = n - v_expired - v_finished
+      WHERE shard = mcp_tasks.own_shard();
+  END IF;
   RETURN v_expired + v_finished;
 END $$;
 
--- Counts the table again, for after rows were added or removed by hand.
+-- Counts the table again, for after rows were added or removed by hand (under every shard, with
+-- the shares to be made again by the next create).
 CREATE OR REPLACE FUNCTION mcp_tasks.recount_tasks()
 RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   v_rows bigint;
 BEGIN
-  PERFORM 1 FROM mcp_tasks.counts WHERE name = 'rows' FOR UPDATE;
+  PERFORM 1 FROM mcp_tasks.row_shards ORDER BY shard FOR UPDATE;
   SELECT count(*) INTO v_rows FROM mcp_tasks.tasks;
-  UPDATE mcp_tasks.counts SET n = v_rows WHERE name = 'rows';
+  UPDATE mcp_tasks.row_shards
+    SET n = CASE WHEN shard = 0 THEN v_rows ELSE 0 END, cap = NULL, max_rows = NULL;
   RETURN v_rows;
 END $$;
 
+-- Stores a new task below both limits: returns 1 (stored), -1 (the id is taken) or 2 (at the
+-- owner's quota, or its share used up: nothing written, create_task judges it). The arguments are
+-- create_task's.
+CREATE OR REPLACE FUNCTION mcp_tasks.try_create_task(
+  p_task_id text, p_owner_key text, p_status text, p_created_at bigint, p_expires_at bigint,
+  p_terminal_at bigint, p_held_by text, p_tool_name text, p_version bigint, p_record json,
+  p_now bigint, p_max_rows bigint, p_max_per_owner bigint
+) RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  v_owned bigint;
+BEGIN
+  IF p_max_per_owner IS NOT NULL THEN
+    -- create_task's lock (1836344180: "mcpt"), then a count with a snapshot taken under it.
+    PERFORM pg_catalog.pg_advisory_xact_lock(1836344180, pg_catalog.hashtext(p_owner_key));
+    SELECT count(*) INTO v_owned FROM mcp_tasks.tasks
+      WHERE mcp_tasks.owner_hash(owner_key) = mcp_tasks.owner_hash(p_owner_key)
+        AND owner_key = p_owner_key AND (expires_at IS NULL OR expires_at > p_now);
+    IF v_owned >= p_max_per_owner THEN
+      RETURN 2;
+    END IF;
+  END IF;
+  INSERT INTO mcp_tasks.tasks (task_id, owner_key, status, created_at, expires_at, terminal_at,
+      held_by, tool_name, version, record)
+    VALUES (p_task_id, p_owner_key, p_status, p_created_at, p_expires_at, p_terminal_at,
+      p_held_by, p_tool_name, p_version, p_record)
+    ON CONFLICT (task_id) DO NOTHING;
+  IF NOT FOUND THEN
+    RETURN -1;
+  END IF;
+  UPDATE mcp_tasks.row_shards SET n = n + 1
+    WHERE shard = mcp_tasks.own_shard()
+      AND (p_max_rows IS NULL OR (max_rows = p_max_rows AND n + 1 <= cap));
+  IF NOT FOUND THEN
+    DELETE FROM mcp_tasks.tasks WHERE task_id = p_task_id;
+    RETURN 2;
+  END IF;
+  RETURN 1;
+END $$;
+
 INSERT INTO mcp_tasks.schema_version (version, description)
-  VALUES (1, 'tasks, counts, instances; create_task, delete_task, cleanup_tasks, recount_tasks')
+  VALUES (1, 'tasks, instances, row_shards and the functions of the store')
   ON CONFLICT (version) DO NOTHING;
