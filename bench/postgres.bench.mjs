@@ -796,6 +796,38 @@ function sameStatementsContender(client, counts, captured) {
   });
 }
 
+/** The INSERT of a task into `table` (the store's columns), prepared under `name`. */
+const plainInsertStatement = (name, table) => ({
+  name,
+  text:
+    `INSERT INTO ${table} (task_id, owner_key, status, created_at, expires_at, terminal_at, ` +
+    `held_by, tool_name, version, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+});
+
+/**
+ * A new task of `owner` through `insert` on `client` (a pg client or pool), its record built as the
+ * service builds it (`taskRecord`); the owner column holds the owner's name. Resolves with its id.
+ */
+async function insertPlainTask(client, insert, owner) {
+  const record = taskRecord(newTaskId(), owner, { ttlMs: HOUR }, Date.now());
+  await client.query({
+    ...insert,
+    values: [
+      record.taskId,
+      owner.principal,
+      record.status,
+      record.createdAt,
+      record.createdAt + record.ttlMs,
+      null,
+      null,
+      null,
+      record.version,
+      JSON.stringify(record),
+    ],
+  });
+  return record.taskId;
+}
+
 /**
  * Plain pg doing the job the simple way, on a table of its own with the store's columns and
  * indexes (`CREATE TABLE … (LIKE … INCLUDING ALL)`): INSERT of the record, SELECT by id and owner
@@ -805,12 +837,7 @@ function sameStatementsContender(client, counts, captured) {
  */
 function plainContender(client, counts) {
   const table = `${PLAIN}.tasks`;
-  const insert = {
-    name: 'bench_plain_insert',
-    text:
-      `INSERT INTO ${table} (task_id, owner_key, status, created_at, expires_at, terminal_at, ` +
-      `held_by, tool_name, version, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-  };
+  const insert = plainInsertStatement('bench_plain_insert', table);
   const selectOwned = {
     name: 'bench_plain_select_owned',
     text:
@@ -829,25 +856,7 @@ function plainContender(client, counts) {
       `UPDATE ${table} SET record = $2, version = $3, status = $4 ` +
       `WHERE task_id = $1 AND version = $5`,
   };
-  const createOne = async (owner) => {
-    const record = taskRecord(newTaskId(), owner, { ttlMs: HOUR }, Date.now());
-    await client.query({
-      ...insert,
-      values: [
-        record.taskId,
-        owner.principal,
-        record.status,
-        record.createdAt,
-        record.createdAt + record.ttlMs,
-        null,
-        null,
-        null,
-        record.version,
-        JSON.stringify(record),
-      ],
-    });
-    return record.taskId;
-  };
+  const createOne = (owner) => insertPlainTask(client, insert, owner);
   const getOne = async (taskId, owner) => {
     const { rows } = await client.query({
       ...selectOwned,
@@ -1374,35 +1383,12 @@ async function engineRatios(sync, contexts, pools) {
     await admin.query(`SELECT ${SCHEMA}.recount_tasks()`);
   };
   await reset();
-  const insert = {
-    name: 'bench_engine_insert',
-    text:
-      `INSERT INTO ${table} (task_id, owner_key, status, created_at, expires_at, terminal_at, ` +
-      `held_by, tool_name, version, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-  };
+  const insert = plainInsertStatement('bench_engine_insert', table);
   const byKey = {
     name: 'bench_engine_select',
     text: `SELECT record::text AS record FROM ${table} WHERE task_id = $1`,
   };
-  const plainInsert = async (owner) => {
-    const record = taskRecord(newTaskId(), owner, { ttlMs: HOUR }, Date.now());
-    await plainPool.query({
-      ...insert,
-      values: [
-        record.taskId,
-        owner.principal,
-        record.status,
-        record.createdAt,
-        record.createdAt + record.ttlMs,
-        null,
-        null,
-        null,
-        record.version,
-        JSON.stringify(record),
-      ],
-    });
-    return record.taskId;
-  };
+  const plainInsert = (owner) => insertPlainTask(plainPool, insert, owner);
   const oursOwner = ownerTurns();
   const plainOwner = ownerTurns();
   const create = await pairs(
