@@ -50,6 +50,62 @@ export const msSince = (start) => Number(nowNs() - start) / 1e6;
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 export const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
 
+/**
+ * `work(worker)` run by `inFlight` loops at once (`worker` from 0 to inFlight − 1), each calling it
+ * again as soon as its call ends, for about `ms`; the calls per second.
+ */
+export async function inFlightRate(work, inFlight, ms) {
+  let done = 0;
+  const start = nowNs();
+  const end = start + BigInt(Math.round(ms * 1e6));
+  const loop = async (worker) => {
+    while (nowNs() < end) {
+      await work(worker);
+      done++;
+    }
+  };
+  await Promise.all(Array.from({ length: inFlight }, (_, worker) => loop(worker)));
+  return done / (msSince(start) / 1000);
+}
+
+/**
+ * `ours` against `baseline` (each a `work` of inFlightRate), `inFlight` calls at once: a warm-up
+ * turn of each for `warmUpMs`, then `pairs` pairs of turns of `turnMs`, who goes first
+ * alternating, with `reset()` after the warm-up and after each pair. Each side's rates and the
+ * per-pair ratios (ours ÷ baseline), in the order measured.
+ */
+export async function alternatingPairs({
+  ours,
+  baseline,
+  reset,
+  inFlight,
+  pairs,
+  turnMs,
+  warmUpMs,
+}) {
+  await inFlightRate(ours, inFlight, warmUpMs);
+  await inFlightRate(baseline, inFlight, warmUpMs);
+  await reset();
+  const rates = { ours: [], baseline: [] };
+  const ratios = [];
+  for (let i = 0; i < pairs; i++) {
+    let oursRate;
+    let baseRate;
+    if (i % 2 === 0) {
+      oursRate = await inFlightRate(ours, inFlight, turnMs);
+      baseRate = await inFlightRate(baseline, inFlight, turnMs);
+    } else {
+      baseRate = await inFlightRate(baseline, inFlight, turnMs);
+      oursRate = await inFlightRate(ours, inFlight, turnMs);
+    }
+    rates.ours.push(oursRate);
+    rates.baseline.push(baseRate);
+    ratios.push(oursRate / baseRate);
+    await reset();
+  }
+  return { rates, ratios };
+}
+
 /** Waits until `check()` (sync or async) holds, polling every 5 ms; throws after `timeoutMs`. */
 export async function until(what, check, timeoutMs) {
   const start = nowNs();

@@ -252,6 +252,7 @@ import { URL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import {
+  alternatingPairs,
   armHardDeadline,
   assert,
   countRedisCommands,
@@ -1287,52 +1288,22 @@ async function benchListing(store, counts, admin, reset) {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * `run()` called IN_FLIGHT at a time (IN_FLIGHT loops) for about `ms`; the calls per second.
- */
-async function burst(run, ms) {
-  let calls = 0;
-  const start = nowNs();
-  const budget = BigInt(Math.round(ms * 1e6));
-  const loop = async () => {
-    while (nowNs() - start < budget) {
-      await run();
-      calls++;
-    }
-  };
-  await Promise.all(Array.from({ length: IN_FLIGHT }, loop));
-  return calls / (msSince(start) / 1000);
-}
-
-/**
- * PAIRS pairs of bursts, ours then the baseline's or the other way round (alternating), each
- * PAIR_MS; `reset()` after each pair. The median rates, and the median, quartiles and range of the
- * per-pair ratios (ours ÷ baseline).
+ * PAIRS alternating pairs of turns of PAIR_MS, IN_FLIGHT calls at once (alternatingPairs); the
+ * median rates, and the median, quartiles and range of the per-pair ratios (ours ÷ baseline).
  */
 async function pairs(ours, baseline, reset) {
-  await burst(ours, PAIR_MS / 2);
-  await burst(baseline, PAIR_MS / 2);
-  await reset();
-  const oursRates = [];
-  const baseRates = [];
-  const ratios = [];
-  for (let i = 0; i < PAIRS; i++) {
-    let a;
-    let b;
-    if (i % 2 === 0) {
-      a = await burst(ours, PAIR_MS);
-      b = await burst(baseline, PAIR_MS);
-    } else {
-      b = await burst(baseline, PAIR_MS);
-      a = await burst(ours, PAIR_MS);
-    }
-    oursRates.push(a);
-    baseRates.push(b);
-    ratios.push(a / b);
-    await reset();
-  }
+  const { rates, ratios } = await alternatingPairs({
+    ours,
+    baseline,
+    reset,
+    inFlight: IN_FLIGHT,
+    pairs: PAIRS,
+    turnMs: PAIR_MS,
+    warmUpMs: PAIR_MS / 2,
+  });
   return {
-    ours: median(oursRates),
-    baseline: median(baseRates),
+    ours: median(rates.ours),
+    baseline: median(rates.baseline),
     ratio: median(ratios),
     quartiles: [quantile(ratios, 0.25), quantile(ratios, 0.75)],
     range: [Math.min(...ratios), Math.max(...ratios)],

@@ -247,6 +247,7 @@
 import { URL } from 'node:url';
 import { Redis } from 'ioredis';
 import {
+  alternatingPairs,
   armHardDeadline,
   assert,
   countRedisCommands,
@@ -668,21 +669,6 @@ redis.call('HSET', KEYS[1], 'v', ARGV[1], 'j', ARGV[2], 'o', ARGV[3], 's', ARGV[
 redis.call('PEXPIREAT', KEYS[1], ARGV[6])
 return 1`;
 
-/** Runs `work` with CREATE_IN_FLIGHT calls in flight for `ms`; returns calls per second. */
-async function inFlightRate(work, ms) {
-  let done = 0;
-  const start = nowNs();
-  const end = start + BigInt(Math.round(ms * 1e6));
-  const worker = async (w) => {
-    while (nowNs() < end) {
-      await work(w);
-      done++;
-    }
-  };
-  await Promise.all(Array.from({ length: CREATE_IN_FLIGHT }, (_, w) => worker(w)));
-  return done / (msSince(start) / 1000);
-}
-
 /**
  * `store.create` of fresh records (16 owners, one per worker; maxRows and the quota on, never
  * reached) against PLAIN_CREATE of records of the same size on a client of the same ioredis, in
@@ -712,27 +698,16 @@ async function benchCreates(store, url, admin) {
     );
   };
   try {
-    await inFlightRate(storeSide, WARMUP_MS / 2);
-    await inFlightRate(plainSide, WARMUP_MS / 2);
-    await removeKeys(admin);
-    const rates = { store: [], plain: [] };
-    const ratios = [];
-    for (let i = 0; i < CREATE_PAIRS; i++) {
-      let storeRate;
-      let plainRate;
-      if (i % 2 === 0) {
-        storeRate = await inFlightRate(storeSide, CREATE_TURN_MS);
-        plainRate = await inFlightRate(plainSide, CREATE_TURN_MS);
-      } else {
-        plainRate = await inFlightRate(plainSide, CREATE_TURN_MS);
-        storeRate = await inFlightRate(storeSide, CREATE_TURN_MS);
-      }
-      rates.store.push(storeRate);
-      rates.plain.push(plainRate);
-      ratios.push(storeRate / plainRate);
-      await removeKeys(admin);
-    }
-    return { rates, ratios };
+    const { rates, ratios } = await alternatingPairs({
+      ours: storeSide,
+      baseline: plainSide,
+      reset: () => removeKeys(admin),
+      inFlight: CREATE_IN_FLIGHT,
+      pairs: CREATE_PAIRS,
+      turnMs: CREATE_TURN_MS,
+      warmUpMs: WARMUP_MS / 2,
+    });
+    return { rates: { store: rates.ours, plain: rates.baseline }, ratios };
   } finally {
     client.disconnect();
   }
