@@ -61,8 +61,27 @@ export function statements(name: string) {
     `($1::text, $2::text, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::text, $8::text, ` +
     `$9::bigint, $10::json, $11::bigint, $12::bigint, $13::bigint) AS status`;
   return {
-    // Below both limits, in one pass; else `create` judges it (see try_create_task).
-    tryCreate: statement(`SELECT ${schema}.try_create_task${createArguments}`),
+    // Below both limits, one statement: one more in the owner's count (its row locked: the
+    // owner's creates queue there), one more on the connection's shard within its share of
+    // maxRows, and the row; each step only if the one before it passed. A row count of 0: the
+    // owner at its count, the share used up or the id taken; `create` then judges it in full.
+    // (A step that passed before a later one failed leaves a count above the rows, never below:
+    // create_task counts the owner again; recount_tasks the shards.)
+    tryCreate: statement(
+      `WITH counted AS (INSERT INTO ${schema}.owner_rows AS o (owner_hash, n) ` +
+        `VALUES (${schema}.owner_hash($2::text), 1) ON CONFLICT (owner_hash) DO UPDATE ` +
+        `SET n = o.n + 1 WHERE o.n < coalesce($12::bigint, 9223372036854775807) RETURNING 1), ` +
+        `shard AS (UPDATE ${schema}.row_shards SET n = n + 1 ` +
+        `WHERE shard = ${schema}.own_shard() ` +
+        `AND ($11::bigint IS NULL OR (max_rows = $11::bigint AND n + 1 <= cap)) ` +
+        `AND ($12::bigint IS NULL OR $12::bigint > 0) AND EXISTS (SELECT FROM counted) ` +
+        `AND NOT EXISTS (SELECT FROM ${tasks} WHERE task_id = $1::text) RETURNING 1) ` +
+        `INSERT INTO ${tasks} (task_id, owner_key, status, created_at, expires_at, terminal_at, ` +
+        `held_by, tool_name, version, record) ` +
+        `SELECT $1::text, $2::text, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::text, ` +
+        `$8::text, $9::bigint, $10::json FROM shard ` +
+        `ON CONFLICT (task_id) DO NOTHING`,
+    ),
     create: statement(`SELECT ${schema}.create_task${createArguments}`),
     get: statement(
       `SELECT record::text AS record FROM ${tasks} WHERE task_id = $1::text AND ${live.replace('$NOW', '$2')}`,

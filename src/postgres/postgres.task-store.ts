@@ -71,9 +71,7 @@ const FILTERED_LOOKS = 1_000;
 const CLEANUP_BATCH = 1_000;
 
 const rowsOf = <R extends QueryResultRow>(result: QueryResult<R>): R[] => result.rows;
-
-/** What `try_create_task` answers when `create_task` is to judge the create in full. */
-const JUDGE_IN_FULL = 2;
+const rowCountOf = (result: QueryResult): number => result.rowCount ?? 0;
 
 /**
  * The TaskStore on PostgreSQL (node-postgres 8), for instances that share a database the app
@@ -84,14 +82,15 @@ const JUDGE_IN_FULL = 2;
  *   owner and tool are kept as `textOf` gives them, so any string works (a NUL, half a surrogate
  *   pair); the record keeps them as they are. The schema's name is quoted in every statement.
  * - Every operation is one round trip: a statement, or a function of the schema where the work
- *   needs several statements each with a fresh snapshot (`try_create_task`, `delete_task`,
- *   `cleanup_tasks`); a create at the owner's quota or at a used-up share of `maxRows` takes a
- *   second (`create_task`). Statements are prepared on each connection on first use.
+ *   needs several statements each with a fresh snapshot (`delete_task`, `cleanup_tasks`); a
+ *   create at the owner's count or at a used-up share of `maxRows` takes a second
+ *   (`create_task`). Statements are prepared on each connection on first use.
  * - `create` counts rows (`maxRows`) in `<schema>.row_shards`: the row of its connection's shard,
  *   within that shard's share of `maxRows` (the shares add up to it), so creates on different
  *   connections never wait on each other; a used-up share is judged and shared again under every
- *   shard. The owner's quota is counted under a lock of that owner alone, its finished task that
- *   expires first deleted to make room. Both limits hold exactly under concurrency.
+ *   shard. The owner's quota is counted in `<schema>.owner_rows`, a row per owner whose lock queues
+ *   that owner's creates alone; at the quota its finished task that expires first is deleted to
+ *   make room. Both limits hold exactly under concurrency.
  * - An owner-scoped `get` compares the owner in the statement's WHERE: another owner's task is
  *   never sent, so it answers as a missing one does.
  * - `compareAndSet` is `UPDATE … WHERE version = $expected`: two instances racing on one task
@@ -165,10 +164,23 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
    * further turn of the microtask queue than plain `pg` does.
    */
   private run<R extends QueryResultRow>(statement: Statement, values: unknown[]): Promise<R[]> {
+    return this.bounded<R>(statement, values).then(rowsOf, this.fault);
+  }
+
+  /** Runs one statement as `run` does, and answers how many rows it wrote. */
+  private write(statement: Statement, values: unknown[]): Promise<number> {
+    return this.bounded(statement, values).then(rowCountOf, this.fault);
+  }
+
+  /** The statement's result, bounded as `run` says. */
+  private bounded<R extends QueryResultRow>(
+    statement: Statement,
+    values: unknown[],
+  ): Promise<QueryResult<R>> {
     const result = this.isReady
       ? this.send<R>(statement, values)
       : this.ready().then(() => this.send<R>(statement, values));
-    return (this.owned ? result : within(result, this.timeoutMs)).then(rowsOf, this.fault);
+    return this.owned ? result : within(result, this.timeoutMs);
   }
 
   /** A failure of a call, naming where PostgreSQL was sought (see `postgresFault`). */
@@ -188,10 +200,10 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   }
 
   /**
-   * `try_create_task` stores a create below both limits in one round trip; at the owner's quota,
-   * or at a used-up share of `maxRows`, it writes nothing and `create_task` judges the create in
-   * full (a second round trip). Both answer what store-rules' create outcomes name (see the
-   * schema files).
+   * A create below both limits is one statement that writes the owner's count, the shard's and
+   * the row (`tryCreate`). One that stored nothing (the owner at its count, the connection's share
+   * of `maxRows` used up, the id taken) is judged in full by `create_task`, a second round trip,
+   * which answers what store-rules' create outcomes name (see the schema file).
    */
   async create(record: TaskRecord, options: TaskStoreCreateOptions): Promise<void> {
     const fields = indexedFields(record);
@@ -207,14 +219,12 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       fields.toolName === null ? null : textOf(fields.toolName),
       record.version,
       encodeRecord(record),
-      Date.now(),
       maxRows,
       quota,
     ];
-    let [row] = await this.run<{ status: number }>(this.sql.tryCreate, values);
-    if (row?.status === JUDGE_IN_FULL) {
-      [row] = await this.run<{ status: number }>(this.sql.create, values);
-    }
+    if ((await this.write(this.sql.tryCreate, values)) === 1) return;
+    values.push(Date.now());
+    const [row] = await this.run<{ status: number }>(this.sql.create, values);
     checkCreated(row?.status, options);
   }
 

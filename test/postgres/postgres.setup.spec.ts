@@ -63,6 +63,7 @@ describe('PostgresTaskStore: the schema', () => {
     expect(before).toMatchObject({
       tables: [
         { table_name: 'instances' },
+        { table_name: 'owner_rows' },
         { table_name: 'row_shards' },
         { table_name: 'schema_version' },
         { table_name: 'tasks' },

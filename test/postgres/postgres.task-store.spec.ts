@@ -261,6 +261,88 @@ class CountingPool extends pg.Pool {
   }
 }
 
+describe("PostgresTaskStore: the owners' counts", () => {
+  it("hold each owner's rows through creates, deletes, cleanup, a count set too high and a hand edit", async () => {
+    const schema = 'owner_counts';
+    const store = new PostgresTaskStore({ connection: postgres.url, schema });
+    const raw = new pg.Pool({ connectionString: postgres.url });
+    // Each owner's count beside its rows in tasks, by the hash of its key.
+    const counts = async (): Promise<{ counted: number; rows: number }[]> =>
+      (
+        await raw.query(
+          `SELECT coalesce(o.n, 0)::int AS counted, coalesce(t.rows, 0)::int AS rows
+             FROM ${schema}.owner_rows o FULL JOIN
+               (SELECT ${schema}.owner_hash(owner_key) AS owner_hash, count(*) AS rows
+                  FROM ${schema}.tasks GROUP BY 1) t USING (owner_hash)
+             ORDER BY 1, 2`,
+        )
+      ).rows;
+    const exact = async (): Promise<void> => {
+      for (const { counted, rows } of await counts()) expect(counted).toBe(rows);
+    };
+    try {
+      const now = Date.now();
+      const [alice, bob] = [
+        { principal: 'alice', tenant: null },
+        { principal: 'bob', tenant: 'acme' },
+      ];
+      const task = (owner: TaskOwner, ttlMs: number | null, age = 0): TaskRecord => ({
+        taskId: newTaskId(),
+        owner: { principal: owner.principal, tenant: owner.tenant ?? null },
+        status: 'working',
+        createdAt: now - age,
+        lastUpdatedAt: now - age,
+        ttlMs,
+        version: 1,
+      });
+      const limits = { maxRows: 1_000, maxTasksPerOwner: 5 };
+      const ofAlice: TaskRecord[] = [];
+      for (let i = 0; i < 3; i++) {
+        ofAlice.push(task(alice, 60_000));
+        await store.create(ofAlice[i]!, limits);
+      }
+      for (let i = 0; i < 4; i++) await store.create(task(bob, 1_000, 10_000), limits);
+      expect(await counts()).toEqual([
+        { counted: 3, rows: 3 },
+        { counted: 4, rows: 4 },
+      ]);
+      // A taken id stores nothing and leaves the count exact.
+      await expect(store.create(ofAlice[0]!, limits)).rejects.toThrow(/already exists/);
+      await exact();
+      expect(await store.delete(ofAlice[1]!.taskId)).toBe(true);
+      expect(await store.delete(ofAlice[1]!.taskId)).toBe(false);
+      await exact();
+      // Bob's four expired tasks go; his count follows.
+      expect(await store.cleanup(now, { terminalTtlMs: 60_000 })).toBe(4);
+      expect(await counts()).toEqual([
+        { counted: 0, rows: 0 },
+        { counted: 2, rows: 2 },
+      ]);
+      // A count above the rows (never below) sends the next create to the full judgement, which
+      // stores it (2 of 5 live) and counts again.
+      await raw.query(`UPDATE ${schema}.owner_rows SET n = 5 WHERE n = 2`);
+      await store.create(task(alice, 60_000), limits);
+      await exact();
+      expect(await counts()).toContainEqual({ counted: 3, rows: 3 });
+      // Rows added by hand are counted by recount_tasks; until then the count is below them.
+      await raw.query(
+        `INSERT INTO ${schema}.tasks (task_id, owner_key, status, created_at, expires_at, version, record)
+           SELECT task_id || 'x', owner_key, status, created_at, expires_at, version, record
+             FROM ${schema}.tasks`,
+      );
+      await raw.query(`SELECT ${schema}.recount_tasks()`);
+      await exact();
+      expect(await counts()).toContainEqual({ counted: 6, rows: 6 });
+      // Alice at 6 rows of a quota of 5, none finished: refused, nothing written.
+      await expect(store.create(task(alice, 60_000), limits)).rejects.toThrow(/quota/i);
+      await exact();
+    } finally {
+      await raw.end();
+      await store.onApplicationShutdown();
+    }
+  });
+});
+
 describe('PostgresTaskStore: round trips', () => {
   it('every operation is one round trip once the schema is set up', async () => {
     // One connection, whose share of maxRows (1,000 / 64 shards) the first create makes: that
@@ -274,7 +356,7 @@ describe('PostgresTaskStore: round trips', () => {
       let before = pool.queries;
       await store.create(first, { maxRows: 1_000, maxTasksPerOwner: 5 });
       expect(pool.queries - before).toBe(2);
-      // At the owner's quota: try_create_task writes nothing, create_task makes room (or refuses).
+      // At the owner's quota: the first statement writes nothing, create_task makes room (or refuses).
       before = pool.queries;
       await expect(
         store.create(newTask(newTaskId(), { principal: 'first' }, { ttlMs: 60_000 }, Date.now()), {

@@ -11,9 +11,11 @@
 --
 -- No lock every create shares:
 --
--- - The owner's quota is judged under a transaction-scoped advisory lock of that owner (creates
---   of one owner queue; creates of two owners do not), counting its live tasks by the index of
---   the owner's hash.
+-- - The owner's quota is counted in owner_rows, one row per owner (by the hash of its key): a
+--   create below the quota by that count stores the task in one statement, the row's lock
+--   queueing the owner's creates (creates of two owners do not queue). The count is never below
+--   the owner's rows (expired ones count until they are removed): a create at it is judged in
+--   full (create_task), which counts the owner's live tasks and then sets the count exactly.
 -- - The row count (for maxRows) is spread over row_shards, 64 rows whose counts add up to the
 --   rows of tasks. A create adds its row to one shard (its connection's) within that shard's
 --   share of maxRows (cap): the shares add up to maxRows, so creates on different shards never
@@ -22,10 +24,10 @@
 --   total exactly and shares what room is left again. Removals take their rows off any one shard
 --   (a count may go below 0: only the sum means anything).
 --
--- Locks are taken in one order everywhere (a create's advisory lock, then rows of tasks, then
--- shards; a shard-wide create takes the shards in order): deletes of tasks a create holds no
--- shard for never wait on it, and a create deletes others' tasks with SKIP LOCKED, never waiting
--- for a row while it holds a shard.
+-- Locks are taken in one order everywhere: a task's row (a removal), then owner_rows (a create's
+-- own owner; several in the order of their hashes), then row_shards (a create's own shard, or
+-- every shard in order). A create judged in full deletes tasks with SKIP LOCKED, never waiting
+-- for a task's row while it holds an owner's.
 
 CREATE SCHEMA IF NOT EXISTS mcp_tasks;
 
@@ -102,6 +104,14 @@ INSERT INTO mcp_tasks.row_shards (shard, n)
   SELECT shard, 0 FROM generate_series(0, 63) AS shard
   ON CONFLICT (shard) DO NOTHING;
 
+-- Each owner's rows, for its quota: n is never below the rows in tasks whose owner key has this
+-- hash (a count above it only sends the owner's next create to create_task, which counts
+-- again). Owners whose hashes meet share one count.
+CREATE TABLE IF NOT EXISTS mcp_tasks.owner_rows (
+  owner_hash bytea PRIMARY KEY,
+  n bigint NOT NULL
+) WITH (fillfactor = 50);
+
 -- The shard a call counts its rows on: its connection's, so that calls on different connections
 -- (a pool's, several instances') seldom share one; any shard will do, only the sum means anything.
 CREATE OR REPLACE FUNCTION mcp_tasks.own_shard() RETURNS integer
@@ -135,13 +145,13 @@ BEGIN
   RETURN v_rows;
 END $$;
 
--- Stores a new task, in one round trip: returns 1 (stored), 0 (maxRows reached), -1 (the id is
--- taken) or -2 (the owner's quota, every one of its tasks live). Each statement (a new snapshot in
--- a VOLATILE function) sees every create of the owner before it, under the owner's lock. At the
--- owner's quota its finished tasks that expire first are deleted, as many as needed; at maxRows
--- the expired tasks are removed, then the count judged again. The row is inserted before the
--- shards are locked (a refused one is deleted again): they are locked last.
-CREATE OR REPLACE FUNCTION mcp_tasks.create_task(
+-- Judges a create in full, under the owner's row of owner_rows (create_task locks it): returns 1
+-- (stored), 0 (maxRows reached), -1 (the id is taken) or -2 (the owner's quota, every one of its
+-- tasks live). Each statement (a new snapshot in a VOLATILE function) sees every create of the
+-- owner before it. At the owner's quota its finished tasks that expire first are deleted, as many
+-- as needed; at maxRows the expired tasks are removed, then the count judged again. The row is
+-- inserted before the shards are locked (a refused one is deleted again): they are locked last.
+CREATE OR REPLACE FUNCTION mcp_tasks.judge_create(
   p_task_id text, p_owner_key text, p_status text, p_created_at bigint, p_expires_at bigint,
   p_terminal_at bigint, p_held_by text, p_tool_name text, p_version bigint, p_record json,
   p_now bigint, p_max_rows bigint, p_max_per_owner bigint
@@ -155,8 +165,6 @@ DECLARE
   v_rows bigint;
 BEGIN
   IF p_max_per_owner IS NOT NULL THEN
-    -- 1836344180: this package's advisory locks ("mcpt"); owners whose hashes meet share a lock.
-    PERFORM pg_catalog.pg_advisory_xact_lock(1836344180, pg_catalog.hashtext(p_owner_key));
     v_owner := mcp_tasks.owner_hash(p_owner_key);
     SELECT count(*) INTO v_owned FROM mcp_tasks.tasks
       WHERE mcp_tasks.owner_hash(owner_key) = v_owner AND owner_key = p_owner_key
@@ -261,97 +269,98 @@ BEGIN
   RETURN 1;
 END $$;
 
--- Deletes a task; returns whether it was there. Its row is taken off its own shard.
+-- Stores a new task the one-statement create of the store did not (the owner at its count, the
+-- connection's share of maxRows used up, or the id taken): locks the owner's row of owner_rows,
+-- judges the create in full (judge_create, whose answer it returns), then counts the owner's rows
+-- again, exactly (expired ones too, until they are removed).
+CREATE OR REPLACE FUNCTION mcp_tasks.create_task(
+  p_task_id text, p_owner_key text, p_status text, p_created_at bigint, p_expires_at bigint,
+  p_terminal_at bigint, p_held_by text, p_tool_name text, p_version bigint, p_record json,
+  p_max_rows bigint, p_max_per_owner bigint, p_now bigint
+) RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  v_owner bytea := mcp_tasks.owner_hash(p_owner_key);
+  v_status integer;
+BEGIN
+  INSERT INTO mcp_tasks.owner_rows AS o (owner_hash, n) VALUES (v_owner, 0)
+    ON CONFLICT (owner_hash) DO UPDATE SET n = o.n;
+  v_status := mcp_tasks.judge_create(p_task_id, p_owner_key, p_status, p_created_at,
+    p_expires_at, p_terminal_at, p_held_by, p_tool_name, p_version, p_record, p_now, p_max_rows,
+    p_max_per_owner);
+  UPDATE mcp_tasks.owner_rows SET n = (SELECT count(*) FROM mcp_tasks.tasks
+      WHERE mcp_tasks.owner_hash(owner_key) = v_owner)
+    WHERE owner_hash = v_owner;
+  RETURN v_status;
+END $$;
+
+-- Deletes a task; returns whether it was there. Its row is taken off its owner's count and off
+-- the connection's shard.
 CREATE OR REPLACE FUNCTION mcp_tasks.delete_task(p_task_id text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  v_owner_key text;
 BEGIN
-  DELETE FROM mcp_tasks.tasks WHERE task_id = p_task_id;
+  DELETE FROM mcp_tasks.tasks WHERE task_id = p_task_id RETURNING owner_key INTO v_owner_key;
   IF NOT FOUND THEN RETURN false; END IF;
+  UPDATE mcp_tasks.owner_rows SET n = n - 1
+    WHERE owner_hash = mcp_tasks.owner_hash(v_owner_key);
   UPDATE mcp_tasks.row_shards SET n = n - 1 WHERE shard = mcp_tasks.own_shard();
   RETURN true;
 END $$;
 
 -- Removes at most p_batch tasks past their expiry (p_now) and at most p_batch finished tasks
 -- without a TTL that finished at p_terminal_before or earlier, both by their index, and takes
--- them off one shard of the row count. Returns how many tasks it removed (the caller calls again
--- while a batch comes back full).
+-- them off their owners' counts (the owners' rows locked in the order of their hashes) and off
+-- one shard of the row count. Returns how many tasks it removed (the caller calls again while a
+-- batch comes back full).
 CREATE OR REPLACE FUNCTION mcp_tasks.cleanup_tasks(
   p_now bigint, p_terminal_before bigint, p_batch integer
 ) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-  v_expired bigint;
-  v_finished bigint;
+  v_expired bytea[];
+  v_finished bytea[];
+  v_owners bytea[];
 BEGIN
   WITH gone AS (
     DELETE FROM mcp_tasks.tasks WHERE task_id IN (
       SELECT task_id FROM mcp_tasks.tasks WHERE expires_at <= p_now LIMIT p_batch)
-    RETURNING 1)
-  SELECT count(*) INTO v_expired FROM gone;
+    RETURNING mcp_tasks.owner_hash(owner_key) AS owner)
+  SELECT coalesce(array_agg(owner), '{}') INTO v_expired FROM gone;
   WITH gone AS (
     DELETE FROM mcp_tasks.tasks WHERE task_id IN (
       SELECT task_id FROM mcp_tasks.tasks WHERE terminal_at <= p_terminal_before LIMIT p_batch)
-    RETURNING 1)
-  SELECT count(*) INTO v_finished FROM gone;
-  IF v_expired + v_finished > 0 THEN
-    UPDATE mcp_tasks.row_shards SET n = n - v_expired - v_finished
-      WHERE shard = mcp_tasks.own_shard();
-  END IF;
-  RETURN v_expired + v_finished;
+    RETURNING mcp_tasks.owner_hash(owner_key) AS owner)
+  SELECT coalesce(array_agg(owner), '{}') INTO v_finished FROM gone;
+  v_owners := v_expired || v_finished;
+  IF cardinality(v_owners) = 0 THEN RETURN 0; END IF;
+  PERFORM 1 FROM mcp_tasks.owner_rows WHERE owner_hash = ANY(v_owners)
+    ORDER BY owner_hash FOR UPDATE;
+  UPDATE mcp_tasks.owner_rows o SET n = o.n - gone.n
+    FROM (SELECT owner, count(*) AS n FROM unnest(v_owners) AS owner GROUP BY owner) gone
+    WHERE o.owner_hash = gone.owner;
+  UPDATE mcp_tasks.row_shards SET n = n - cardinality(v_owners)
+    WHERE shard = mcp_tasks.own_shard();
+  RETURN cardinality(v_owners);
 END $$;
 
--- Counts the table again, for after rows were added or removed by hand (under every shard, with
--- the shares to be made again by the next create).
+-- Counts the table again, for after rows were added or removed by hand: the owners' counts and
+-- the row count (under every shard, with the shares to be made again by the next create).
 CREATE OR REPLACE FUNCTION mcp_tasks.recount_tasks()
 RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   v_rows bigint;
 BEGIN
+  LOCK TABLE mcp_tasks.owner_rows IN EXCLUSIVE MODE;
   PERFORM 1 FROM mcp_tasks.row_shards ORDER BY shard FOR UPDATE;
+  DELETE FROM mcp_tasks.owner_rows;
+  INSERT INTO mcp_tasks.owner_rows (owner_hash, n)
+    SELECT mcp_tasks.owner_hash(owner_key), count(*) FROM mcp_tasks.tasks GROUP BY 1;
   SELECT count(*) INTO v_rows FROM mcp_tasks.tasks;
   UPDATE mcp_tasks.row_shards
     SET n = CASE WHEN shard = 0 THEN v_rows ELSE 0 END, cap = NULL, max_rows = NULL;
   RETURN v_rows;
 END $$;
 
--- Stores a new task below both limits: returns 1 (stored), -1 (the id is taken) or 2 (at the
--- owner's quota, or its share used up: nothing written, create_task judges it). The arguments are
--- create_task's.
-CREATE OR REPLACE FUNCTION mcp_tasks.try_create_task(
-  p_task_id text, p_owner_key text, p_status text, p_created_at bigint, p_expires_at bigint,
-  p_terminal_at bigint, p_held_by text, p_tool_name text, p_version bigint, p_record json,
-  p_now bigint, p_max_rows bigint, p_max_per_owner bigint
-) RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-  v_owned bigint;
-BEGIN
-  IF p_max_per_owner IS NOT NULL THEN
-    -- create_task's lock (1836344180: "mcpt"), then a count with a snapshot taken under it.
-    PERFORM pg_catalog.pg_advisory_xact_lock(1836344180, pg_catalog.hashtext(p_owner_key));
-    SELECT count(*) INTO v_owned FROM mcp_tasks.tasks
-      WHERE mcp_tasks.owner_hash(owner_key) = mcp_tasks.owner_hash(p_owner_key)
-        AND owner_key = p_owner_key AND (expires_at IS NULL OR expires_at > p_now);
-    IF v_owned >= p_max_per_owner THEN
-      RETURN 2;
-    END IF;
-  END IF;
-  INSERT INTO mcp_tasks.tasks (task_id, owner_key, status, created_at, expires_at, terminal_at,
-      held_by, tool_name, version, record)
-    VALUES (p_task_id, p_owner_key, p_status, p_created_at, p_expires_at, p_terminal_at,
-      p_held_by, p_tool_name, p_version, p_record)
-    ON CONFLICT (task_id) DO NOTHING;
-  IF NOT FOUND THEN
-    RETURN -1;
-  END IF;
-  UPDATE mcp_tasks.row_shards SET n = n + 1
-    WHERE shard = mcp_tasks.own_shard()
-      AND (p_max_rows IS NULL OR (max_rows = p_max_rows AND n + 1 <= cap));
-  IF NOT FOUND THEN
-    DELETE FROM mcp_tasks.tasks WHERE task_id = p_task_id;
-    RETURN 2;
-  END IF;
-  RETURN 1;
-END $$;
-
 INSERT INTO mcp_tasks.schema_version (version, description)
-  VALUES (1, 'tasks, instances, row_shards and the functions of the store')
+  VALUES (1, 'tasks, instances, row_shards, owner_rows and the functions of the store')
   ON CONFLICT (version) DO NOTHING;
