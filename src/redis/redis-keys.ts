@@ -36,6 +36,8 @@ export class RedisKeys {
   readonly created: string;
   readonly terminal: string;
   readonly instances: string;
+  /** What an owner's count and finished set start with: the prefix, tagged with the rows' slot. */
+  private readonly ownerSets: string;
   /**
    * Whether every key of the store lies in one Redis Cluster slot, whatever the task, owner or
    * instance: the prefix has a hash tag of its own. (On a single Redis every key is on its one
@@ -49,6 +51,7 @@ export class RedisKeys {
     this.created = keyInSlotOf(this.rows, prefix, 'created');
     this.terminal = `${prefix}terminal`;
     this.instances = `${prefix}{lease}instances`;
+    this.ownerSets = keyInSlotOf(this.rows, prefix, '');
     const slot = hashed(this.rows);
     const some = [this.owner('a'), this.owner('b')].flatMap(Object.values) as string[];
     some.push(this.task('a'), this.task('b'), this.held('a'), this.created, this.terminal);
@@ -69,8 +72,8 @@ export class RedisKeys {
   owner(owner: string): OwnerSets {
     const encoded = Buffer.from(owner).toString('base64url');
     return {
-      quota: keyInSlotOf(this.rows, this.prefix, `quota:${encoded}`),
-      done: keyInSlotOf(this.rows, this.prefix, `done:${encoded}`),
+      quota: `${this.ownerSets}quota:${encoded}`,
+      done: `${this.ownerSets}done:${encoded}`,
       index: `${this.prefix}owner:${encoded}`,
     };
   }

@@ -220,13 +220,19 @@ return 1`;
  * Cluster whose prefix carries a hash tag: then every key of the store shares the prefix's slot).
  * What RESERVE, CREATE and INDEX do, in that order, and the evictions of EVICT inline:
  * - Entries of the owner's tasks past their expiry leave its count and listing index (at most
- *   1,000 a call from the count, the rest on the owner's next create), and its finished set.
+ *   1,000 a call from the count, the rest on a later create), and its finished set: whenever the
+ *   owner's count is at its quota (so that the quota counts live tasks only), and on one create
+ *   in 8 otherwise (by the first character of the random task id), which keeps the sets within a
+ *   few creates' entries of the owner's live tasks at a fraction of the reads. An entry left for
+ *   later is harmless: a listing drops an entry with no task behind it.
  * - At `maxTasksPerOwner`, the owner's finished task that expires first is given up, as many as
  *   needed: its key is read here (prefix .. '{' .. id .. '}', a key of the same slot), deleted
  *   when it is finished or counted out when it is gone. One whose finish entry came before its
  *   write (still live) keeps its place in the count: it is never given up, and the owner never
  *   holds a task above its quota. Refused (-2) when no finished task is left.
- * - Refused when `maxRows` tasks are live (0), or when the id is taken, as a row or a task (-1).
+ * - Refused when `maxRows` tasks are live (0: the rows past their expiry are counted out only when
+ *   all of them together reach it), or when the id is taken (-1): every task has its row, from
+ *   this script until the task is deleted or cleanup finds it expired.
  * - Then the row, the entry in the listing across owners, the owner's count and listing index,
  *   the record with its expiry and, for a task an instance runs, the instance's held set.
  * KEYS: rows, created, quota, done, index, task, held (the task again when none). ARGV: now,
@@ -238,26 +244,29 @@ const CREATE_ONE = `${ADD_KEPT}
 local now, entry, expiry = ARGV[1], ARGV[5], ARGV[7]
 local id = string.sub(entry, 17)
 local score = expiry == '' and '+inf' or expiry
-local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)
-if #stale > 0 then
-  redis.call('ZREM', KEYS[3], unpack(stale))
-  redis.call('ZREM', KEYS[5], unpack(stale))
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-local function finished(key)
-  local status = redis.call('HGET', key, 's')
-  if not status then
-    local json = redis.call('HGET', key, 'j')
-    if not json then return true end
-    local ok, record = pcall(cjson.decode, json)
-    status = ok and type(record) == 'table' and record.status or nil
-  end
-  return status == 'completed' or status == 'failed' or status == 'cancelled'
-end
 local quota = tonumber(ARGV[3])
-if quota >= 0 then
+local count = quota >= 0 and redis.call('ZCARD', KEYS[3]) or 0
+if (quota >= 0 and count >= quota) or string.byte(id, 1) % 8 == 0 then
+  local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)
+  if #stale > 0 then
+    redis.call('ZREM', KEYS[3], unpack(stale))
+    redis.call('ZREM', KEYS[5], unpack(stale))
+    count = count - #stale
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+end
+if quota >= 0 and count >= quota then
+  local function finished(key)
+    local status = redis.call('HGET', key, 's')
+    if not status then
+      local json = redis.call('HGET', key, 'j')
+      if not json then return true end
+      local ok, record = pcall(cjson.decode, json)
+      status = ok and type(record) == 'table' and record.status or nil
+    end
+    return status == 'completed' or status == 'failed' or status == 'cancelled'
+  end
   local prefix = string.sub(KEYS[6], 1, #KEYS[6] - #id - 2)
-  local count = redis.call('ZCARD', KEYS[3])
   while count >= quota do
     local oldest = redis.call('ZPOPMIN', KEYS[4])
     if #oldest == 0 then return -2 end
@@ -274,8 +283,10 @@ if quota >= 0 then
   end
 end
 local limit = tonumber(ARGV[2])
-if limit >= 0 and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= limit then return 0 end
-if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
+if limit >= 0 and redis.call('ZCARD', KEYS[1]) >= limit
+  and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= limit then
+  return 0
+end
 if redis.call('ZADD', KEYS[1], 'NX', score, id) == 0 then return -1 end
 redis.call('ZADD', KEYS[2], ARGV[4], id)
 add(KEYS[3], score, entry, score)

@@ -80,6 +80,29 @@ describe('RedisTaskStore', () => {
     }
   });
 
+  it("without a quota, an owner's sets still lose the entries of its expired tasks", async () => {
+    const store = new RedisTaskStore({ connection: redis.url, prefix: 'unbounded:' });
+    const raw = new Redis(redis.url);
+    const owner = { principal: 'churn' };
+    const limits = { maxRows: null, maxTasksPerOwner: null };
+    try {
+      for (let i = 0; i < 50; i++) {
+        await store.create(newTask(newId(), owner, { ttlMs: 1 }, Date.now() - 10), limits);
+      }
+      // One create in 8, by its random id, sweeps: 200 creates leave none of the 50 behind
+      // (all 200 missing it: a chance of (7/8)^200, about 3e-12).
+      for (let i = 0; i < 200; i++) {
+        await store.create(newTask(newId(), owner, { ttlMs: 60_000 }, Date.now()), limits);
+      }
+      expect(await raw.zcard(store.ownerIndexKey(owner))).toBe(200);
+      expect(await raw.zcard(store.quotaKey('5:churn-'))).toBe(200);
+      expect((await store.list(owner, { limit: 300 })).tasks).toHaveLength(200);
+    } finally {
+      raw.disconnect();
+      await store.onApplicationShutdown();
+    }
+  });
+
   it('the quota holds under 1,000 concurrent creates of one owner, and under finishes meanwhile', async () => {
     const store = new RedisTaskStore({ connection: redis.url, prefix: 'quota1k:' });
     const raw = new Redis(redis.url);
