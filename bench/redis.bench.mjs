@@ -85,7 +85,11 @@
 // (version, JSON, owner, status, creation) and `PEXPIREAT`: only the record and its expiry. Each
 // side keeps 16 calls in flight for a turn of ~300 ms; a pair is one turn of each, who goes first
 // alternating, keys removed after each pair; 15 pairs. It prints both rates (median and spread)
-// and the per-pair ratios (median and spread). **Target: ratio ≥ 0.7.**
+// and the per-pair ratios (median and spread). **Target: ratio ≥ 0.7.** For context, 15 more pairs
+// put a floor script against the plain one: what every create with a listing and limits must
+// write and nothing else (the record and its expiry, the task's row by expiry, its entry by
+// creation, the owner's count entry and listing entry), with no check and no limit; the store
+// cannot beat that ratio whatever its code.
 //
 // **Knobs** (environment, all optional): `REDIS_URL`, `BENCH_REDIS_ROUNDS` (5),
 // `BENCH_REDIS_ROUND_MS` (1500), `BENCH_REDIS_WARMUP_MS` (1000), `BENCH_REDIS_CREATE_PAIRS` (15)
@@ -670,6 +674,22 @@ redis.call('PEXPIREAT', KEYS[1], ARGV[6])
 return 1`;
 
 /**
+ * The floor under a create with a listing and limits: what every create must write and nothing
+ * else, in one script: the record's hash and expiry (as PLAIN_CREATE), the task's row (scored by
+ * expiry, for maxRows and cleanup), its entry in the listing across owners (by creation), and its
+ * entries in the owner's count (by expiry) and listing index (scored 0). No check, no limit, no
+ * expiry of the owner's sets, no timeout.
+ */
+const FLOOR_CREATE = `
+redis.call('ZADD', KEYS[1], ARGV[6], ARGV[7])
+redis.call('ZADD', KEYS[2], ARGV[5], ARGV[7])
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[8])
+redis.call('ZADD', KEYS[4], 0, ARGV[8])
+redis.call('HSET', KEYS[5], 'v', ARGV[1], 'j', ARGV[2], 'o', ARGV[3], 's', ARGV[4], 'c', ARGV[5])
+redis.call('PEXPIREAT', KEYS[5], ARGV[6])
+return 1`;
+
+/**
  * `store.create` of fresh records (16 owners, one per worker; maxRows and the quota on, never
  * reached) against PLAIN_CREATE of records of the same size on a client of the same ioredis, in
  * alternating pairs of turns (who goes first alternates), keys removed after each pair. Returns
@@ -678,6 +698,7 @@ return 1`;
 async function benchCreates(store, url, admin) {
   const client = new Redis(url, { maxRetriesPerRequest: 1 });
   client.defineCommand('benchPlainCreate', { numberOfKeys: 1, lua: PLAIN_CREATE });
+  client.defineCommand('benchFloorCreate', { numberOfKeys: 5, lua: FLOOR_CREATE });
   const owners = Array.from({ length: CREATE_IN_FLIGHT }, (_, w) => ({ principal: `bench-${w}` }));
   const params = { ttlMs: HOUR };
   const storeSide = (w) => {
@@ -697,17 +718,44 @@ async function benchCreates(store, url, admin) {
       now + HOUR,
     );
   };
-  try {
-    const { rates, ratios } = await alternatingPairs({
-      ours: storeSide,
-      baseline: plainSide,
+  const floorSide = (w) => {
+    const now = Date.now();
+    const record = taskRecord(newTaskId(), owners[w], params, now);
+    const entry = `${String(now).padStart(16, '0')}${record.taskId}`;
+    return client.benchFloorCreate(
+      `${PREFIX}floor:rows`,
+      `${PREFIX}floor:created`,
+      `${PREFIX}floor:quota:${w}`,
+      `${PREFIX}floor:owner:${w}`,
+      `${PREFIX}floor:{${record.taskId}}`,
+      record.version,
+      JSON.stringify(record),
+      `${owners[w].principal.length}:${owners[w].principal}-`,
+      record.status,
+      now,
+      now + HOUR,
+      record.taskId,
+      entry,
+    );
+  };
+  const pairsOf = (ours, baseline) =>
+    alternatingPairs({
+      ours,
+      baseline,
       reset: () => removeKeys(admin),
       inFlight: CREATE_IN_FLIGHT,
       pairs: CREATE_PAIRS,
       turnMs: CREATE_TURN_MS,
       warmUpMs: WARMUP_MS / 2,
     });
-    return { rates: { store: rates.ours, plain: rates.baseline }, ratios };
+  try {
+    const { rates, ratios } = await pairsOf(storeSide, plainSide);
+    const floor = await pairsOf(floorSide, plainSide);
+    return {
+      rates: { store: rates.ours, plain: rates.baseline, floor: floor.rates.ours },
+      ratios,
+      floorRatios: floor.ratios,
+    };
   } finally {
     client.disconnect();
   }
@@ -816,6 +864,12 @@ try {
   console.log(
     `    per-pair ratios: median ${createRatio.toFixed(3)}, spread ${spread(creates.ratios, 3)}: ${creates.ratios.map((r) => r.toFixed(2)).join(', ')}`,
   );
+  const floorRatio = median(creates.floorRatios);
+  console.log(
+    `    context: the floor script (the record, its expiry, its row, its entry by creation and the owner's two entries; no check) ` +
+      `${fmtInt(median(creates.rates.floor))} creates/s in its own ${CREATE_PAIRS} pairs against the plain script: ` +
+      `median ratio ${floorRatio.toFixed(3)}, spread ${spread(creates.floorRatios, 3)}`,
+  );
 
   const rows = [
     ...counted
@@ -837,6 +891,12 @@ try {
       `${createRatio.toFixed(3)} (${fmtInt(median(creates.rates.store))} vs ${fmtInt(median(creates.rates.plain))}/s, pairs ${spread(creates.ratios, 2)})`,
       `≥ ${CREATE_TARGET_RATIO}`,
       verdict(createRatio >= CREATE_TARGET_RATIO),
+    ],
+    [
+      '(c) context: floor script ÷ plain script',
+      `${floorRatio.toFixed(3)} (${fmtInt(median(creates.rates.floor))}/s, pairs ${spread(creates.floorRatios, 2)})`,
+      'none',
+      '—',
     ],
   ];
   printTargetTable(rows);
