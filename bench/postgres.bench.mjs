@@ -775,9 +775,9 @@ function sameStatementsContender(client, counts, captured) {
   const [read, write] = captured.complete;
   const createOne = async (owner) => {
     const taskId = newTaskId();
-    const { rows } = await client.query(bind(create, taskId, owner.principal));
-    if (rows[0]?.status !== 1)
-      throw new Error(`same statements: create answered ${rows[0]?.status}`);
+    // The store's one statement below both limits: it answers with the row it stored.
+    const { rowCount } = await client.query(bind(create, taskId, owner.principal));
+    if (rowCount !== 1) throw new Error(`same statements: create stored ${rowCount} rows`);
     return taskId;
   };
   const getOne = async (taskId, owner) => {
