@@ -57,6 +57,12 @@ export function statements(name: string) {
   const tasks = `${schema}.tasks`;
   const live = `(expires_at IS NULL OR expires_at > $NOW::bigint)`;
   const clock = `clock AS (SELECT (extract(epoch FROM statement_timestamp()) * 1000)::bigint AS now)`;
+  const compareAndSet =
+    `UPDATE ${tasks} SET record = $2::json, version = $3::bigint, status = $4::text, ` +
+    `owner_key = $5::text, created_at = $6::bigint, expires_at = $7::bigint, ` +
+    `terminal_at = $8::bigint, tool_name = $9::text, ` +
+    `held_by = CASE WHEN $10::boolean THEN NULL ELSE held_by END ` +
+    `WHERE task_id = $1::text AND version = $11::bigint AND ${live.replace('$NOW', '$12')}`;
   const createArguments =
     `($1::text, $2::text, $3::text, $4::bigint, $5::bigint, $6::bigint, $7::text, $8::text, ` +
     `$9::bigint, $10::json, $11::bigint, $12::bigint, $13::bigint) AS status`;
@@ -91,13 +97,16 @@ export function statements(name: string) {
       `SELECT record::text AS record FROM ${tasks} ` +
         `WHERE task_id = $1::text AND owner_key = $2::text AND ${live.replace('$NOW', '$3')}`,
     ),
-    compareAndSet: statement(
-      `UPDATE ${tasks} SET record = $2::json, version = $3::bigint, status = $4::text, ` +
-        `owner_key = $5::text, created_at = $6::bigint, expires_at = $7::bigint, ` +
-        `terminal_at = $8::bigint, tool_name = $9::text, ` +
-        `held_by = CASE WHEN $10::boolean THEN NULL ELSE held_by END ` +
-        `WHERE task_id = $1::text AND version = $11::bigint AND ${live.replace('$NOW', '$12')} ` +
-        `RETURNING 1 AS written`,
+    compareAndSet: statement(`${compareAndSet} RETURNING 1 AS written`),
+    // The same write, sending its change in its own transaction (see ChangeNotice): on the
+    // task's channel ($13), and on the schema's ($16) while some instance hears every change.
+    // The message is the sender's tag ($14) and the record when it fits, else a reference ($15).
+    compareAndSetNotifying: statement(
+      `WITH written AS (${compareAndSet} RETURNING 1 AS written), ` +
+        `message AS (SELECT coalesce($15::text, $14::text || $2::text) AS body) ` +
+        `SELECT written, pg_notify($13::text, body), ` +
+        `CASE WHEN $16::text IS NOT NULL THEN pg_notify($16::text, body) END ` +
+        `FROM written, message`,
     ),
     delete: statement(`SELECT ${schema}.delete_task($1::text) AS deleted`),
     cleanup: statement(

@@ -55,6 +55,8 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   /** What each task's channel name starts with (the schema's, hashed to keep names short). */
   private readonly taskChannelHead: string;
   private readonly changes: RemoteChanges;
+  /** The store whose writes send their own changes (see the constructor), if it is one. */
+  private readonly writer: PostgresTaskStore | undefined;
   private listener: Client | undefined;
   /** Resolves once the listener is connected (or could not be: it then keeps trying). */
   private connected: Promise<Client | undefined> | undefined;
@@ -118,6 +120,21 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
           query_timeout: this.timeoutMs,
         } as QueryConfig),
     );
+    // The module's store on this database and schema sends each write's change in the write's
+    // own statement: one round trip and one commit a change, and none lost between the two.
+    if (
+      store instanceof PostgresTaskStore &&
+      store.schema === this.schema &&
+      postgresAddress(store.pool) === postgresAddress(this.pool)
+    ) {
+      this.writer = store;
+      store.sendChanges({
+        channelOf: (taskId) => this.channelOf(taskId),
+        origin: this.changes.origin,
+        reference: (record) => this.changes.reference(record),
+        everyChange: () => (this.changes.announcing ? this.channel : null),
+      });
+    }
   }
 
   /** Whether the LISTEN connection is up: while it is not, changes written elsewhere are missed. */
@@ -151,12 +168,14 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   }
 
   /**
-   * Puts a change on this process's listen streams at once, and sends it to the other instances.
-   * A new task (version 1) is not sent: no one can wait for an id before its creation returns it.
+   * Puts a change on this process's listen streams at once, and sends it to the other instances,
+   * unless the store's write of this record sent it already. A new task (version 1) is not sent:
+   * no one can wait for an id before its creation returns it.
    */
   notify(record: TaskRecord): Promise<void> | undefined {
     if (record.version === 1) return undefined;
     this.listenFeed.publish(record);
+    if (this.writer?.sentChange(record)) return undefined;
     const channel = this.channelOf(record.taskId);
     const message = this.changes.encode(record);
     // The schema's channel too while some instance wants every task's changes.

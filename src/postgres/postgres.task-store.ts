@@ -26,6 +26,7 @@ import type {
   TaskStoreListAllOptions,
   TaskStoreListOptions,
 } from '../store/task-store.js';
+import { INLINE_CHANGE_BYTES } from '../notify/change-message.js';
 import type { TaskOwner, TaskRecord } from '../task.js';
 import {
   connectPool,
@@ -70,6 +71,18 @@ const FILTERED_LOOKS = 1_000;
 /** Expired or finished rows one cleanup call removes at most of each (it calls again while full). */
 const CLEANUP_BATCH = 1_000;
 
+/**
+ * What a write needs to send its task's change the way PostgresTaskNotifier sends it (see
+ * change-message.ts): the task's channel, the sender's tag, the message of a record too large to
+ * carry, and the channel of every change while some instance hears them all (else null).
+ */
+export interface ChangeNotice {
+  channelOf(taskId: string): string;
+  readonly origin: string;
+  reference(record: TaskRecord): string;
+  everyChange(): string | null;
+}
+
 const rowsOf = <R extends QueryResultRow>(result: QueryResult<R>): R[] => result.rows;
 const rowCountOf = (result: QueryResult): number => result.rowCount ?? 0;
 
@@ -113,6 +126,10 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   private readonly timeoutMs: number;
   private readonly setup: boolean;
   private readonly prepared: boolean;
+  /** How a write sends its change, once a notifier asked (see `sendChanges`). */
+  private notice: ChangeNotice | undefined;
+  /** The records whose own write sent their change, for the notifier not to send them again. */
+  private readonly sentChanges = new WeakSet<TaskRecord>();
   private readying: Promise<void> | undefined;
   /** Set once the schema is set up (or checked): calls then go straight to the pool. */
   private isReady = false;
@@ -249,9 +266,10 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
   async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
     if (!couldBeTaskId(record.taskId)) return false;
     const fields = indexedFields(record);
-    const rows = await this.run(this.sql.compareAndSet, [
+    const json = encodeRecord(record);
+    const values: unknown[] = [
       record.taskId,
-      encodeRecord(record),
+      json,
       record.version,
       record.status,
       textOf(fields.ownerKey),
@@ -262,8 +280,38 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       fields.terminal,
       expectedVersion,
       Date.now(),
-    ]);
-    return rows.length === 1;
+    ];
+    const notice = this.notice;
+    if (notice === undefined || record.version === 1) {
+      return (await this.run(this.sql.compareAndSet, values)).length === 1;
+    }
+    const { origin } = notice;
+    const inline =
+      (record.bytes ?? 0) < INLINE_CHANGE_BYTES &&
+      origin.length + Buffer.byteLength(json, 'utf8') <= INLINE_CHANGE_BYTES;
+    values.push(
+      notice.channelOf(record.taskId),
+      origin,
+      inline ? null : notice.reference(record),
+      notice.everyChange(),
+    );
+    const written = (await this.run(this.sql.compareAndSetNotifying, values)).length === 1;
+    if (written) this.sentChanges.add(record);
+    return written;
+  }
+
+  /**
+   * Makes each write of a task send its change in its own statement (one round trip, one commit,
+   * and no change lost between the two): what a PostgresTaskNotifier on the same database and
+   * schema asks of the module's store. A new task (version 1) sends none, as the notifier's own.
+   */
+  sendChanges(notice: ChangeNotice): void {
+    this.notice = notice;
+  }
+
+  /** Whether the write of this very record sent its change (see `sendChanges`). */
+  sentChange(record: TaskRecord): boolean {
+    return this.sentChanges.has(record);
   }
 
   async delete(taskId: string): Promise<boolean> {

@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { ListenFeed } from '../../src/notify/listen-feed.js';
 import { WaiterFeed } from '../../src/notify/waiter-feed.js';
 import { PostgresTaskNotifier, PostgresTaskStore } from '../../src/postgres/index.js';
@@ -15,7 +16,7 @@ afterAll(async () => {
 });
 
 /** One instance's notifier and feeds, with what each feed heard of every task. */
-function instance(schema: string) {
+function instance(schema: string, store?: PostgresTaskStore) {
   const listenFeed = new ListenFeed();
   const waiters = new WaiterFeed();
   const heard = { listen: [] as TaskRecord[], waiters: [] as TaskRecord[] };
@@ -25,6 +26,7 @@ function instance(schema: string) {
     { connection: postgres.url, schema, timeoutMs: 2_000 },
     listenFeed,
     waiters,
+    store,
   );
   /** Listens to the task on both feeds, so this instance LISTENs for it; resolves once it does. */
   const watch = async (taskId: string): Promise<void> => {
@@ -91,6 +93,58 @@ describe('PostgresTaskNotifier', () => {
         a.notifier.onApplicationShutdown(),
         b.notifier.onApplicationShutdown(),
         store.onApplicationShutdown(),
+      ]);
+    }
+  });
+
+  it("a write of the module's store on its database and schema sends its change itself, in its own statement", async () => {
+    const store = new PostgresTaskStore({ connection: postgres.url, schema: 'notify_written' });
+    const other = new PostgresTaskStore({ connection: postgres.url, schema: 'notify_apart' });
+    const [a, b] = [instance('notify_written', store), instance('notify_written')];
+    const apart = instance('notify_written', other);
+    const queries = jest.spyOn(store.pool, 'query');
+    try {
+      await Promise.all([a.notifier.ready, b.notifier.ready, apart.notifier.ready]);
+      const task = newTask(newTaskId(), { principal: 'alice' }, { ttlMs: 60_000 }, Date.now());
+      await store.create(task, { maxRows: null });
+      await b.watch(task.taskId);
+      queries.mockClear();
+      // One statement: the write and its NOTIFY, one commit; the notifier sends nothing more.
+      const changed = { ...task, statusMessage: 'half way', version: 2 };
+      expect(await store.compareAndSet(changed, 1)).toBe(true);
+      expect(queries).toHaveBeenCalledTimes(1);
+      expect(a.notifier.notify(changed)).toBeUndefined();
+      expect(a.heard.listen).toEqual([changed]);
+      await until(() => b.heard.listen.length === 1, 'B');
+      expect(b.heard).toEqual({ listen: [changed], waiters: [changed] });
+      // Too large to carry: a reference, and B reads the record.
+      const large = { ...changed, statusMessage: 'x'.repeat(20_000), version: 3 };
+      expect(await store.compareAndSet(large, 2)).toBe(true);
+      expect(a.notifier.notify(large)).toBeUndefined();
+      await until(() => b.heard.listen.length === 2, 'B, the large change');
+      expect(b.heard.listen[1]).toEqual(large);
+      // A write that lost its compare-and-set sends nothing; a record the store did not write
+      // (a copy) the notifier sends itself.
+      expect(await store.compareAndSet({ ...large, version: 4 }, 2)).toBe(false);
+      const copy = { ...large, statusMessage: 'sent by the notifier', version: 4 };
+      await expect(a.notifier.notify(copy)).resolves.toBeUndefined();
+      await until(() => b.heard.listen.length === 3, 'B, the copy');
+      expect(b.heard.listen.map((record) => record.version)).toEqual([2, 3, 4]);
+      // A store on another schema is left alone: its writes send nothing.
+      const elsewhere = newTask(newTaskId(), { principal: 'alice' }, { ttlMs: 60_000 }, Date.now());
+      await other.create(elsewhere, { maxRows: null });
+      await b.watch(elsewhere.taskId);
+      expect(await other.compareAndSet({ ...elsewhere, version: 2 }, 1)).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(b.heard.listen.map((record) => record.taskId)).not.toContain(elsewhere.taskId);
+    } finally {
+      queries.mockRestore();
+      await Promise.all([
+        a.notifier.onApplicationShutdown(),
+        b.notifier.onApplicationShutdown(),
+        apart.notifier.onApplicationShutdown(),
+        store.onApplicationShutdown(),
+        other.onApplicationShutdown(),
       ]);
     }
   });
