@@ -251,8 +251,9 @@ async function startEngine(name) {
   const admin = new pg.Pool({ connectionString: server.url, max: 1 });
   // pool.end() does not wait for its sockets to close: the server's stop may still reach one.
   admin.on('error', () => undefined);
+  const version = (await admin.query('SHOW server_version')).rows[0].server_version;
   return {
-    label: 'PostgreSQL 15 (fsync off)',
+    label: `PostgreSQL ${version.split(/[ .]/)[0]} (fsync off)`,
     where: { kind: 'postgres', url: server.url },
     serverCpuUs: async () => processTreeCpuUs(server.pid()),
     // The anonymous memory of the backends that LISTEN (the notifier's listening connections).

@@ -317,8 +317,9 @@ async function startEngine(name) {
   const reader = new pg.Pool({ connectionString: postgres.url, max: 8 });
   // pool.end() does not wait for its sockets to close: the server's stop may still reach one.
   reader.on('error', () => undefined);
+  const version = (await reader.query('SHOW server_version')).rows[0].server_version;
   return {
-    label: 'PostgreSQL 15',
+    label: `PostgreSQL ${version.split(/[ .]/)[0]}`,
     store: () => new PostgresTaskStore(connection),
     notifier: () => postgresNotifier(connection),
     serverCpuUs: async () => (postgres.pid() === null ? NaN : processTreeCpuUs(postgres.pid())),
