@@ -333,9 +333,21 @@ describe("PostgresTaskStore: the owners' counts", () => {
       await raw.query(`SELECT ${schema}.recount_tasks()`);
       await exact();
       expect(await counts()).toContainEqual({ counted: 6, rows: 6 });
-      // Alice at 6 rows of a quota of 5, none finished: refused, nothing written.
+      // Alice at 6 rows of a quota of 5, none finished: refused, nothing written, not even a
+      // new version of her count's row (its xmin stays): a refusal leaves no dead rows.
+      const version = async (): Promise<string> =>
+        (
+          await raw.query(
+            `SELECT xmin::text AS xmin FROM ${schema}.owner_rows WHERE n = 6 ORDER BY owner_hash`,
+          )
+        ).rows
+          .map((row: { xmin: string }) => row.xmin)
+          .join();
+      const before = await version();
+      expect(before).toMatch(/^\d+$/);
       await expect(store.create(task(alice, 60_000), limits)).rejects.toThrow(/quota/i);
       await exact();
+      expect(await version()).toBe(before);
     } finally {
       await raw.end();
       await store.onApplicationShutdown();

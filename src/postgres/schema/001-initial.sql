@@ -281,15 +281,21 @@ CREATE OR REPLACE FUNCTION mcp_tasks.create_task(
 DECLARE
   v_owner bytea := mcp_tasks.owner_hash(p_owner_key);
   v_status integer;
+  v_rows bigint;
 BEGIN
-  INSERT INTO mcp_tasks.owner_rows AS o (owner_hash, n) VALUES (v_owner, 0)
-    ON CONFLICT (owner_hash) DO UPDATE SET n = o.n;
+  -- The owner's row, locked (made first if the owner has none): a lock, not a new row version,
+  -- so that an owner refused at its quota again and again leaves no dead rows behind.
+  PERFORM 1 FROM mcp_tasks.owner_rows WHERE owner_hash = v_owner FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO mcp_tasks.owner_rows (owner_hash, n) VALUES (v_owner, 0)
+      ON CONFLICT (owner_hash) DO NOTHING;
+    PERFORM 1 FROM mcp_tasks.owner_rows WHERE owner_hash = v_owner FOR UPDATE;
+  END IF;
   v_status := mcp_tasks.judge_create(p_task_id, p_owner_key, p_status, p_created_at,
     p_expires_at, p_terminal_at, p_held_by, p_tool_name, p_version, p_record, p_now, p_max_rows,
     p_max_per_owner);
-  UPDATE mcp_tasks.owner_rows SET n = (SELECT count(*) FROM mcp_tasks.tasks
-      WHERE mcp_tasks.owner_hash(owner_key) = v_owner)
-    WHERE owner_hash = v_owner;
+  SELECT count(*) INTO v_rows FROM mcp_tasks.tasks WHERE mcp_tasks.owner_hash(owner_key) = v_owner;
+  UPDATE mcp_tasks.owner_rows SET n = v_rows WHERE owner_hash = v_owner AND n <> v_rows;
   RETURN v_status;
 END $$;
 
