@@ -129,8 +129,7 @@ export class ScopedToolCalls {
    * Nest keeps for the context (its REQUEST included). A hook's error is logged, never thrown.
    */
   private async end(contextId: ContextId): Promise<void> {
-    const ending: { name: string; level: number; instance: { onModuleDestroy(): unknown } }[] =
-      [];
+    const ending: { name: string; level: number; instance: { onModuleDestroy(): unknown } }[] = [];
     for (const wrapper of this.scopedWrappers()) {
       for (const held of wrapper.getExistingInstancesByContextId(contextId)) {
         const instance = held.instance as { onModuleDestroy?: unknown } | null | undefined;

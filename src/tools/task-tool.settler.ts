@@ -87,7 +87,15 @@ export class TaskToolSettler {
    * Runs the method to its end and settles the task: one async frame per running call. `retry`
    * (queue jobs): given an error that is not a JSON-RPC error, true leaves the task as it is.
    */
-  async execute({ tool, input, context, call, firstInput, retry, request }: CallRun): Promise<void> {
+  async execute({
+    tool,
+    input,
+    context,
+    call,
+    firstInput,
+    retry,
+    request,
+  }: CallRun): Promise<void> {
     const taskId = context.taskId;
     /** What the method threw when the task is left for the queue's next run. */
     let retried: unknown;
