@@ -28,7 +28,12 @@ import { bearerPrincipal } from '../support/bearer.guard.js';
 import { KeptLog } from '../support/kept-log.js';
 import { testContextFetch, textOf } from '../support/official-client.js';
 import { type Storage, STORES } from '../support/stores.js';
-import { declaredCapabilities, envelope, PROTOCOL_VERSION } from '../support/wire.js';
+import {
+  declaredCapabilities,
+  envelope,
+  PROTOCOL_VERSION,
+  standardHeaders,
+} from '../support/wire.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -94,6 +99,15 @@ class ReportTools {
     private readonly tenantClient: TenantClient,
     readonly flaky: FlakyCleanup,
   ) {}
+
+  @TaskTool({
+    name: 'report_inline',
+    input: z.object({ waitMs: z.number().int().min(0) }),
+    whenClientLacksTasks: 'inline',
+  })
+  reportInline(input: { waitMs: number }, task: TaskContext) {
+    return this.report(input, task);
+  }
 
   @TaskTool({ name: 'report', input: z.object({ waitMs: z.number().int().min(0) }) })
   async report(input: { waitMs: number }, task: TaskContext) {
@@ -261,6 +275,41 @@ describe.each(Object.keys(STORES))('task tools on request-scoped providers (%s s
       await Promise.all([alice.close(), bob.close(), carol.close()]);
     }
   }, 15_000);
+
+  it('an inline call (a client without the tasks extension) gets its sub-tree and REQUEST too', async () => {
+    const response = await fetch(app.url, {
+      method: 'POST',
+      headers: {
+        ...standardHeaders('tools/call', 'report_inline'),
+        authorization: 'Bearer erin',
+        'x-tenant': 'globex',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          name: 'report_inline',
+          arguments: { waitMs: 50 },
+          _meta: envelope(declaredCapabilities(false), 'scoped-tools'),
+        },
+      }),
+    });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    const data = text.startsWith('{') ? text : /^data: (.*)$/m.exec(text)![1]!;
+    const seen = JSON.parse(textOf((JSON.parse(data) as { result: unknown }).result)) as Report;
+    expect(seen).toMatchObject({
+      principal: 'erin',
+      tenant: 'globex',
+      toolName: 'report_inline',
+      tenantOfClient: 'globex',
+      destroyedBeforeReturn: false,
+    });
+    expect(seen.headers['x-tenant']).toBe('globex');
+    expect(seen.headers).not.toHaveProperty('authorization');
+    expect(destroyedAt.has(seen.taskId)).toBe(true);
+  });
 
   it('a cleanup hook that throws leaves the task completed and logs one ERROR line, however many calls', async () => {
     // Every call so far had FlakyCleanup fail: one line for all of them.
