@@ -82,6 +82,8 @@ export class ScopedToolCalls {
   /** The wrappers that may hold per-context instances, and the module count they were read at. */
   private wrappers: DiscoveredWrapper[] = [];
   private readModules = -1;
+  /** How deep each wrapper's dependencies go (see `depthOf`). */
+  private readonly depths = new WeakMap<object, number>();
   /** Per provider name: failures of its cleanup hook since it was last logged. */
   private readonly failures = new Map<string, { count: number; loggedAt: number }>();
 
@@ -138,7 +140,7 @@ export class ScopedToolCalls {
           continue;
         ending.push({
           name: String(wrapper.name),
-          level: wrapper.hierarchyLevel,
+          level: this.depthOf(wrapper),
           instance: instance as { onModuleDestroy(): unknown },
         });
       }
@@ -173,6 +175,30 @@ export class ScopedToolCalls {
     this.wrappers = found;
     this.readModules = this.modules.size;
     return found;
+  }
+
+  /**
+   * 1 + the depth of the deepest of the wrapper's dependencies (constructor and properties), 1
+   * for none: a provider ends before what it depends on. Nest's own `hierarchyLevel` is set as a
+   * request-scoped provider is first built, so it cannot order them. A cycle (forwardRef) counts
+   * as no dependency.
+   */
+  private depthOf(wrapper: DiscoveredWrapper, visiting = new Set<object>()): number {
+    const known = this.depths.get(wrapper);
+    if (known !== undefined) return known;
+    if (visiting.has(wrapper)) return 0;
+    visiting.add(wrapper);
+    let deepest = 0;
+    const dependencies = [
+      ...(wrapper.getCtorMetadata() ?? []),
+      ...(wrapper.getPropertiesMetadata() ?? []).map((property) => property.wrapper),
+    ];
+    for (const dependency of dependencies) {
+      if (dependency) deepest = Math.max(deepest, this.depthOf(dependency, visiting));
+    }
+    visiting.delete(wrapper);
+    this.depths.set(wrapper, deepest + 1);
+    return deepest + 1;
   }
 
   /** Logs a cleanup hook's failure: the first of each provider, then at most once a minute. */

@@ -45,6 +45,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 const destroyedAt = new Map<string, number>();
 /** When each call's method used its repository, by task id. */
 const usedAt = new Map<string, number>();
+/** The cleanup hooks in the order they ran. */
+const endOrder: string[] = [];
 
 /** A repository per call: what a TypeORM/MikroORM repository per request stands for. */
 @Injectable({ scope: Scope.REQUEST })
@@ -66,6 +68,7 @@ class ReportRepository implements OnModuleDestroy {
   onModuleDestroy(): void {
     this.closed = true;
     destroyedAt.set(this.request.taskId, Date.now());
+    endOrder.push('repository');
   }
 }
 
@@ -93,12 +96,17 @@ class FlakyCleanup implements OnModuleDestroy {
 
 /** Request-scoped through its dependencies only: the class itself says nothing of scopes. */
 @Injectable()
-class ReportTools {
+class ReportTools implements OnModuleDestroy {
   constructor(
     private readonly repository: ReportRepository,
     private readonly tenantClient: TenantClient,
     readonly flaky: FlakyCleanup,
   ) {}
+
+  /** Ends before the repository it depends on. */
+  onModuleDestroy(): void {
+    endOrder.push('tools');
+  }
 
   @TaskTool({
     name: 'report_inline',
@@ -223,6 +231,7 @@ describe.each(Object.keys(STORES))('task tools on request-scoped providers (%s s
 
   it(`waits ${WAIT_MS} ms after its CreateTaskResult, then its repository answers with the call's REQUEST; cleaned up after, never before`, async () => {
     const { session, close } = await connect('alice', 'acme');
+    endOrder.length = 0;
     try {
       const { answeredAt, endedAt, taskId, report: seen } = await report(session, WAIT_MS);
       // The repository was used a second after the HTTP answer: its sub-tree outlived the request.
@@ -246,6 +255,8 @@ describe.each(Object.keys(STORES))('task tools on request-scoped providers (%s s
       expect(destroyed).toBeDefined();
       expect(destroyed!).toBeGreaterThanOrEqual(usedAt.get(taskId)!);
       expect(destroyed!).toBeLessThanOrEqual(endedAt);
+      // Dependents end before what they depend on.
+      expect(endOrder).toEqual(['tools', 'repository']);
     } finally {
       await close();
     }
