@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Injectable, Logger } from '@nestjs/common';
 import { type ContextId, ContextIdFactory, ModuleRef, ModulesContainer } from '@nestjs/core';
+import { TasksConfigError } from '../errors.js';
 import type { TaskOwner } from '../task.js';
 import type { DiscoveredWrapper } from '../tasks.discovery.js';
 
@@ -103,7 +104,10 @@ export class ScopedToolCalls {
     // module registers the same token.
     const moduleRef = wrapper.host?.providers.get(ModuleRef)?.instance as ModuleRef | undefined;
     if (moduleRef === undefined) {
-      throw new Error(`${String(wrapper.name)} has no module to resolve it in`);
+      throw new TasksConfigError(
+        `@TaskTool ${toolName}: ${String(wrapper.name)} is request-scoped but has no module to ` +
+          'resolve it in',
+      );
     }
     const token = wrapper.token;
     return async (input, context, request) => {
