@@ -43,6 +43,7 @@ export const TIERS = {
     'test/servers/run-mark.spec.ts',
     'test/task-listing.e2e-spec.ts',
     'test/telemetry/telemetry-queue.e2e-spec.ts',
+    'test/tools/scoped-tools.e2e-spec.ts',
     'test/tools/waiting.e2e-spec.ts',
   ],
   consumer: [

@@ -34,7 +34,8 @@ export { TASKS_EXTENSION_ID } from './tasks.constants.js';
 
 // ----- Task tools -----------------------------------------------------------------------------------
 // @TaskTool() turns a provider method into an MCP tool that answers with a task; the method gets
-// its validated input and a TaskContext (progress, requireInput, signal, handOff).
+// its validated input and a TaskContext (progress, requireInput, signal, handOff). On a
+// request-scoped provider each call gets a DI sub-tree of its own, kept until the method ends.
 export {
   TaskTool,
   type TaskToolAnnotations,
@@ -43,6 +44,8 @@ export {
   type WhenClientLacksTasks,
 } from './tools/task-tool.decorator.js';
 export type { TaskContext } from './tools/task-context.js';
+// What `@Inject(REQUEST)` gives a request-scoped provider during a task tool's call.
+export type { TaskRequest } from './tools/scoped-calls.js';
 // Queue-run tools (`@TaskTool({ queue })`) send their calls to the TaskQueue port: bound by
 // TasksQueueModule of `nestjs-mcp-tasks/bullmq`, or by an app's own queue.
 export { type QueuedCall, TaskQueue } from './tools/task-queue.js';

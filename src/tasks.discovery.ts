@@ -45,18 +45,22 @@ export interface MarkedMethod<T> {
   readonly instances: readonly object[];
 }
 
+/** A provider or controller as DiscoveryService finds it (Nest's InstanceWrapper). */
+export type DiscoveredWrapper = ReturnType<DiscoveryService['getProviders']>[number];
+
 /**
  * The methods of the app's providers and controllers marked with `key` (a markMethod
  * decorator), found once. Wrappers without an instance or with a null prototype are skipped; so
- * are request-scoped ones (a task tool or a change listener runs outside any request's
- * lifetime), whose marked method names go to `onScoped` when given.
+ * are request-scoped ones (directly or through a dependency): their marked methods go to
+ * `onScoped` when given (a task tool resolves its instance per call), and are left out
+ * otherwise (a change listener runs outside any request's lifetime).
  */
 export function markedMethods<T>(
   key: string,
   discovery: DiscoveryService,
   scanner: MetadataScanner,
   reflector: Reflector,
-  onScoped?: (wrapperName: string, methods: string[]) => void,
+  onScoped?: (wrapper: DiscoveredWrapper, methods: MarkedMethod<T>[]) => void,
 ): MarkedMethod<T>[] {
   const found: MarkedMethod<T>[] = [];
   const classes = markedClasses.get(key);
@@ -83,10 +87,7 @@ export function markedMethods<T>(
     }
     if (marked.length === 0) continue;
     if (!wrapper.isDependencyTreeStatic()) {
-      onScoped?.(
-        String(wrapper.name),
-        marked.map((method) => method.name),
-      );
+      onScoped?.(wrapper, marked);
       continue;
     }
     found.push(...marked);

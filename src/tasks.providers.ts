@@ -37,6 +37,7 @@ import { MCP_PATH, TASKS_CONFIG } from './tasks.constants.js';
 import { TasksService } from './tasks.service.js';
 import { TasksTelemetry } from './telemetry/tasks.telemetry.js';
 import { TaskToolExplorer } from './tools/task-tool.explorer.js';
+import { ScopedToolCalls } from './tools/scoped-calls.js';
 import { TaskToolRegistry } from './tools/task-tool.registry.js';
 import { TaskToolRunner } from './tools/task-tool.runner.js';
 
@@ -91,6 +92,7 @@ function coreProviders(optionsToken: InjectionToken): Provider[] {
     ListenFeed,
     ListenHandler,
     TaskToolRegistry,
+    ScopedToolCalls,
     TaskToolExplorer,
     TaskToolRunner,
     McpServerFactory,

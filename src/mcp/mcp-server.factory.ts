@@ -140,9 +140,18 @@ export class McpServerFactory implements OnApplicationShutdown {
     );
     const owner = extra?.owner ?? { principal: null, tenant: null };
     if (extra?.tasks) {
-      const record = await this.runner.start(tool, input, owner, { trace: extra.trace });
+      const record = await this.runner.start(tool, input, owner, {
+        trace: extra.trace,
+        headers: extra.trace?.headers,
+      });
       return createTaskResult(record) as unknown as CallToolResult;
     }
-    return (await this.runner.runInline(tool, input, owner, extra?.trace)) as CallToolResult;
+    return (await this.runner.runInline(
+      tool,
+      input,
+      owner,
+      extra?.trace,
+      extra?.trace?.headers,
+    )) as CallToolResult;
   }
 }

@@ -60,7 +60,10 @@ export class TaskToolCallHandler {
     params: Record<string, unknown>,
     owner: TaskOwner,
     era: TaskToolCallEra = 'modern',
-    /** The request's headers: a trace context in them parents the run's span (telemetry). */
+    /**
+     * The request's headers: a trace context in them parents the run's span (telemetry), and a
+     * request-scoped tool's REQUEST gets a copy without credentials.
+     */
     headers?: IncomingHttpHeaders,
   ): Promise<void> {
     let requestedTtlMs: number | undefined;
@@ -123,6 +126,7 @@ export class TaskToolCallHandler {
         requestedTtlMs,
         firstInput,
         trace: { meta: params._meta, ...(headers !== undefined && { headers }) },
+        headers,
       });
       sendResult(
         res,

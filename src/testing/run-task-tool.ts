@@ -223,11 +223,11 @@ async function start(
   const traced: TaskToolDefinition = {
     ...tool,
     options: inProcess,
-    invoke: (value, given) => {
+    invoke: (value, given, request) => {
       context = given as TaskContext;
       let result: unknown;
       try {
-        result = tool.invoke(value, given);
+        result = tool.invoke(value, given, request);
       } catch (error) {
         settle({ returned: false, error });
         throw error;

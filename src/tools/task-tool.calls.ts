@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { INTERNAL_ERROR_MESSAGE, TasksConfigError } from '../errors.js';
 import {
   type CallToolResult,
@@ -30,6 +31,11 @@ export interface StartCallOptions {
   readonly firstInput?: Readonly<Record<string, InputResponse>>;
   /** Where the request names the trace the run's span continues (telemetry). */
   readonly trace?: TraceCarrier;
+  /**
+   * The headers of the HTTP request that made the call: a request-scoped tool's REQUEST gets a
+   * copy without credentials (see TaskRequest); nothing keeps them once the call has started.
+   */
+  readonly headers?: IncomingHttpHeaders;
 }
 
 /** One call on its way in (see `TaskToolRunner.begin`). */

@@ -2,20 +2,23 @@ import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { TasksConfigError } from '../errors.js';
 import { TASK_TOOL_METADATA } from '../tasks.constants.js';
-import { markedMethods } from '../tasks.discovery.js';
+import { type DiscoveredWrapper, type MarkedMethod, markedMethods } from '../tasks.discovery.js';
 import { loadDtoLibraries, mayBeDtoClass } from './dto-libraries.js';
 import { toToolInputSchema } from './input-schema.js';
 import type { TaskToolOptions } from './task-tool.decorator.js';
 import { TaskToolRegistry } from './task-tool.registry.js';
 import { noteServed } from './task-tool.unserved.js';
+import { ScopedToolCalls } from './scoped-calls.js';
 
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 
 /**
  * Finds `@TaskTool` methods on providers and controllers once, during module init, and builds
  * each tool's definition (JSON Schema included) so requests only look them up. Wrappers without
- * an instance or with a null prototype are skipped; request-scoped ones are skipped with a
- * warning (a tool runs outside any request's lifetime). Duplicate names fail the boot.
+ * an instance or with a null prototype are skipped. A tool of a request-scoped provider (directly
+ * or through a dependency) resolves its instance per call (see ScopedToolCalls); a queue-run one
+ * is skipped with a warning (its worker makes no sub-tree per job yet). Duplicate names fail the
+ * boot.
  */
 @Injectable()
 export class TaskToolExplorer implements OnModuleInit {
@@ -26,6 +29,7 @@ export class TaskToolExplorer implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     private readonly reflector: Reflector,
     private readonly registry: TaskToolRegistry,
+    private readonly scoped: ScopedToolCalls,
   ) {}
 
   /** The discovery, once: module init runs it, and so may a caller that needs the tools sooner. */
@@ -51,22 +55,36 @@ export class TaskToolExplorer implements OnModuleInit {
   }
 
   private discover(): void | Promise<void> {
+    const scoped: { wrapper: DiscoveredWrapper; method: MarkedMethod<TaskToolOptions> }[] = [];
     const found = markedMethods<TaskToolOptions>(
       TASK_TOOL_METADATA,
       this.discovery,
       this.scanner,
       this.reflector,
-      (wrapper, tools) =>
-        this.logger.warn(
-          `${wrapper} is request-scoped; its @TaskTool methods (${tools.join(', ')}) are skipped`,
-        ),
+      (wrapper, methods) => {
+        const queued = methods.filter(({ metadata }) => metadata.queue !== undefined);
+        if (queued.length > 0) {
+          this.logger.warn(
+            `${String(wrapper.name)} is request-scoped; its queue-run @TaskTool methods ` +
+              `(${queued.map(({ name }) => name).join(', ')}) are skipped: a queue worker ` +
+              'runs no request-scoped provider yet',
+          );
+        }
+        for (const method of methods) {
+          if (method.metadata.queue === undefined) scoped.push({ wrapper, method });
+        }
+      },
     );
     // Noted now, before any await: the providers' bootstrap check (task-tool.unserved.ts) reads it.
     for (const { instances } of found) for (const instance of instances) noteServed(instance);
     const registerAll = (): void => {
       for (const { instance, name, metadata } of found) this.register(instance, name, metadata);
+      for (const { wrapper, method } of scoped) {
+        this.register(method.instance, method.name, method.metadata, wrapper);
+      }
     };
-    if (!found.some(({ metadata }) => mayBeDtoClass(metadata.input))) return registerAll();
+    const all = [...found, ...scoped.map(({ method }) => method)];
+    if (!all.some(({ metadata }) => mayBeDtoClass(metadata.input))) return registerAll();
     return loadDtoLibraries().then(registerAll);
   }
 
@@ -74,6 +92,8 @@ export class TaskToolExplorer implements OnModuleInit {
     instance: Record<string, unknown>,
     methodName: string,
     options: TaskToolOptions,
+    /** The provider's wrapper when it is request-scoped: its instance is resolved per call. */
+    scoped?: DiscoveredWrapper,
   ): void {
     const method = instance[methodName] as (input: unknown, context: unknown) => unknown;
     const where = `@TaskTool on ${instance.constructor?.name ?? 'a provider'}.${methodName}`;
@@ -104,7 +124,9 @@ export class TaskToolExplorer implements OnModuleInit {
         inputSchema: toToolInputSchema(options.input, options.name),
       },
       method,
-      invoke: (input, context) => method.call(instance, input, context),
+      ...(scoped === undefined
+        ? { invoke: (input, context) => method.call(instance, input, context) }
+        : { scoped: true, invoke: this.scoped.invoker(scoped, method, options.name) }),
     });
   }
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { StandardSchemaWithJSON } from '@modelcontextprotocol/server';
 import type { TaskToolOptions } from './task-tool.decorator.js';
+import type { TaskRequest } from './scoped-calls.js';
 
 /** A discovered `@TaskTool` method with everything a request needs, built once at bootstrap. */
 export interface TaskToolDefinition {
@@ -19,8 +20,13 @@ export interface TaskToolDefinition {
   /** The decorated method itself, where other libraries' method decorators keep their metadata. */
   // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
   readonly method?: Function;
-  /** Calls the decorated method on its instance. */
-  readonly invoke: (input: unknown, context: unknown) => unknown;
+  /**
+   * Calls the decorated method on its instance: for a request-scoped provider, on one resolved for
+   * this call with `request` as its REQUEST (see ScopedToolCalls).
+   */
+  readonly invoke: (input: unknown, context: unknown, request?: TaskRequest) => unknown;
+  /** The tool's provider is request-scoped: each call gets a DI sub-tree of its own. */
+  readonly scoped?: true;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import {
   type BeforeApplicationShutdown,
   Inject,
@@ -34,6 +35,7 @@ import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
 import { drainCalls, JobCall, RunningCall } from './running-call.js';
+import { taskRequestOf } from './scoped-calls.js';
 import { TaskToolSettler } from './task-tool.settler.js';
 import {
   createCallTask,
@@ -234,8 +236,10 @@ export class TaskToolRunner
     input: unknown,
     owner: TaskOwner,
     trace?: TraceCarrier,
+    /** The request's headers, for a request-scoped tool's REQUEST (see StartCallOptions). */
+    headers?: IncomingHttpHeaders,
   ): Promise<CallToolResult> {
-    const record = await this.begin({ tool, input, owner, inline: true, trace });
+    const record = await this.begin({ tool, input, owner, inline: true, trace, headers });
     const ended = (task: TaskRecord): boolean => isTerminal(task.status);
     const end = await waitForTask(this.tasks, this.waiters, record.taskId, ended, {
       pollMs: this.pollMs(tool),
@@ -374,7 +378,7 @@ export class TaskToolRunner
   }
 
   private run(
-    { tool, input, inline, firstInput }: ToolCall,
+    { tool, input, inline, firstInput, headers }: ToolCall,
     record: TaskRecord,
     release: () => void,
     parent: TraceParent | undefined,
@@ -394,6 +398,12 @@ export class TaskToolRunner
     call.traced = this.telemetry?.startRun(tool.name, taskId, parent);
     call.expireAt(expiresAt(record));
     this.running.set(taskId, call);
-    call.done = this.settler.execute({ tool, input, context, call, firstInput }).finally(release);
+    // Made now, while the headers are at hand: the call keeps this copy, never the request.
+    const request = tool.scoped
+      ? taskRequestOf(record.owner, taskId, tool.name, headers)
+      : undefined;
+    call.done = this.settler
+      .execute({ tool, input, context, call, firstInput, request })
+      .finally(release);
   }
 }

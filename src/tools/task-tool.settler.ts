@@ -23,6 +23,7 @@ import { backoff, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';
 import type { RunningTaskContext } from './task-context.js';
 import type { TaskToolDefinition } from './task-tool.registry.js';
 import { firstInputRequests } from './task-tool.calls.js';
+import type { TaskRequest } from './scoped-calls.js';
 
 /**
  * Whether a failed write leaves the task settled all the same: finished by someone else meanwhile
@@ -53,6 +54,8 @@ export interface CallRun {
   readonly firstInput?: Readonly<Record<string, InputResponse>>;
   /** Queue jobs: given an error that is not a JSON-RPC error, true leaves the task as it is. */
   readonly retry?: (error: unknown) => boolean;
+  /** The call's REQUEST, for a tool on a request-scoped provider. */
+  readonly request?: TaskRequest;
 }
 
 /**
@@ -84,7 +87,15 @@ export class TaskToolSettler {
    * Runs the method to its end and settles the task: one async frame per running call. `retry`
    * (queue jobs): given an error that is not a JSON-RPC error, true leaves the task as it is.
    */
-  async execute({ tool, input, context, call, firstInput, retry }: CallRun): Promise<void> {
+  async execute({
+    tool,
+    input,
+    context,
+    call,
+    firstInput,
+    retry,
+    request,
+  }: CallRun): Promise<void> {
     const taskId = context.taskId;
     /** What the method threw when the task is left for the queue's next run. */
     let retried: unknown;
@@ -96,7 +107,7 @@ export class TaskToolSettler {
           const requests = await firstInputRequests(tool, input);
           if (requests !== undefined) context.firstInput = await context.requireInput(requests);
         }
-        const value = await tool.invoke(input, context);
+        const value = await tool.invoke(input, context, request);
         context.close();
         if (context.isHandedOff) return;
         if (call.lostTask) return this.lostTask(tool);

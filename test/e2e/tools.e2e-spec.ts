@@ -12,6 +12,7 @@ import { IsString } from 'class-validator';
 import * as z from 'zod/v4';
 import { TasksConfigError } from '../../src/errors.js';
 import { TaskTool, type TaskContext, TasksModule, TasksService } from '../../src/index.js';
+import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
 import { ADAPTERS, startApp, type RunningApp } from '../support/app.js';
 import { declaredCapabilities, envelope, PROTOCOL_VERSION } from '../support/wire.js';
 
@@ -304,19 +305,28 @@ describe('task tool discovery', () => {
     expect((failure as Error).message).toContain('a task tool named "same" exists already');
   });
 
-  it('request-scoped providers are skipped with a warning', async () => {
+  it('request-scoped providers serve their tools; queue-run ones there are skipped with a warning', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     @Injectable({ scope: Scope.REQUEST })
     class Scoped {
       @TaskTool({ name: 'scoped' })
       run() {}
+
+      @TaskTool({ name: 'scoped_queued', queue: 'reports' })
+      queued() {}
     }
     const moduleRef = await Test.createTestingModule({
       imports: [TasksModule.forRoot({ path: false })],
       providers: [Scoped],
     }).compile();
     const app = await moduleRef.init();
-    expect(warn).toHaveBeenCalledWith(expect.stringContaining('request-scoped'));
+    const registry = app.get(TaskToolRegistry);
+    expect(registry.get('scoped')?.scoped).toBe(true);
+    expect(registry.has('scoped_queued')).toBe(false);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(warn).toHaveBeenCalledWith(
+      expect.stringContaining('queue-run @TaskTool methods (queued)'),
+    );
     await app.close();
     warn.mockRestore();
   });
