@@ -33,7 +33,7 @@ const CREDENTIAL_HEADERS = new Set(['authorization', 'cookie', 'proxy-authorizat
 
 const NO_HEADERS: TaskRequest['headers'] = Object.freeze({});
 
-/** Headers as a call may carry them: Node's own, or the copy a queue job kept (see jobHeaders). */
+/** Headers as a call may carry them: Node's own, or the copy a queue job kept (see JobHeaders). */
 export type CallHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
 
 /**
@@ -49,7 +49,7 @@ export const JOB_HEADERS_MAX_BYTES = 4_096;
  * string or a list of strings is left out (a job's data is read back from its queue).
  */
 function credentialFree(headers: CallHeaders | undefined): TaskRequest['headers'] {
-  if (headers === undefined || headers === null || typeof headers !== 'object') return NO_HEADERS;
+  if (headers == null || typeof headers !== 'object' || Array.isArray(headers)) return NO_HEADERS;
   const copy: Record<string, string | readonly string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();

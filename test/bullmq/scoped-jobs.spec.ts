@@ -23,7 +23,7 @@ import { TasksQueueModule } from '../../src/bullmq/index.js';
 import { openTasksSession } from '../../src/client/session.js';
 import { type TaskContext, type TaskRequest, TaskTool, TasksModule } from '../../src/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
-import { JOB_HEADERS_MAX_BYTES } from '../../src/tools/scoped-calls.js';
+import { JOB_HEADERS_MAX_BYTES, taskRequestOf } from '../../src/tools/scoped-calls.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { bearerPrincipal } from '../support/bearer.guard.js';
 import { KeptLog } from '../support/kept-log.js';
@@ -331,4 +331,28 @@ describe('queue-run task tools on request-scoped providers (BullMQ)', () => {
       await close();
     }
   }, 15_000);
+
+  it("a job's headers are read back as untrusted: credentials and values of another type are left out", () => {
+    // What a job added by another producer (or edited in Redis) could carry.
+    const carried = {
+      Authorization: 'Bearer mallory',
+      cookie: 'session=stolen',
+      'x-correlation-id': 'corr-1',
+      'x-list': ['a', 'b'],
+      'x-number': 5,
+      'x-mixed': ['a', 5],
+      'x-object': { toString: 'no' },
+    } as unknown as Record<string, string>;
+    const request = taskRequestOf(
+      { principal: 'alice', tenant: null },
+      't1',
+      'queued_report',
+      carried,
+    );
+    expect(request.headers).toEqual({ 'x-correlation-id': 'corr-1', 'x-list': ['a', 'b'] });
+    expect(Object.isFrozen(request.headers)).toBe(true);
+    for (const odd of ['headers', 42, null, ['x']]) {
+      expect(taskRequestOf({ principal: 'alice' }, 't1', 'q', odd as never).headers).toEqual({});
+    }
+  });
 });
