@@ -23,7 +23,8 @@ export interface TaskRequest {
   /**
    * The headers of the HTTP request that made the call, names in lower case, without the
    * credentials it carried: `authorization`, `cookie` and `proxy-authorization` are dropped.
-   * Empty when the call came another way.
+   * On a queue worker, those the job carried: at most JOB_HEADERS_MAX_BYTES (4,096) bytes of
+   * them, the largest left out past it. Empty when the call came another way.
    */
   readonly headers: Readonly<Record<string, string | readonly string[]>>;
 }
