@@ -35,7 +35,7 @@ import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
 import { drainCalls, JobCall, RunningCall } from './running-call.js';
-import { taskRequestOf } from './scoped-calls.js';
+import { JobHeaders, taskRequestOf } from './scoped-calls.js';
 import { TaskToolSettler } from './task-tool.settler.js';
 import {
   createCallTask,
@@ -80,6 +80,8 @@ export class TaskToolRunner
   private readonly shutdown = new AbortController();
   /** Runs each call's method to its end and writes its outcome. */
   private readonly settler: TaskToolSettler;
+  /** What the jobs of request-scoped tools carry of their calls' headers. */
+  private readonly jobHeaders = new JobHeaders();
   /** Set when the drain starts (see `onModuleDestroy`): no new call starts from then on. */
   private draining = false;
   private startStopping!: () => void;
@@ -210,7 +212,20 @@ export class TaskToolRunner
       return true;
     };
     const { input, firstInput } = call;
-    running.done = this.settler.execute({ tool, input, context, call: running, firstInput, retry });
+    // A sub-tree per run (see ScopedToolCalls): its REQUEST is the task's owner, with the
+    // headers the job carried.
+    const request = tool.scoped
+      ? taskRequestOf(record.owner, taskId, tool.name, call.headers)
+      : undefined;
+    running.done = this.settler.execute({
+      tool,
+      input,
+      context,
+      call: running,
+      firstInput,
+      retry,
+      request,
+    });
     try {
       await running.done;
     } finally {
@@ -334,13 +349,14 @@ export class TaskToolRunner
 
   /** Sends the call to the tool's queue; a queue that refuses it fails the task at once. */
   private async enqueue(
-    { tool, input, firstInput }: ToolCall,
+    { tool, input, firstInput, headers }: ToolCall,
     record: TaskRecord,
     parent: TraceParent | undefined,
   ): Promise<void> {
     const { taskId } = record;
     // A promise only when the call arrived before the telemetry API had loaded.
     const trace = await this.telemetry?.fieldsOf(parent);
+    const carried = tool.scoped ? this.jobHeaders.of(tool.name, headers) : undefined;
     try {
       await this.queue!.enqueue(
         toolQueue(tool.options.queue!),
@@ -350,6 +366,7 @@ export class TaskToolRunner
           input,
           ...(firstInput !== undefined && { firstInput }),
           ...(trace !== undefined && { trace }),
+          ...(carried !== undefined && { headers: carried }),
         },
         record.owner,
       );
