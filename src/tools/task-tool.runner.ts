@@ -25,7 +25,7 @@ import {
   type TaskOwner,
   type TaskRecord,
 } from '../task.js';
-import { isRefusal, OwnerSlots } from '../owner-slots.js';
+import { isRefusal, type OwnerSlot, OwnerSlots } from '../owner-slots.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
@@ -319,32 +319,33 @@ export class TaskToolRunner
       await this.enqueue(begun, record, parent);
       return record;
     }
-    const release = this.reserve(owner);
+    const slot = this.reserve(owner);
     let record: TaskRecord;
     try {
       record = await createCallTask(this.tasks, begun);
     } catch (error) {
-      release();
+      slot?.release();
       throw error;
     }
-    this.run(begun, record, release, parent);
+    this.run(begun, record, slot, parent);
     return record;
   }
 
   /**
-   * Counts an in-process call against its owner until `release` (its method's end), or refuses it
-   * with the quota error when the owner already has `maxTasksPerOwner` calls running here. The
+   * Counts an in-process call against its owner until its slot is given back (its method's end,
+   * RunningCall.release), or refuses it with the quota error when the owner already has
+   * `maxTasksPerOwner` calls running here. The
    * store counts the owner's stored tasks; this counts the calls, which outlive their task when
    * it expires or is deleted while the method still runs (it is stopped through its signal, but
    * a method may take its time to return). Taken synchronously, before anything is awaited, so a
    * burst of concurrent calls never passes the bound.
    */
-  private reserve(owner: TaskOwner): () => void {
+  private reserve(owner: TaskOwner): OwnerSlot | undefined {
     const slots = this.runningSlots;
-    if (slots === undefined) return () => undefined;
+    if (slots === undefined) return undefined;
     const slot = slots.take(owner);
     if (isRefusal(slot)) throw new TaskQuotaError(this.config.maxTasksPerOwner!);
-    return () => slot.release();
+    return slot;
   }
 
   /** Sends the call to the tool's queue; a queue that refuses it fails the task at once. */
@@ -397,7 +398,7 @@ export class TaskToolRunner
   private run(
     { tool, input, inline, firstInput, headers }: ToolCall,
     record: TaskRecord,
-    release: () => void,
+    slot: OwnerSlot | undefined,
     parent: TraceParent | undefined,
   ): void {
     const { taskId } = record;
@@ -419,8 +420,8 @@ export class TaskToolRunner
     const request = tool.scoped
       ? taskRequestOf(record.owner, taskId, tool.name, headers)
       : undefined;
-    call.done = this.settler
-      .execute({ tool, input, context, call, firstInput, request })
-      .finally(release);
+    // The settler gives the slot back as the method's run ends (no promise or closure of its own).
+    call.slot = slot;
+    call.done = this.settler.execute({ tool, input, context, call, firstInput, request });
   }
 }
