@@ -9,26 +9,19 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Inject, Injectable, Module, type OnModuleDestroy, Scope } from '@nestjs/common';
-import {
-  type ContextId,
-  ContextIdFactory,
-  type ContextIdStrategy,
-  type HostComponentInfo,
-  REQUEST,
-} from '@nestjs/core';
+import { ContextIdFactory, type ContextIdStrategy, REQUEST } from '@nestjs/core';
 import { BullModule, getQueueToken } from '@nestjs/bullmq';
 import type { Queue } from 'bullmq';
 import * as z from 'zod/v4';
 import { TasksQueueModule } from '../../src/bullmq/index.js';
-import { openTasksSession } from '../../src/client/session.js';
 import { type TaskContext, type TaskRequest, TaskTool, TasksModule } from '../../src/index.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import { JOB_HEADERS_MAX_BYTES, taskRequestOf } from '../../src/tools/scoped-calls.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { bearerPrincipal } from '../support/bearer.guard.js';
 import { KeptLog } from '../support/kept-log.js';
-import { testContextFetch, textOf } from '../support/official-client.js';
 import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { callTask, type ScopedSession, scopedSession, TenantStrategy } from '../support/scoped.js';
 
 const QUEUE = 'scoped';
 const PREFIX = `scoped-${process.pid}`;
@@ -117,22 +110,6 @@ class JobTools implements OnModuleDestroy {
   }
 }
 
-/** One durable sub-tree per tenant. */
-class TenantStrategy implements ContextIdStrategy<TaskRequest> {
-  private readonly tenants = new Map<string, ContextId>();
-
-  attach(contextId: ContextId, request: TaskRequest) {
-    const tenant = request.tenant ?? 'none';
-    let shared = this.tenants.get(tenant);
-    if (shared === undefined) this.tenants.set(tenant, (shared = ContextIdFactory.create()));
-    const tree = shared;
-    return {
-      resolve: (info: HostComponentInfo) => (info.isTreeDurable ? tree : contextId),
-      payload: { tenant },
-    };
-  }
-}
-
 interface Report extends TaskRequest {
   repository: number;
   tenantClient: number;
@@ -178,37 +155,11 @@ afterAll(async () => {
 });
 
 function connect(principal: string, tenant: string, extra: Record<string, string> = {}) {
-  return openTasksSession(app.url, {
-    fetch: testContextFetch,
-    clientInfo: { name: 'scoped-jobs-spec', version: '0.1.0' },
-    headers: {
-      Authorization: `Bearer ${principal}`,
-      Cookie: 'session=secret',
-      'X-Tenant': tenant,
-      'X-Correlation-Id': `corr-${principal}`,
-      ...extra,
-    },
-  });
-}
-
-/** Calls a tool as a task: when its CreateTaskResult arrived, when its end was seen, its text. */
-async function callTask(
-  session: Awaited<ReturnType<typeof connect>>['session'],
-  tool: string,
-  args: Record<string, number>,
-) {
-  const execution = await session.callTool(tool, args);
-  const answeredAt = Date.now();
-  if (execution.kind !== 'task') throw new Error(`${tool} answered ${JSON.stringify(execution)}`);
-  const taskId = execution.handle.taskId;
-  const { outcome } = await execution.settle();
-  const endedAt = Date.now();
-  if (outcome.status !== 'completed') throw new Error(`${tool} ended ${outcome.status}`);
-  return { answeredAt, endedAt, taskId, text: textOf(outcome.result) };
+  return scopedSession(app.url, 'scoped-jobs-spec', principal, tenant, extra);
 }
 
 async function report(
-  session: Awaited<ReturnType<typeof connect>>['session'],
+  session: ScopedSession,
   waitMs: number,
 ): Promise<{ answeredAt: number; endedAt: number; taskId: string; report: Report }> {
   const { text, ...times } = await callTask(session, 'queued_report', { waitMs });

@@ -8,32 +8,22 @@
  * app ContextIdStrategy), shared by that tenant's calls only. On the in-memory store, a real
  * Redis and a real PostgreSQL (each with its notifier), over real HTTP.
  */
-import { type IncomingMessage, request as httpRequest } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Inject, Injectable, Module, type OnModuleDestroy, Scope, type Type } from '@nestjs/common';
-import {
-  type ContextId,
-  ContextIdFactory,
-  type ContextIdStrategy,
-  type HostComponentInfo,
-  REQUEST,
-} from '@nestjs/core';
+import { ContextIdFactory, type ContextIdStrategy, REQUEST } from '@nestjs/core';
 import * as z from 'zod/v4';
 import { type TaskContext, type TaskRequest, TaskTool, TasksModule } from '../../src/index.js';
 import type { TasksModuleExtras } from '../../src/entries/options.js';
-import { openTasksSession } from '../../src/client/session.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { bearerPrincipal } from '../support/bearer.guard.js';
 import { KeptLog } from '../support/kept-log.js';
-import { testContextFetch, textOf } from '../support/official-client.js';
+import { textOf } from '../support/official-client.js';
+import { mcpRequest, postRaw } from '../support/raw.js';
+import { callTask, type ScopedSession, scopedSession, TenantStrategy } from '../support/scoped.js';
 import { type Storage, STORES } from '../support/stores.js';
-import {
-  declaredCapabilities,
-  envelope,
-  PROTOCOL_VERSION,
-  standardHeaders,
-} from '../support/wire.js';
+import { declaredCapabilities, envelope, standardHeaders } from '../support/wire.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -133,22 +123,6 @@ class ReportTools implements OnModuleDestroy {
   }
 }
 
-/** Per tenant, one durable sub-tree: its REQUEST is the payload, the tenant alone. */
-class TenantStrategy implements ContextIdStrategy<TaskRequest> {
-  private readonly tenants = new Map<string, ContextId>();
-
-  attach(contextId: ContextId, request: TaskRequest) {
-    const tenant = request.tenant ?? 'none';
-    let subTree = this.tenants.get(tenant);
-    if (subTree === undefined) this.tenants.set(tenant, (subTree = ContextIdFactory.create()));
-    const durable = subTree;
-    return {
-      resolve: (info: HostComponentInfo) => (info.isTreeDurable ? durable : contextId),
-      payload: { tenant },
-    };
-  }
-}
-
 function reportModule(storage: TasksModuleExtras): Type<unknown> {
   @Module({
     imports: [
@@ -201,32 +175,16 @@ describe.each(Object.keys(STORES))('task tools on request-scoped providers (%s s
     ContextIdFactory.apply(undefined as unknown as ContextIdStrategy);
   });
 
-  async function connect(principal: string, tenant: string) {
-    return openTasksSession(app.url, {
-      fetch: testContextFetch,
-      clientInfo: { name: 'scoped-tools-e2e', version: '0.1.0' },
-      headers: {
-        Authorization: `Bearer ${principal}`,
-        Cookie: 'session=secret',
-        'X-Tenant': tenant,
-        'X-Correlation-Id': `corr-${principal}`,
-      },
-    });
-  }
+  const connect = (principal: string, tenant: string) =>
+    scopedSession(app.url, 'scoped-tools-e2e', principal, tenant);
 
   /** Calls `report`: when the CreateTaskResult arrived, when the end was seen, the report. */
   async function report(
-    session: Awaited<ReturnType<typeof connect>>['session'],
+    session: ScopedSession,
     waitMs: number,
   ): Promise<{ answeredAt: number; endedAt: number; taskId: string; report: Report }> {
-    const execution = await session.callTool('report', { waitMs });
-    const answeredAt = Date.now();
-    if (execution.kind !== 'task') throw new Error('report did not answer with a task');
-    const taskId = execution.handle.taskId;
-    const { outcome } = await execution.settle();
-    const endedAt = Date.now();
-    if (outcome.status !== 'completed') throw new Error(`report ended ${outcome.status}`);
-    return { answeredAt, endedAt, taskId, report: JSON.parse(textOf(outcome.result)) as Report };
+    const { text, ...times } = await callTask(session, 'report', { waitMs });
+    return { ...times, report: JSON.parse(text) as Report };
   }
 
   it(`waits ${WAIT_MS} ms after its CreateTaskResult, then its repository answers with the call's REQUEST; cleaned up after, never before`, async () => {
@@ -331,44 +289,15 @@ describe.each(Object.keys(STORES))('task tools on request-scoped providers (%s s
 
   it('the running call keeps no HTTP request: gone after a full GC while the method still waits', async () => {
     requests.length = 0;
-    const { port } = new URL(app.url);
-    const body = JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'tools/call',
-      params: {
-        name: 'report',
-        arguments: { waitMs: WAIT_MS },
-        _meta: envelope(declaredCapabilities(true), 'scoped-tools'),
-      },
-    });
-    const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const sent = httpRequest(
-        {
-          host: '127.0.0.1',
-          port: Number(port),
-          path: '/mcp',
-          method: 'POST',
-          agent: false,
-          headers: {
-            'content-type': 'application/json',
-            accept: 'application/json, text/event-stream',
-            'mcp-protocol-version': PROTOCOL_VERSION,
-            'mcp-method': 'tools/call',
-            'mcp-name': 'report',
-            authorization: 'Bearer dave',
-            'x-tenant': 'acme',
-          },
-        },
-        (response) => {
-          let text = '';
-          response.on('data', (chunk: Buffer) => (text += chunk.toString()));
-          response.on('end', () => resolve({ status: response.statusCode!, text }));
-        },
-      );
-      sent.on('error', reject);
-      sent.end(body);
-    });
+    // Over node:http without keep-alive: nothing of the client keeps the connection open.
+    const answer = await postRaw(
+      app.url,
+      mcpRequest(
+        'tools/call',
+        { name: 'report', arguments: { waitMs: WAIT_MS } },
+        { principal: 'dave', headers: { 'x-tenant': 'acme' } },
+      ),
+    );
     expect(answer.status).toBe(200);
     const taskId = (JSON.parse(answer.text) as { result: { taskId: string } }).result.taskId;
     expect(requests).toHaveLength(1);
