@@ -705,37 +705,29 @@ async function benchCreates(store, url, admin) {
     const record = taskRecord(newTaskId(), owners[w], params, Date.now());
     return store.create(record, CREATE_LIMITS);
   };
-  const plainSide = (w) => {
+  /** A fresh record of worker `w`'s owner, as the scripts take it: ARGV 1–6 of both. */
+  const recordArgs = (w) => {
     const now = Date.now();
     const record = taskRecord(newTaskId(), owners[w], params, now);
-    return client.benchPlainCreate(
-      `${PREFIX}plain:{${record.taskId}}`,
-      record.version,
-      JSON.stringify(record),
-      `${owners[w].principal.length}:${owners[w].principal}-`,
-      record.status,
-      now,
-      now + HOUR,
-    );
+    const owner = `${owners[w].principal.length}:${owners[w].principal}-`;
+    const args = [record.version, JSON.stringify(record), owner, record.status, now, now + HOUR];
+    return { record, now, args };
+  };
+  const plainSide = (w) => {
+    const { record, args } = recordArgs(w);
+    return client.benchPlainCreate(`${PREFIX}plain:{${record.taskId}}`, ...args);
   };
   const floorSide = (w) => {
-    const now = Date.now();
-    const record = taskRecord(newTaskId(), owners[w], params, now);
-    const entry = `${String(now).padStart(16, '0')}${record.taskId}`;
+    const { record, now, args } = recordArgs(w);
     return client.benchFloorCreate(
       `${PREFIX}floor:rows`,
       `${PREFIX}floor:created`,
       `${PREFIX}floor:quota:${w}`,
       `${PREFIX}floor:owner:${w}`,
       `${PREFIX}floor:{${record.taskId}}`,
-      record.version,
-      JSON.stringify(record),
-      `${owners[w].principal.length}:${owners[w].principal}-`,
-      record.status,
-      now,
-      now + HOUR,
+      ...args,
       record.taskId,
-      entry,
+      `${String(now).padStart(16, '0')}${record.taskId}`,
     );
   };
   const pairsOf = (ours, baseline) =>
