@@ -29,13 +29,22 @@ export const newOrigin = (): string => randomBytes(9).toString('base64url');
 
 /** The message of a change: the record itself when it fits, else where to read it. */
 export function changeMessage(origin: string, record: TaskRecord): string {
+  const json = inlineJson(origin, record);
+  return json === undefined ? referenceMessage(origin, record) : `${origin}${json}`;
+}
+
+/**
+ * The record's JSON when a change message carries it whole after the sender's tag `origin` (the
+ * two together within INLINE_CHANGE_BYTES), else `undefined`. `json` is the record's JSON when
+ * the caller has it already (a store that sends the change with its write).
+ */
+export function inlineJson(origin: string, record: TaskRecord, json?: string): string | undefined {
   // What the record keeps from clients and tools bounds its size from below: past the bound,
   // the record is not serialized at all.
-  if ((record.bytes ?? 0) < INLINE_CHANGE_BYTES) {
-    const message = `${origin}${JSON.stringify(record)}`;
-    if (Buffer.byteLength(message, 'utf8') <= INLINE_CHANGE_BYTES) return message;
-  }
-  return referenceMessage(origin, record);
+  if ((record.bytes ?? 0) >= INLINE_CHANGE_BYTES) return undefined;
+  const body = json ?? JSON.stringify(record);
+  // The tag is base64url: one byte a character.
+  return origin.length + Buffer.byteLength(body, 'utf8') <= INLINE_CHANGE_BYTES ? body : undefined;
 }
 
 /**

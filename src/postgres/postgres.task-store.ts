@@ -26,7 +26,7 @@ import type {
   TaskStoreListAllOptions,
   TaskStoreListOptions,
 } from '../store/task-store.js';
-import { INLINE_CHANGE_BYTES } from '../notify/change-message.js';
+import { inlineJson } from '../notify/change-message.js';
 import type { TaskOwner, TaskRecord } from '../task.js';
 import {
   connectPool,
@@ -292,9 +292,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       return (await this.run(this.sql.compareAndSet, values)).length === 1;
     }
     const { origin } = notice;
-    const inline =
-      (record.bytes ?? 0) < INLINE_CHANGE_BYTES &&
-      origin.length + Buffer.byteLength(json, 'utf8') <= INLINE_CHANGE_BYTES;
+    const inline = inlineJson(origin, record, json) !== undefined;
     values.push(
       notice.channelOf(record.taskId),
       origin,
