@@ -1,0 +1,152 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
+import PgBoss from 'pg-boss';
+import type { TaskOwner } from '../task.js';
+import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
+import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
+import {
+  checkQueueOptions,
+  TASKS_PG_BOSS_OPTIONS,
+  type TasksQueueModuleOptions,
+} from './tasks-queue.options.js';
+
+/** What a job carries: the call, and the answers its runs took (for a later run). */
+export interface PgBossJobData extends QueuedCall {
+  answers?: Readonly<Record<string, unknown>>;
+}
+
+/** How many times making a queue is tried when PostgreSQL aborted it (a deadlock, a race). */
+const MAKE_ATTEMPTS = 3;
+
+/** How often the errors pg-boss reports are logged, after the first. */
+export const QUEUE_ERROR_LOG_MS = 60_000;
+
+/**
+ * The TaskQueue on pg-boss: one PgBoss for the app (made from `connection`, or the app's own), its
+ * queues made at startup with their `queues` options. A job is the call (`PgBossJobData`), sent to
+ * the tool's queue with the tool's `jobOptions` (pg-boss's send options: `retryLimit`,
+ * `expireInSeconds`, `priority`, `startAfter`...) over the queue's own.
+ */
+@Injectable()
+export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('TaskQueueWorkers');
+  /** The PgBoss of the queues. */
+  readonly boss: PgBoss;
+  /** The PostgreSQL schema of pg-boss's tables. */
+  readonly schema: string;
+  private lastLogged = 0;
+  private since = 0;
+  /** The queues made (or found) so far, by name. */
+  private readonly made = new Map<string, Promise<void>>();
+  /** The last queue being made: the next waits for it. */
+  private making: Promise<void> = Promise.resolve();
+  /** Called when this process sends a job to a queue: its idle slots look at once. */
+  onSent: ((queue: string) => void) | undefined;
+
+  constructor(@Inject(TASKS_PG_BOSS_OPTIONS) private readonly options: TasksQueueModuleOptions) {
+    super();
+    checkQueueOptions(options);
+    const { connection } = options;
+    this.schema = (typeof connection === 'string' ? undefined : connection.schema) ?? 'pgboss';
+    // No cron here: the scheduler's clock checks and monitors would be work for nothing.
+    this.boss = new PgBoss(
+      typeof connection === 'string'
+        ? { connectionString: connection, schedule: false }
+        : { schedule: false, ...connection },
+    );
+    this.boss.on('error', (error) => this.error(error));
+  }
+
+  async onModuleInit(): Promise<void> {
+    // pg-boss makes (or migrates) its schema at start, in a transaction with an advisory lock:
+    // several instances may boot at once.
+    await this.boss.start();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    // The workers stopped taking jobs before (their own hooks); `graceful: false`: they ran
+    // through this module's slots, not pg-boss's workers, so there is nothing of pg-boss's to wait
+    // for.
+    await this.boss.stop({ graceful: false, wait: true, timeout: 1_000 });
+  }
+
+  /**
+   * Makes the queue (pg-boss 10 sends nothing to a queue it does not have), with its `queues`
+   * options; a queue that exists takes them too. Once per queue and process, one queue at a time:
+   * pg-boss makes a table partition per queue, and two made at once can deadlock (PostgreSQL then
+   * aborts one: it is tried again, as one made by another instance at the same moment is).
+   */
+  ensureQueue(name: string): Promise<void> {
+    let made = this.made.get(name);
+    if (made === undefined) {
+      made = this.making.then(() => this.makeQueue(name));
+      this.making = made.catch(() => undefined);
+      made.catch(() => this.made.delete(name));
+      this.made.set(name, made);
+    }
+    return made;
+  }
+
+  private async makeQueue(name: string): Promise<void> {
+    const options = this.options.queues?.[name];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const existing = await this.boss.getQueue(name);
+        if (existing === null) {
+          await this.boss.createQueue(name, { name, ...options });
+        } else if (options !== undefined) {
+          await this.boss.updateQueue(name, { name, ...options });
+        }
+        return;
+      } catch (error) {
+        // 40P01 deadlock_detected, 23505 unique_violation (another instance made it just now).
+        const code = (error as { code?: unknown }).code;
+        if (attempt >= MAKE_ATTEMPTS || (code !== '40P01' && code !== '23505')) throw error;
+      }
+    }
+  }
+
+  async enqueue(
+    queue: Readonly<TaskToolQueue>,
+    call: QueuedCall,
+    _owner: Required<TaskOwner>,
+  ): Promise<void> {
+    await this.ensureQueue(queue.name);
+    const data: PgBossJobData = { ...call };
+    const options = { ...(queue.jobOptions as PgBoss.SendOptions | undefined) };
+    const id = await this.boss.send(queue.name, data, options);
+    if (id === null) {
+      // pg-boss answers null when a policy (singleton, stately, a singletonKey) keeps the job out.
+      throw new Error(
+        `pg-boss did not take the job on queue "${queue.name}" (a singleton policy or key kept ` +
+          'it out)',
+      );
+    }
+    this.onSent?.(queue.name);
+  }
+
+  /**
+   * Logs an error pg-boss reports (a lost connection, a failed maintenance): the first, then
+   * once a minute with how many came meanwhile.
+   */
+  error(error: unknown): void {
+    const now = Date.now();
+    if (now - this.lastLogged < QUEUE_ERROR_LOG_MS) {
+      this.since++;
+      return;
+    }
+    const more = this.since > 0 ? ` (${this.since} more since the last one logged)` : '';
+    this.lastLogged = now;
+    this.since = 0;
+    const message =
+      error instanceof Error
+        ? error.message
+        : String((error as { message?: unknown })?.message ?? error);
+    this.logger.error(`pg-boss: ${message}${more} (its errors are logged once a minute)`);
+  }
+}
