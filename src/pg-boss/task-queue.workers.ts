@@ -9,7 +9,7 @@ import {
 import { ModuleRef } from '@nestjs/core';
 import type PgBoss from 'pg-boss';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
-import { INTERNAL_ERROR_MESSAGE, TaskTerminalError } from '../errors.js';
+import { INTERNAL_ERROR_MESSAGE, TaskNotFoundError, TaskTerminalError } from '../errors.js';
 import type { InputResponse } from '../task.js';
 import { TasksService } from '../tasks.service.js';
 import { toolQueue } from '../tools/task-queue.js';
@@ -24,6 +24,12 @@ const PUT_BACK_DELAY_MS = 1_000;
 
 /** pg-boss's default polling interval (2 s). */
 const POLLING_MS = 2_000;
+
+/**
+ * How far back each sweep looks for jobs pg-boss failed (see `sweep`), in sweeps: a sweep that
+ * could not run (the database away) is made up by the next ones.
+ */
+const SWEEP_WINDOWS = 3;
 
 /** A job as a slot fetches it (with its retry count and limit). */
 type TaskPgJob = PgBoss.JobWithMetadata<PgBossJobData>;
@@ -48,6 +54,8 @@ export class TaskQueueWorkers
   private readonly slots: Promise<void>[] = [];
   /** The idle slots of each queue, woken by a job this process sends, or by the shutdown. */
   private readonly idle = new Map<string, Set<() => void>>();
+  /** The timers of the sweeps (see `sweep`). */
+  private readonly sweeps: NodeJS.Timeout[] = [];
 
   constructor(
     @Inject(TASKS_PG_BOSS_OPTIONS) private readonly options: TasksQueueModuleOptions,
@@ -75,6 +83,10 @@ export class TaskQueueWorkers
       for (let i = 0; i < concurrency; i++) {
         this.slots.push(this.slot(name, pollMs, registry, runner, tasks));
       }
+      const everyMs = 2 * Math.max(pollMs, 1_000);
+      const timer = setInterval(() => void this.sweep(name, tasks, everyMs), everyMs);
+      timer.unref();
+      this.sweeps.push(timer);
     }
     // The drain starts in the runner's first shutdown hook, which may come before this module's.
     void runner.whenStopping.then(() => this.onModuleDestroy());
@@ -83,12 +95,37 @@ export class TaskQueueWorkers
   /** Stops fetching: each slot ends once its job (if any) ends. */
   onModuleDestroy(): void {
     this.stopped = true;
+    for (const timer of this.sweeps) clearInterval(timer);
     for (const queue of this.idle.keys()) this.wake(queue);
   }
 
   async onApplicationShutdown(): Promise<void> {
     this.onModuleDestroy();
     await Promise.all(this.slots);
+  }
+
+  /**
+   * Fails the tasks of the jobs pg-boss failed for good on its own: a job whose worker died (it
+   * expired) on its last run, which no worker of ours sees end. Every worker process sweeps (a
+   * task failed already is left as it is), looking a few sweeps back, by the database's clock.
+   */
+  private async sweep(queue: string, tasks: TasksService, everyMs: number): Promise<void> {
+    let rows: { taskId: string | null }[];
+    try {
+      ({ rows } = (await this.queues.boss
+        .getDb()
+        .executeSql(
+          `SELECT data->>'taskId' AS "taskId" FROM ${this.table()} WHERE name = $1 ` +
+            `AND state = 'failed' AND completed_on > now() - $2 * interval '1 millisecond'`,
+          [queue, everyMs * SWEEP_WINDOWS],
+        )) as { rows: { taskId: string | null }[] });
+    } catch (error) {
+      this.queues.error(error);
+      return;
+    }
+    for (const { taskId } of rows) {
+      if (taskId !== null) await this.failTask(tasks, queue, taskId);
+    }
   }
 
   /** Wakes the idle slots of a queue. */
@@ -244,12 +281,12 @@ export class TaskQueueWorkers
     return `"${this.queues.schema}".job`;
   }
 
-  /** Fails a task with a generic error, unless it ended already. */
+  /** Fails a task with a generic error, unless it ended already (or is gone). */
   private async failTask(tasks: TasksService, queue: string, taskId: string): Promise<void> {
     try {
       await tasks.fail(taskId, [ProtocolErrorCode.InternalError, INTERNAL_ERROR_MESSAGE]);
     } catch (failure) {
-      if (failure instanceof TaskTerminalError) return;
+      if (failure instanceof TaskTerminalError || failure instanceof TaskNotFoundError) return;
       this.logger.error(`Queue ${queue}: could not fail a task: ${String(failure)}`);
     }
   }

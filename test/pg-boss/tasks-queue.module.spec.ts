@@ -56,13 +56,29 @@ class QueuedTools {
   }
 }
 
+/** When each task's method began, and when its signal fired, by task id. */
+const started = new Map<string, number>();
+const aborted = new Map<string, number>();
+
+@Injectable()
+class CancelTools {
+  @TaskTool({ name: 'until_cancel', queue: 'waits' })
+  async untilCancel(_input: unknown, task: TaskContext) {
+    countRun(task.taskId);
+    started.set(task.taskId, Date.now());
+    await new Promise<void>((resolve) => task.signal.addEventListener('abort', () => resolve()));
+    aborted.set(task.taskId, Date.now());
+    return { content: [] };
+  }
+}
+
 const apps: INestApplicationContext[] = [];
 let postgres: TestPostgres;
 
 async function boot(imports: unknown[]): Promise<INestApplicationContext> {
   const moduleRef = await Test.createTestingModule({
     imports: imports as never[],
-    providers: [QueuedTools],
+    providers: [QueuedTools, CancelTools],
   }).compile();
   const app = await moduleRef.init();
   apps.push(app);
@@ -266,5 +282,66 @@ describe('TasksQueueModule (pg-boss)', () => {
     expect(task.status).toBe('completed');
     expect(runs.get(record.taskId)).toBe(1);
     expect((await jobs(options.schema, 'slow')).map((job) => job.retry_count)).toEqual([0]);
+  });
+
+  it('a cancel on another instance stops the job on its worker within 1 s; the job completes', async () => {
+    const options = connection();
+    const shared = `tasks_${options.schema}`;
+    const api = await boot([
+      sharedTasksModule(shared),
+      TasksQueueModule.forRoot({ connection: options, worker: false }),
+    ]);
+    await boot([
+      sharedTasksModule(shared),
+      TasksQueueModule.forRoot({
+        connection: options,
+        workers: { waits: { pollingIntervalSeconds: 0.5 } },
+      }),
+    ]);
+    const record = await call(api, 'until_cancel', {});
+    const deadline = Date.now() + 10_000;
+    while (!started.has(record.taskId) && Date.now() < deadline) await sleep(20);
+    expect(started.has(record.taskId)).toBe(true);
+    const cancelledAt = Date.now();
+    await api.get(TasksService).cancel(record.taskId, { principal: 'alice' });
+    while (!aborted.has(record.taskId) && Date.now() < deadline) await sleep(5);
+    const latency = aborted.get(record.taskId)! - cancelledAt;
+    process.stdout.write(`pg-boss cancel across instances: signal fired after ${latency} ms\n`);
+    expect(latency).toBeLessThan(1_000);
+    expect((await api.get(TasksService).status(record.taskId)).status).toBe('cancelled');
+    await sleep(200);
+    expect(await jobs(options.schema, 'waits')).toMatchObject([{ state: 'completed' }]);
+    expect(runs.get(record.taskId)).toBe(1);
+  });
+
+  it('the job of a worker that died on its last run fails its task (pg-boss failed it)', async () => {
+    const options = connection({ maintenanceIntervalSeconds: 1 });
+    const shared = `tasks_${options.schema}`;
+    const api = await boot([
+      sharedTasksModule(shared),
+      TasksQueueModule.forRoot({
+        connection: options,
+        worker: false,
+        queues: { slow: { expireInSeconds: 1, retryLimit: 0 } },
+      }),
+    ]);
+    const record = await call(api, 'slow', { ms: 10 });
+    const dead = new PgBoss({ ...options, supervise: false, schedule: false });
+    dead.on('error', () => undefined);
+    await dead.start();
+    expect(await dead.fetch('slow')).toHaveLength(1);
+    await dead.stop({ graceful: false, wait: true });
+    await boot([
+      sharedTasksModule(shared),
+      TasksQueueModule.forRoot({
+        connection: options,
+        workers: { slow: { pollingIntervalSeconds: 0.5 } },
+      }),
+    ]);
+    const task = await until(api, record.taskId, ended);
+    expect(task.status).toBe('failed');
+    expect(task.error?.code).toBe(-32603);
+    expect(runs.get(record.taskId)).toBeUndefined();
+    expect(await jobs(options.schema, 'slow')).toMatchObject([{ state: 'failed' }]);
   });
 });
