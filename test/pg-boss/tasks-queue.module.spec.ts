@@ -16,7 +16,7 @@ import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js
 import type { TaskRecord } from '../../src/task/record.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
 import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';
-import { sleep } from '../support/helpers.js';
+import { accept, elicit, sleep } from '../support/helpers.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 /**
@@ -72,13 +72,26 @@ class CancelTools {
   }
 }
 
+@Injectable()
+class AskTools {
+  @TaskTool({ name: 'ask', queue: { name: 'asks', jobOptions: { retryLimit: 1 } } })
+  async ask(_input: unknown, task: TaskContext) {
+    const run = countRun(task.taskId);
+    const { name: answer } = await task.requireInput({ name: elicit('Your name?') });
+    const name = String((answer as { content?: { name?: string } }).content?.name);
+    // The first run dies after the answer: the second gets it back without asking again.
+    if (run === 1) throw new Error('the run stops after the answer');
+    return { content: [{ type: 'text' as const, text: `hello ${name}` }] };
+  }
+}
+
 const apps: INestApplicationContext[] = [];
 let postgres: TestPostgres;
 
 async function boot(imports: unknown[]): Promise<INestApplicationContext> {
   const moduleRef = await Test.createTestingModule({
     imports: imports as never[],
-    providers: [QueuedTools, CancelTools],
+    providers: [QueuedTools, CancelTools, AskTools],
   }).compile();
   const app = await moduleRef.init();
   apps.push(app);
@@ -343,5 +356,38 @@ describe('TasksQueueModule (pg-boss)', () => {
     expect(task.error?.code).toBe(-32603);
     expect(runs.get(record.taskId)).toBeUndefined();
     expect(await jobs(options.schema, 'slow')).toMatchObject([{ state: 'failed' }]);
+  });
+
+  it('input requests: answered on another instance; a later run gets the answers back', async () => {
+    const options = connection();
+    const shared = `tasks_${options.schema}`;
+    const api = await boot([
+      sharedTasksModule(shared),
+      TasksQueueModule.forRoot({ connection: options, worker: false }),
+    ]);
+    await boot([
+      sharedTasksModule(shared),
+      TasksQueueModule.forRoot({
+        connection: options,
+        workers: { asks: { pollingIntervalSeconds: 0.5 } },
+      }),
+    ]);
+    const record = await call(api, 'ask', {});
+    const asking = await until(api, record.taskId, (task) => task.status === 'input_required');
+    expect(asking.status).toBe('input_required');
+    await api.get(TasksService).update(
+      record.taskId,
+      { principal: 'alice' },
+      {
+        name: accept('Ada'),
+      },
+    );
+    const task = await until(api, record.taskId, ended);
+    expect(task.status).toBe('completed');
+    expect(task.result).toMatchObject({ content: [{ type: 'text', text: 'hello Ada' }] });
+    expect(runs.get(record.taskId)).toBe(2);
+    const [job] = await jobs(options.schema, 'asks');
+    expect(job).toMatchObject({ state: 'completed', retry_count: 1 });
+    expect((job!.data as { answers?: unknown }).answers).toEqual({ name: accept('Ada') });
   });
 });
