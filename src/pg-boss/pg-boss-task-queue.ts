@@ -5,12 +5,15 @@ import {
   type OnApplicationShutdown,
   type OnModuleInit,
 } from '@nestjs/common';
+import { createHash } from 'node:crypto';
 import PgBoss from 'pg-boss';
+import { TasksConfigError } from '../errors.js';
 import type { TaskOwner } from '../task.js';
 import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
 import {
   checkQueueOptions,
+  isFairQueue,
   TASKS_PG_BOSS_OPTIONS,
   type TasksQueueModuleOptions,
 } from './tasks-queue.options.js';
@@ -18,6 +21,35 @@ import {
 /** What a job carries: the call, and the answers its runs took (for a later run). */
 export interface PgBossJobData extends QueuedCall {
   answers?: Readonly<Record<string, unknown>>;
+  /**
+   * On a fair queue: the key of the task's owner (a hash of principal and tenant), by which the
+   * owner's jobs that wait or run are counted.
+   */
+  ownerKey?: string;
+}
+
+/**
+ * How many owner ranks one priority level holds on a fair queue: a job's pg-boss priority is
+ * `level × FAIR_RANKS + (FAIR_RANKS − rank)` (pg-boss runs higher priorities first), its level the
+ * tool's `priority` option (0 without one), its rank 1 + how many of its owner's jobs wait or run
+ * on the queue. Ranks past `FAIR_RANKS − 1` share the last one.
+ */
+export const FAIR_RANKS = 1_024;
+
+/** The largest `priority` level (either sign) a tool on a fair queue may set. */
+export const FAIR_MAX_LEVEL = 2_047;
+
+/** The key of an owner's turns: a hash of its principal and tenant, naming no one. */
+export function fairOwnerKey(owner: TaskOwner): string {
+  return createHash('sha256')
+    .update(JSON.stringify([owner.principal ?? null, owner.tenant ?? null]))
+    .digest('base64url')
+    .slice(0, 22);
+}
+
+/** The pg-boss priority of a job on a fair queue: its level's band, its rank within it. */
+export function fairPriority(level: number, rank: number): number {
+  return level * FAIR_RANKS + FAIR_RANKS - Math.min(Math.max(rank, 1), FAIR_RANKS - 1);
 }
 
 /** How many times making a queue is tried when PostgreSQL aborted it (a deadlock, a race). */
@@ -45,6 +77,8 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
   private readonly made = new Map<string, Promise<void>>();
   /** The last queue being made: the next waits for it. */
   private making: Promise<void> = Promise.resolve();
+  /** The last add of each owner on each queue (`queue owner`): the next waits for it. */
+  private readonly adding = new Map<string, Promise<unknown>>();
   /** Called when this process sends a job to a queue: its idle slots look at once. */
   onSent: ((queue: string) => void) | undefined;
 
@@ -111,23 +145,80 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
     }
   }
 
+  /** Whether the queue of that name takes fair turns across owners. */
+  isFair(name: string): boolean {
+    return isFairQueue(this.options, name);
+  }
+
+  /** The priority level of a tool's jobs: its `priority` job option (0 without one). */
+  priorityLevel(queue: Readonly<TaskToolQueue>): number {
+    return (queue.jobOptions as PgBoss.SendOptions | undefined)?.priority ?? 0;
+  }
+
+  /** A tool on a fair queue whose `priority` leaves no room for the ranks fails the boot. */
+  checkFairLevel(tool: string, queue: Readonly<TaskToolQueue>): void {
+    if (!this.isFair(queue.name)) return;
+    const level = this.priorityLevel(queue);
+    if (Number.isInteger(level) && Math.abs(level) <= FAIR_MAX_LEVEL) return;
+    throw new TasksConfigError(
+      `Task tool "${tool}" runs on the fair queue "${queue.name}" with priority ${String(level)}: ` +
+        `on a fair queue a priority is an integer from -${FAIR_MAX_LEVEL} to ${FAIR_MAX_LEVEL} ` +
+        `(each level holds ${FAIR_RANKS} owner ranks); change it, or set fair: { '${queue.name}': ` +
+        'false } in TasksQueueModule.forRoot',
+    );
+  }
+
   async enqueue(
     queue: Readonly<TaskToolQueue>,
     call: QueuedCall,
-    _owner: Required<TaskOwner>,
+    owner: Required<TaskOwner>,
   ): Promise<void> {
     await this.ensureQueue(queue.name);
     const data: PgBossJobData = { ...call };
     const options = { ...(queue.jobOptions as PgBoss.SendOptions | undefined) };
-    const id = await this.boss.send(queue.name, data, options);
+    if (!this.isFair(queue.name)) return await this.send(queue.name, data, options);
+    // The owner's rank is read from pg-boss's own rows (its jobs that wait or run): nothing of
+    // this module's to keep or to heal. One owner's adds in this process go one at a time, so
+    // that each counts the one before; adds of one owner on two instances at the same moment
+    // may share a rank.
+    const ownerKey = fairOwnerKey(owner);
+    data.ownerKey = ownerKey;
+    const key = `${queue.name} ${ownerKey}`;
+    const before = this.adding.get(key) ?? Promise.resolve();
+    const add = before
+      .catch(() => undefined)
+      .then(async () => {
+        const { rows } = (await this.boss
+          .getDb()
+          .executeSql(
+            `SELECT count(*)::int AS n FROM "${this.schema}".job WHERE name = $1 ` +
+              `AND state < 'completed' AND data->>'ownerKey' = $2`,
+            [queue.name, ownerKey],
+          )) as { rows: { n: number }[] };
+        options.priority = fairPriority(this.priorityLevel(queue), (rows[0]?.n ?? 0) + 1);
+        await this.send(queue.name, data, options);
+      });
+    this.adding.set(key, add);
+    try {
+      await add;
+    } finally {
+      if (this.adding.get(key) === add) this.adding.delete(key);
+    }
+  }
+
+  private async send(
+    name: string,
+    data: PgBossJobData,
+    options: PgBoss.SendOptions,
+  ): Promise<void> {
+    const id = await this.boss.send(name, data, options);
     if (id === null) {
       // pg-boss answers null when a policy (singleton, stately, a singletonKey) keeps the job out.
       throw new Error(
-        `pg-boss did not take the job on queue "${queue.name}" (a singleton policy or key kept ` +
-          'it out)',
+        `pg-boss did not take the job on queue "${name}" (a singleton policy or key kept it out)`,
       );
     }
-    this.onSent?.(queue.name);
+    this.onSent?.(name);
   }
 
   /**

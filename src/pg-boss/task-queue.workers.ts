@@ -68,7 +68,10 @@ export class TaskQueueWorkers
     const registry = this.modules.get(TaskToolRegistry, { strict: false });
     const names = new Set<string>();
     for (const tool of registry.all()) {
-      if (tool.options.queue !== undefined) names.add(toolQueue(tool.options.queue).name);
+      if (tool.options.queue === undefined) continue;
+      const queue = toolQueue(tool.options.queue);
+      names.add(queue.name);
+      this.queues.checkFairLevel(tool.name, queue);
     }
     // Every queue is made (or given its options) in a process that takes calls as in a worker.
     await Promise.all([...names].map((name) => this.queues.ensureQueue(name)));

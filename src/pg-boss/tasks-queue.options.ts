@@ -50,13 +50,32 @@ export interface TasksQueueModuleOptions {
    * with pg-boss's defaults.
    */
   queues?: Readonly<Record<string, TaskQueueOptions>>;
+  /**
+   * Fair turns across owners (principal and tenant), on every queue (`true`, the default), on
+   * none (`false`), or per queue name (`{ reports: false }`; a queue not named is fair). On a fair
+   * queue a job's pg-boss priority comes from its owner's rank: 1 + how many of the owner's jobs
+   * already wait or run there, so one owner's backlog runs after the first jobs of every other
+   * owner. A tool's `priority` job option still orders jobs across levels (higher first, as in
+   * pg-boss; an integer from -2047 to 2047), with fair turns within each level.
+   */
+  fair?: boolean | Readonly<Record<string, boolean>>;
+}
+
+/** Whether the queue of that name takes fair turns (see `TasksQueueModuleOptions.fair`). */
+export function isFairQueue(options: TasksQueueModuleOptions, queue: string): boolean {
+  const { fair } = options;
+  if (fair === undefined || typeof fair === 'boolean') return fair ?? true;
+  return Object.hasOwn(fair, queue) ? fair[queue] !== false : true;
 }
 
 const OPTION_KEYS: ReadonlySet<string> = new Set(
-  Object.keys({ connection: true, worker: true, workers: true, queues: true } satisfies Record<
-    keyof TasksQueueModuleOptions,
-    true
-  >),
+  Object.keys({
+    connection: true,
+    worker: true,
+    workers: true,
+    queues: true,
+    fair: true,
+  } satisfies Record<keyof TasksQueueModuleOptions, true>),
 );
 
 const WORKER_KEYS: ReadonlySet<string> = new Set(
@@ -80,7 +99,17 @@ export function checkQueueOptions(given: unknown): void {
   p.unknownKeys('', options, OPTION_KEYS, (key) =>
     isTaskToolOption(key) ? taskToolOptionHint(key, 'TasksQueueModule') : undefined,
   );
-  const { connection, worker, workers, queues } = options;
+  const { connection, worker, workers, queues, fair } = options;
+  if (
+    fair !== undefined &&
+    typeof fair !== 'boolean' &&
+    !(isObject(fair) && Object.values(fair).every((value) => typeof value === 'boolean'))
+  ) {
+    p.add(
+      'TasksQueueModule option "fair" must be true, false or an object of booleans by queue ' +
+        `name (e.g. { reports: false }), got ${JSON.stringify(fair) ?? String(fair)}`,
+    );
+  }
   if (!(typeof connection === 'string' && connection !== '') && !isObject(connection)) {
     p.add(
       'connection must name the PostgreSQL of the queues: a connection string or pg-boss ' +

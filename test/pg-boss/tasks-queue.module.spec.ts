@@ -12,6 +12,7 @@ import {
   type TaskContext,
 } from '../../src/index.js';
 import { PgBossTaskQueue, TasksQueueModule } from '../../src/pg-boss/index.js';
+import { FAIR_RANKS, fairOwnerKey } from '../../src/pg-boss/pg-boss-task-queue.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import type { TaskRecord } from '../../src/task/record.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
@@ -85,13 +86,26 @@ class AskTools {
   }
 }
 
+/** The order the `turn` tool's jobs ran in, by principal. */
+const order: string[] = [];
+
+@Injectable()
+class TurnTools {
+  @TaskTool({ name: 'turn', queue: 'turns' })
+  async turn(input: { who: string }) {
+    order.push(input.who);
+    await sleep(20);
+    return { content: [] };
+  }
+}
+
 const apps: INestApplicationContext[] = [];
 let postgres: TestPostgres;
 
 async function boot(imports: unknown[]): Promise<INestApplicationContext> {
   const moduleRef = await Test.createTestingModule({
     imports: imports as never[],
-    providers: [QueuedTools, CancelTools, AskTools],
+    providers: [QueuedTools, CancelTools, AskTools, TurnTools],
   }).compile();
   const app = await moduleRef.init();
   apps.push(app);
@@ -119,9 +133,14 @@ const sharedTasksModule = (schema: string) => {
   });
 };
 
-async function call(app: INestApplicationContext, tool: string, input: unknown) {
+async function call(
+  app: INestApplicationContext,
+  tool: string,
+  input: unknown,
+  principal = 'alice',
+) {
   const definition = app.get(TaskToolRegistry).get(tool)!;
-  return app.get(TaskToolRunner).start(definition, input, { principal: 'alice' });
+  return app.get(TaskToolRunner).start(definition, input, { principal });
 }
 
 /** The task once `done` holds, read every 50 ms (up to `ms`). */
@@ -204,8 +223,14 @@ describe('TasksQueueModule (pg-boss)', () => {
     expect(more).toEqual([]);
     expect(job).toMatchObject({
       state: 'created',
-      priority: 3,
-      data: { tool: 'report', taskId: record.taskId, input: { month: 'May' } },
+      // The queue is fair (the default): level 3 (the tool's priority), alice's first rank.
+      priority: 3 * FAIR_RANKS + FAIR_RANKS - 1,
+    });
+    expect(job?.data).toEqual({
+      tool: 'report',
+      taskId: record.taskId,
+      input: { month: 'May' },
+      ownerKey: fairOwnerKey({ principal: 'alice' }),
     });
   });
 
@@ -390,4 +415,34 @@ describe('TasksQueueModule (pg-boss)', () => {
     expect(job).toMatchObject({ state: 'completed', retry_count: 1 });
     expect((job!.data as { answers?: unknown }).answers).toEqual({ name: accept('Ada') });
   });
+
+  it.each([
+    [true, ['mallory', 'bob', 'mallory', 'mallory', 'mallory', 'mallory']],
+    [false, ['mallory', 'mallory', 'mallory', 'mallory', 'mallory', 'bob']],
+  ])(
+    'fair: %s: mallory’s backlog of 5 and bob’s one job run in the order %j',
+    async (fair, runs) => {
+      const options = connection();
+      const shared = `tasks_${options.schema}`;
+      const api = await boot([
+        sharedTasksModule(shared),
+        TasksQueueModule.forRoot({ connection: options, worker: false, fair }),
+      ]);
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++)
+        ids.push((await call(api, 'turn', { who: 'mallory' }, 'mallory')).taskId);
+      ids.push((await call(api, 'turn', { who: 'bob' }, 'bob')).taskId);
+      order.length = 0;
+      await boot([
+        sharedTasksModule(shared),
+        TasksQueueModule.forRoot({
+          connection: options,
+          fair,
+          workers: { turns: { pollingIntervalSeconds: 0.5 } },
+        }),
+      ]);
+      for (const id of ids) expect((await until(api, id, ended)).status).toBe('completed');
+      expect(order).toEqual(runs);
+    },
+  );
 });
