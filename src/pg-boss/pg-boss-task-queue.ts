@@ -75,6 +75,8 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
   private since = 0;
   /** The queues made (or found) so far, by name. */
   private readonly made = new Map<string, Promise<void>>();
+  /** What the shutdown waits for before it stops the PgBoss (see `holdUntil`). */
+  private readonly held: Promise<unknown>[] = [];
   /** The last queue being made: the next waits for it. */
   private making: Promise<void> = Promise.resolve();
   /** The last add of each owner on each queue (`queue owner`): the next waits for it. */
@@ -102,10 +104,16 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
     await this.boss.start();
   }
 
+  /** Holds the PgBoss open at shutdown until `work` ends (the workers' last writes). */
+  holdUntil(work: Promise<unknown>): void {
+    this.held.push(work.catch(() => undefined));
+  }
+
   async onApplicationShutdown(): Promise<void> {
-    // The workers stopped taking jobs before (their own hooks); `graceful: false`: they ran
-    // through this module's slots, not pg-boss's workers, so there is nothing of pg-boss's to wait
-    // for.
+    // Nest may call this hook beside the workers' own: the jobs they give back at shutdown are
+    // written first. `graceful: false`: they run through this module's slots, not pg-boss's
+    // workers, so there is nothing of pg-boss's to wait for.
+    await Promise.all(this.held);
     await this.boss.stop({ graceful: false, wait: true, timeout: 1_000 });
   }
 

@@ -93,6 +93,7 @@ export class TaskQueueWorkers
     }
     // The drain starts in the runner's first shutdown hook, which may come before this module's.
     void runner.whenStopping.then(() => this.onModuleDestroy());
+    this.queues.holdUntil(runner.whenStopping.then(() => Promise.all(this.slots)));
   }
 
   /** Stops fetching: each slot ends once its job (if any) ends. */

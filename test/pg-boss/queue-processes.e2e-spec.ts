@@ -114,6 +114,32 @@ describe('queue-run task tools over pg-boss, across processes', () => {
     worker1 = worker2;
   }, 60_000);
 
+  it('fails the task with -32603 and a generic message once its retries are spent', async () => {
+    const taskId = await startTask(apiA, 'q_fail');
+    const done = await pollTask(apiA, taskId, (task) => TERMINAL.has(task.status as string));
+    expect(done.status).toBe('failed');
+    expect(done.error).toEqual({ code: -32603, message: 'Internal error' });
+    // The queue's retryLimit is 1: two runs.
+    expect(runsOf([worker1], taskId)).toHaveLength(2);
+  });
+
+  it('gives a running job back to the queue when its worker stops gracefully; another worker runs it', async () => {
+    const taskId = await startTask(apiA, 'q_until_cancel');
+    await worker1.waitFor((event) => event.event === 'run' && event.taskId === taskId);
+    const worker3 = await startFixture({ ...env(), ROLE: 'worker', HANG: '1' });
+    await worker1.stop();
+    expect(worker1.events.some((e) => e.event === 'aborted' && e.taskId === taskId)).toBe(true);
+    await worker3.waitFor((event) => event.event === 'run' && event.taskId === taskId, 20_000);
+    const given = await getTask(apiA, taskId);
+    expect(given.status).toBe('working');
+    // Given back, not expired: no retry spent, so no run counted as a restart.
+    expect(String(given.statusMessage)).not.toMatch(/^Restarted/);
+    await call(apiA, 'tasks/cancel', { taskId });
+    await worker3.waitFor((event) => event.event === 'aborted' && event.taskId === taskId, 5_000);
+    expect((await getTask(apiA, taskId)).status).toBe('cancelled');
+    worker1 = worker3;
+  }, 60_000);
+
   it('leaves no task working', async () => {
     for (const taskId of created) {
       expect(TERMINAL.has((await getTask(apiB, taskId)).status as string)).toBe(true);
