@@ -8,6 +8,7 @@ import {
 import { createHash } from 'node:crypto';
 import PgBoss from 'pg-boss';
 import { TasksConfigError } from '../errors.js';
+import { postgresAddress } from '../postgres/postgres-connection.js';
 import type { TaskOwner } from '../task.js';
 import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
@@ -101,7 +102,27 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
   async onModuleInit(): Promise<void> {
     // pg-boss makes (or migrates) its schema at start, in a transaction with an advisory lock:
     // several instances may boot at once.
-    await this.boss.start();
+    try {
+      await this.boss.start();
+    } catch (error) {
+      // Its pool would keep the process alive after the failed boot.
+      await this.boss.stop({ graceful: false, wait: false }).catch(() => undefined);
+      const own = error instanceof Error ? error.message : String(error);
+      throw new Error(
+        `TasksQueueModule (pg-boss) could not start on ${this.address()} (${own}): check that ` +
+          "PostgreSQL runs there and that the module's connection names the right host, port " +
+          'and database',
+        { cause: error },
+      );
+    }
+  }
+
+  /** Where the queues' PostgreSQL is, for messages (never a password). */
+  private address(): string {
+    const { connection } = this.options;
+    const config = typeof connection === 'string' ? { connectionString: connection } : connection;
+    // postgresAddress reads a pool's options: pg-boss's constructor options are the same keys.
+    return postgresAddress({ options: config } as unknown as Parameters<typeof postgresAddress>[0]);
   }
 
   /** Holds the PgBoss open at shutdown until `work` ends (the workers' last writes). */

@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
@@ -205,6 +206,27 @@ describe('TasksQueueModule (pg-boss)', () => {
     expect(error).toBeInstanceOf(TasksConfigError);
     expect(error.message).toContain('connection must name the PostgreSQL of the queues');
     expect(error.message).toContain('workers.reports.concurrency must be an integer >= 1');
+  });
+
+  it('fails the boot when PostgreSQL is not there, naming where it was sought (no password)', async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as AddressInfo;
+        server.close(() => resolve(port));
+      });
+    });
+    const error = await boot([
+      tasksModule(),
+      TasksQueueModule.forRoot({
+        connection: `postgres://app:s3cret@127.0.0.1:${closed}/tasks`,
+      }),
+    ]).then(
+      () => new Error('expected the boot to fail'),
+      (failure: Error) => failure,
+    );
+    expect(error.message).toContain(`could not start on PostgreSQL at 127.0.0.1:${closed}/tasks`);
+    expect(error.message).toContain('ECONNREFUSED');
+    expect(error.message).not.toContain('s3cret');
   });
 
   it('forRootAsync binds TaskQueue; a call stores its task, then sends a job with the tool options', async () => {
