@@ -140,6 +140,28 @@ describe('queue-run task tools over pg-boss, across processes', () => {
     worker1 = worker3;
   }, 60_000);
 
+  it('gives a job run again after its worker was SIGKILLed the answers taken before, without asking again', async () => {
+    const taskId = await startTask(apiA, 'q_ask_hang');
+    await pollTask(apiB, taskId, (task) => task.status === 'input_required');
+    await call(apiB, 'tasks/update', {
+      taskId,
+      inputResponses: { name: { action: 'accept', content: { name: 'Grace' } } },
+    });
+    // worker1 (HANG=1) took the answer and hangs; it dies there.
+    await worker1.waitFor((event) => event.event === 'answered' && event.taskId === taskId);
+    const worker4 = await startFixture({ ...env(), ROLE: 'worker' });
+    await worker1.kill();
+    const answered = await worker4.waitFor(
+      (event) => event.event === 'answered' && event.taskId === taskId,
+      20_000,
+    );
+    expect(answered.who).toBe('Grace');
+    const done = await pollTask(apiA, taskId, (task) => TERMINAL.has(task.status as string));
+    expect(done.status).toBe('completed');
+    expect(textOf(done)).toBe(`hello Grace from ${worker4.pid}`);
+    worker1 = worker4;
+  }, 60_000);
+
   it('leaves no task working', async () => {
     for (const taskId of created) {
       expect(TERMINAL.has((await getTask(apiB, taskId)).status as string)).toBe(true);
