@@ -64,6 +64,16 @@ export class TaskQueueWorkers
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
+    try {
+      await this.start();
+    } catch (error) {
+      // A failed boot closes nothing: the PgBoss's pool would keep the process alive.
+      await this.queues.boss.stop({ graceful: false, wait: false }).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async start(): Promise<void> {
     // The registration's internals: found in the app, not exported by it.
     const registry = this.modules.get(TaskToolRegistry, { strict: false });
     const names = new Set<string>();

@@ -100,13 +100,24 @@ class TurnTools {
   }
 }
 
+@Injectable()
+class UrgentTools {
+  @TaskTool({ name: 'urgent', queue: { name: 'urgent', jobOptions: { priority: 5_000 } } })
+  urgent() {
+    return { content: [] };
+  }
+}
+
 const apps: INestApplicationContext[] = [];
 let postgres: TestPostgres;
 
-async function boot(imports: unknown[]): Promise<INestApplicationContext> {
+async function boot(
+  imports: unknown[],
+  providers: unknown[] = [QueuedTools, CancelTools, AskTools, TurnTools],
+): Promise<INestApplicationContext> {
   const moduleRef = await Test.createTestingModule({
     imports: imports as never[],
-    providers: [QueuedTools, CancelTools, AskTools, TurnTools],
+    providers: providers as never[],
   }).compile();
   const app = await moduleRef.init();
   apps.push(app);
@@ -198,7 +209,11 @@ describe('TasksQueueModule (pg-boss)', () => {
   it('fails the boot on options without a connection, naming the fix', async () => {
     const error = await boot([
       tasksModule(),
-      TasksQueueModule.forRoot({ connection: '', workers: { reports: { concurrency: 0 } } }),
+      TasksQueueModule.forRoot({
+        connection: '',
+        workers: { reports: { concurrency: 0 } },
+        fair: 'yes' as never,
+      }),
     ]).then(
       () => new Error('expected the boot to fail'),
       (failure: Error) => failure,
@@ -206,6 +221,7 @@ describe('TasksQueueModule (pg-boss)', () => {
     expect(error).toBeInstanceOf(TasksConfigError);
     expect(error.message).toContain('connection must name the PostgreSQL of the queues');
     expect(error.message).toContain('workers.reports.concurrency must be an integer >= 1');
+    expect(error.message).toContain('TasksQueueModule option "fair" must be true, false or');
   });
 
   it('fails the boot when PostgreSQL is not there, naming where it was sought (no password)', async () => {
@@ -227,6 +243,19 @@ describe('TasksQueueModule (pg-boss)', () => {
     expect(error.message).toContain(`could not start on PostgreSQL at 127.0.0.1:${closed}/tasks`);
     expect(error.message).toContain('ECONNREFUSED');
     expect(error.message).not.toContain('s3cret');
+  });
+
+  it('a tool whose priority leaves no room for fair turns fails the boot, naming the fix', async () => {
+    const error = await boot(
+      [tasksModule(), TasksQueueModule.forRoot({ connection: connection(), worker: false })],
+      [UrgentTools],
+    ).then(
+      () => new Error('expected the boot to fail'),
+      (failure: Error) => failure,
+    );
+    expect(error).toBeInstanceOf(TasksConfigError);
+    expect(error.message).toContain('"urgent" runs on the fair queue "urgent" with priority 5000');
+    expect(error.message).toContain("fair: { 'urgent': false }");
   });
 
   it('forRootAsync binds TaskQueue; a call stores its task, then sends a job with the tool options', async () => {
