@@ -83,6 +83,12 @@ export interface ChangeNotice {
   everyChange(): string | null;
 }
 
+/**
+ * What PostgreSQL answers when it refuses a `pg_notify`: its notification queue full (54000), a
+ * payload or channel name it does not take (22023).
+ */
+const NOTIFY_REFUSALS = new Set(['54000', '22023']);
+
 const rowsOf = <R extends QueryResultRow>(result: QueryResult<R>): R[] => result.rows;
 const rowCountOf = (result: QueryResult): number => result.rowCount ?? 0;
 
@@ -295,7 +301,17 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       inline ? null : notice.reference(record),
       notice.everyChange(),
     );
-    const written = (await this.run(this.sql.compareAndSetNotifying, values)).length === 1;
+    let rows: QueryResultRow[];
+    try {
+      rows = (await this.bounded(this.sql.compareAndSetNotifying, values)).rows;
+    } catch (error) {
+      // PostgreSQL refused the NOTIFY itself (its notification queue full, a payload or channel
+      // it does not take), and with it the write: the write goes alone, and the notifier sends
+      // the change as a statement of its own (its failures are kept and sent again).
+      if (!NOTIFY_REFUSALS.has((error as { code?: unknown })?.code as string)) this.fault(error);
+      return (await this.run(this.sql.compareAndSet, values.slice(0, 12))).length === 1;
+    }
+    const written = rows.length === 1;
     if (written) this.sentChanges.add(record);
     return written;
   }

@@ -2,6 +2,7 @@ import type { Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TaskNotFoundError } from '../errors.js';
 import type { WaiterFeed } from '../notify/waiter-feed.js';
+import type { OwnerSlot } from '../owner-slots.js';
 import { isCancellationRequested, isTerminal, type TaskRecord } from '../task.js';
 import type { TasksService } from '../tasks.service.js';
 import type { TelemetryRun } from '../telemetry/tasks.telemetry.js';
@@ -44,6 +45,8 @@ export class RunningCall extends TaskWatch {
   private abortedWith: { reason: unknown } | undefined;
   /** Set while the call waits for its task's expiry (see `expireAt`). */
   private ends: (() => void) | undefined;
+  /** Its slot among its owner's running calls in this process (in-process calls), till `release`. */
+  slot: OwnerSlot | undefined;
 
   constructor(
     tasks: TasksService,
@@ -81,6 +84,16 @@ export class RunningCall extends TaskWatch {
     if (this.ends === undefined) return;
     this.waiters.cancelExpiry(this.taskId, this.ends);
     this.ends = undefined;
+  }
+
+  protected override get watchesExpiry(): boolean {
+    return this.ends !== undefined;
+  }
+
+  /** Gives back the call's slot among its owner's running calls, once its method has ended. */
+  release(): void {
+    this.slot?.release();
+    this.slot = undefined;
   }
 
   /** Whether the call stopped because its task expired or was deleted. */

@@ -1,4 +1,3 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import { Injectable, Logger } from '@nestjs/common';
 import { type ContextId, ContextIdFactory, ModuleRef, ModulesContainer } from '@nestjs/core';
 import { TasksConfigError } from '../errors.js';
@@ -24,7 +23,8 @@ export interface TaskRequest {
   /**
    * The headers of the HTTP request that made the call, names in lower case, without the
    * credentials it carried: `authorization`, `cookie` and `proxy-authorization` are dropped.
-   * Empty when the call came another way.
+   * On a queue worker, those the job carried: at most JOB_HEADERS_MAX_BYTES (4,096) bytes of
+   * them, the largest left out past it. Empty when the call came another way.
    */
   readonly headers: Readonly<Record<string, string | readonly string[]>>;
 }
@@ -34,6 +34,35 @@ const CREDENTIAL_HEADERS = new Set(['authorization', 'cookie', 'proxy-authorizat
 
 const NO_HEADERS: TaskRequest['headers'] = Object.freeze({});
 
+/** Headers as a call may carry them: Node's own, or the copy a queue job kept (see JobHeaders). */
+export type CallHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
+
+/**
+ * The most a queue job carries of its call's headers, in bytes of names and values (UTF-8): a
+ * job is stored in Redis until it ends, so what it keeps of the request stays small whatever the
+ * request sent (Node takes 16 KiB of headers by default). An MCP call's headers, its credentials
+ * dropped, take a few hundred bytes.
+ */
+export const JOB_HEADERS_MAX_BYTES = 4_096;
+
+/**
+ * A frozen copy of `headers`, names in lower case, without credentials; a value that is not a
+ * string or a list of strings is left out (a job's data is read back from its queue).
+ */
+function credentialFree(headers: CallHeaders | undefined): TaskRequest['headers'] {
+  if (headers == null || typeof headers !== 'object' || Array.isArray(headers)) return NO_HEADERS;
+  const copy: Record<string, string | readonly string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (CREDENTIAL_HEADERS.has(lower)) continue;
+    if (typeof value === 'string') copy[lower] = value;
+    else if (Array.isArray(value) && value.every((each) => typeof each === 'string')) {
+      copy[lower] = Object.freeze([...(value as string[])]);
+    }
+  }
+  return Object.freeze(copy);
+}
+
 /**
  * The REQUEST of one call, frozen: its headers are a copy, so nothing in it holds the HTTP
  * request (which the call may outlive by hours), and no provider can change whom it acts for.
@@ -42,25 +71,74 @@ export function taskRequestOf(
   owner: TaskOwner,
   taskId: string,
   toolName: string,
-  headers?: IncomingHttpHeaders,
+  headers?: CallHeaders,
 ): TaskRequest {
-  let kept = NO_HEADERS;
-  if (headers !== undefined) {
-    const copy: Record<string, string | readonly string[]> = {};
-    for (const [name, value] of Object.entries(headers)) {
-      const lower = name.toLowerCase();
-      if (value === undefined || CREDENTIAL_HEADERS.has(lower)) continue;
-      copy[lower] = Array.isArray(value) ? Object.freeze([...value]) : value;
-    }
-    kept = Object.freeze(copy);
-  }
   return Object.freeze({
     principal: owner.principal,
     tenant: owner.tenant ?? null,
     taskId,
     toolName,
-    headers: kept,
+    headers: credentialFree(headers),
   });
+}
+
+/** How often the headers left out of queue jobs are logged after the first time, at most. */
+const DROPPED_HEADERS_LOG_MS = 60_000;
+
+/**
+ * What the queue jobs of request-scoped tools carry of their calls' headers, for the REQUEST
+ * their workers make: the credential-free copy, bounded by JOB_HEADERS_MAX_BYTES. Past the bound
+ * whole headers are left out, the largest first (the small ones, a correlation id, a tenant, a
+ * trace, are what providers read), never a value cut. A call that loses some is logged (a WARN
+ * naming the headers, never their values): the first, then at most once a minute with the count.
+ */
+export class JobHeaders {
+  private readonly logger = new Logger('TaskToolRunner');
+  /** Calls that lost headers since the last line, and when it was written. */
+  private unlogged = 0;
+  private loggedAt = -Infinity;
+
+  /** What the job of a call of `toolName` carries of `headers`: undefined for nothing. */
+  of(toolName: string, headers: CallHeaders | undefined): TaskRequest['headers'] | undefined {
+    const sized = Object.entries(credentialFree(headers)).map(([name, value]) => ({
+      name,
+      value,
+      bytes:
+        Buffer.byteLength(name) +
+        (typeof value === 'string'
+          ? Buffer.byteLength(value)
+          : value.reduce((sum, each) => sum + Buffer.byteLength(each), 0)),
+    }));
+    if (sized.length === 0) return undefined;
+    sized.sort((a, b) => a.bytes - b.bytes || (a.name < b.name ? -1 : 1));
+    const kept: Record<string, string | readonly string[]> = {};
+    const dropped: string[] = [];
+    let total = 0;
+    for (const { name, value, bytes } of sized) {
+      if (total + bytes > JOB_HEADERS_MAX_BYTES) {
+        dropped.push(name);
+        continue;
+      }
+      total += bytes;
+      kept[name] = value;
+    }
+    if (dropped.length > 0) this.dropped(toolName, dropped);
+    return dropped.length === sized.length ? undefined : kept;
+  }
+
+  private dropped(toolName: string, names: string[]): void {
+    this.unlogged++;
+    const now = Date.now();
+    if (now - this.loggedAt < DROPPED_HEADERS_LOG_MS) return;
+    this.logger.warn(
+      `${this.unlogged} call(s) of queue-run task tools on request-scoped providers sent more ` +
+        `than ${JOB_HEADERS_MAX_BYTES} bytes of headers: their jobs carry the smaller headers ` +
+        `only, and their REQUEST lacks the others (the latest: ${toolName}, without ` +
+        `${names.join(', ')}); further ones are counted and logged at most once a minute`,
+    );
+    this.unlogged = 0;
+    this.loggedAt = now;
+  }
 }
 
 /** How often the failures of one provider's cleanup hook are logged after the first, at most. */

@@ -15,6 +15,13 @@ export interface QueuedCall {
    * telemetry is on: the worker's span of the run continues that trace.
    */
   readonly trace?: Readonly<{ traceparent: string; tracestate?: string }>;
+  /**
+   * For a tool on a request-scoped provider: the headers of the request that made the call,
+   * without its credentials and at most JOB_HEADERS_MAX_BYTES of them (see JobHeaders), for the
+   * `headers` of the REQUEST its worker gives the job. Absent for other tools, and when the call
+   * came without headers.
+   */
+  readonly headers?: Readonly<Record<string, string | readonly string[]>>;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { TasksConfigError } from '../errors.js';
 import { TASK_TOOL_METADATA } from '../tasks.constants.js';
@@ -16,14 +16,11 @@ const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
  * Finds `@TaskTool` methods on providers and controllers once, during module init, and builds
  * each tool's definition (JSON Schema included) so requests only look them up. Wrappers without
  * an instance or with a null prototype are skipped. A tool of a request-scoped provider (directly
- * or through a dependency) resolves its instance per call (see ScopedToolCalls); a queue-run one
- * is skipped with a warning (its worker makes no sub-tree per job yet). Duplicate names fail the
- * boot.
+ * or through a dependency) resolves its instance per call (see ScopedToolCalls), in process as in
+ * the queue worker that runs its job. Duplicate names fail the boot.
  */
 @Injectable()
 export class TaskToolExplorer implements OnModuleInit {
-  private readonly logger = new Logger('TaskToolExplorer');
-
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
@@ -62,17 +59,7 @@ export class TaskToolExplorer implements OnModuleInit {
       this.scanner,
       this.reflector,
       (wrapper, methods) => {
-        const queued = methods.filter(({ metadata }) => metadata.queue !== undefined);
-        if (queued.length > 0) {
-          this.logger.warn(
-            `${String(wrapper.name)} is request-scoped; its queue-run @TaskTool methods ` +
-              `(${queued.map(({ name }) => name).join(', ')}) are skipped: a queue worker ` +
-              'runs no request-scoped provider yet',
-          );
-        }
-        for (const method of methods) {
-          if (method.metadata.queue === undefined) scoped.push({ wrapper, method });
-        }
+        for (const method of methods) scoped.push({ wrapper, method });
       },
     );
     // Noted now, before any await: the providers' bootstrap check (task-tool.unserved.ts) reads it.

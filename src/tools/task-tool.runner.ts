@@ -25,7 +25,7 @@ import {
   type TaskOwner,
   type TaskRecord,
 } from '../task.js';
-import { isRefusal, OwnerSlots } from '../owner-slots.js';
+import { isRefusal, type OwnerSlot, OwnerSlots } from '../owner-slots.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
@@ -35,7 +35,7 @@ import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.
 import { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
 import { drainCalls, JobCall, RunningCall } from './running-call.js';
-import { taskRequestOf } from './scoped-calls.js';
+import { JobHeaders, taskRequestOf } from './scoped-calls.js';
 import { TaskToolSettler } from './task-tool.settler.js';
 import {
   createCallTask,
@@ -80,6 +80,8 @@ export class TaskToolRunner
   private readonly shutdown = new AbortController();
   /** Runs each call's method to its end and writes its outcome. */
   private readonly settler: TaskToolSettler;
+  /** What the jobs of request-scoped tools carry of their calls' headers. */
+  private readonly jobHeaders = new JobHeaders();
   /** Set when the drain starts (see `onModuleDestroy`): no new call starts from then on. */
   private draining = false;
   private startStopping!: () => void;
@@ -210,7 +212,20 @@ export class TaskToolRunner
       return true;
     };
     const { input, firstInput } = call;
-    running.done = this.settler.execute({ tool, input, context, call: running, firstInput, retry });
+    // A sub-tree per run (see ScopedToolCalls): its REQUEST is the task's owner, with the
+    // headers the job carried.
+    const request = tool.scoped
+      ? taskRequestOf(record.owner, taskId, tool.name, call.headers)
+      : undefined;
+    running.done = this.settler.execute({
+      tool,
+      input,
+      context,
+      call: running,
+      firstInput,
+      retry,
+      request,
+    });
     try {
       await running.done;
     } finally {
@@ -304,43 +319,45 @@ export class TaskToolRunner
       await this.enqueue(begun, record, parent);
       return record;
     }
-    const release = this.reserve(owner);
+    const slot = this.reserve(owner);
     let record: TaskRecord;
     try {
       record = await createCallTask(this.tasks, begun);
     } catch (error) {
-      release();
+      slot?.release();
       throw error;
     }
-    this.run(begun, record, release, parent);
+    this.run(begun, record, slot, parent);
     return record;
   }
 
   /**
-   * Counts an in-process call against its owner until `release` (its method's end), or refuses it
-   * with the quota error when the owner already has `maxTasksPerOwner` calls running here. The
+   * Counts an in-process call against its owner until its slot is given back (its method's end,
+   * RunningCall.release), or refuses it with the quota error when the owner already has
+   * `maxTasksPerOwner` calls running here. The
    * store counts the owner's stored tasks; this counts the calls, which outlive their task when
    * it expires or is deleted while the method still runs (it is stopped through its signal, but
    * a method may take its time to return). Taken synchronously, before anything is awaited, so a
    * burst of concurrent calls never passes the bound.
    */
-  private reserve(owner: TaskOwner): () => void {
+  private reserve(owner: TaskOwner): OwnerSlot | undefined {
     const slots = this.runningSlots;
-    if (slots === undefined) return () => undefined;
+    if (slots === undefined) return undefined;
     const slot = slots.take(owner);
     if (isRefusal(slot)) throw new TaskQuotaError(this.config.maxTasksPerOwner!);
-    return () => slot.release();
+    return slot;
   }
 
   /** Sends the call to the tool's queue; a queue that refuses it fails the task at once. */
   private async enqueue(
-    { tool, input, firstInput }: ToolCall,
+    { tool, input, firstInput, headers }: ToolCall,
     record: TaskRecord,
     parent: TraceParent | undefined,
   ): Promise<void> {
     const { taskId } = record;
     // A promise only when the call arrived before the telemetry API had loaded.
     const trace = await this.telemetry?.fieldsOf(parent);
+    const carried = tool.scoped ? this.jobHeaders.of(tool.name, headers) : undefined;
     try {
       await this.queue!.enqueue(
         toolQueue(tool.options.queue!),
@@ -350,6 +367,7 @@ export class TaskToolRunner
           input,
           ...(firstInput !== undefined && { firstInput }),
           ...(trace !== undefined && { trace }),
+          ...(carried !== undefined && { headers: carried }),
         },
         record.owner,
       );
@@ -380,7 +398,7 @@ export class TaskToolRunner
   private run(
     { tool, input, inline, firstInput, headers }: ToolCall,
     record: TaskRecord,
-    release: () => void,
+    slot: OwnerSlot | undefined,
     parent: TraceParent | undefined,
   ): void {
     const { taskId } = record;
@@ -402,8 +420,8 @@ export class TaskToolRunner
     const request = tool.scoped
       ? taskRequestOf(record.owner, taskId, tool.name, headers)
       : undefined;
-    call.done = this.settler
-      .execute({ tool, input, context, call, firstInput, request })
-      .finally(release);
+    // The settler gives the slot back as the method's run ends (no promise or closure of its own).
+    call.slot = slot;
+    call.done = this.settler.execute({ tool, input, context, call, firstInput, request });
   }
 }

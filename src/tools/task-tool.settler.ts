@@ -164,6 +164,7 @@ export class TaskToolSettler {
     } finally {
       context.close();
       call.stop();
+      call.release();
       this.ended(taskId);
       call.traced?.end(call.latest, retried);
     }

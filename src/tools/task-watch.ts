@@ -46,6 +46,14 @@ export abstract class TaskWatch {
   /** The task is gone. */
   protected abstract gone(error: TaskNotFoundError): void;
 
+  /**
+   * Whether the subclass watches the task's expiry itself (a running call stops at it without a
+   * read): the watch then registers no expiry of its own beside it.
+   */
+  protected get watchesExpiry(): boolean {
+    return false;
+  }
+
   /** Each read of the task ends here, with the record or the error (after `check`). */
   protected read(_outcome: TaskRecord | unknown): void {}
 
@@ -110,6 +118,7 @@ export abstract class TaskWatch {
         this.check(record);
         this.read(record);
         if (this.stopped || this.pollMs !== null || this.expiry !== undefined) return;
+        if (this.watchesExpiry) return;
         const at = expiresAt(record);
         if (at === null) return;
         this.expiry = this.expired.bind(this);

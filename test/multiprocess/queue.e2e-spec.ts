@@ -3,6 +3,7 @@ import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import {
   buildFixture,
   call,
+  type FixtureEvent,
   type FixtureProcess,
   getTask,
   killAll,
@@ -216,6 +217,33 @@ describe('queue-run task tools over BullMQ, across processes', () => {
     expect(done.error).toEqual({ code: -32603, message: 'Internal error' });
     expect(runsOf([first, second, third], taskId)).toHaveLength(2);
     worker1 = third;
+  }, 60_000);
+
+  it('a worker process runs a request-scoped tool on a sub-tree per job; after a kill, the next worker makes a fresh one', async () => {
+    // worker1 (HANG=1) is the only worker: it takes the job, reports its REQUEST and hangs.
+    const taskId = await startTask(apiA, 'q_scoped');
+    const isRun = (event: FixtureEvent) => event.event === 'run' && event.taskId === taskId;
+    const first = await worker1.waitFor(isRun);
+    const request = {
+      principal: 'alice',
+      taskId,
+      toolName: 'q_scoped',
+      headers: expect.objectContaining({ 'mcp-name': 'q_scoped' }),
+    };
+    expect(first.request).toEqual(request);
+    expect((first.request as { headers: object }).headers).not.toHaveProperty('authorization');
+    const worker5 = await startFixture({ ...env(), ROLE: 'worker' });
+    await worker1.kill();
+    const again = await worker5.waitFor(isRun, 20_000);
+    expect(again.request).toEqual(request);
+    const done = await pollTask(apiA, taskId, (task) => TERMINAL.has(task.status as string));
+    expect(done.status).toBe('completed');
+    expect(textOf(done)).toBe(`alice on ${worker5.pid}`);
+    // The new worker's sub-tree ended with its run (its own instance); the killed one's never did.
+    const ended = await worker5.waitFor((e) => e.event === 'destroyed' && e.taskId === taskId);
+    expect(ended.serial).toBe(again.serial);
+    expect(worker1.events.some((e) => e.event === 'destroyed' && e.taskId === taskId)).toBe(false);
+    worker1 = worker5;
   }, 60_000);
 
   it('leaves no task working', async () => {

@@ -355,6 +355,31 @@ describe("PostgresTaskStore: the owners' counts", () => {
   });
 });
 
+describe('PostgresTaskStore: writes that send their change', () => {
+  it('a NOTIFY PostgreSQL refuses does not lose the write: it goes alone, and is not marked sent', async () => {
+    const store = new PostgresTaskStore({ connection: postgres.url, schema: 'notify_refused' });
+    try {
+      const task = newTask(newTaskId(), { principal: 'alice' }, { ttlMs: 60_000 }, Date.now());
+      await store.create(task, { maxRows: null });
+      // An empty channel name: pg_notify raises 22023, as it raises 54000 with its queue full.
+      store.sendChanges({
+        channelOf: () => '',
+        origin: 'o'.repeat(12),
+        reference: (record) => `${record.version} ${record.taskId}`,
+        everyChange: () => null,
+      });
+      const changed = { ...task, statusMessage: 'half way', version: 2 };
+      expect(await store.compareAndSet(changed, 1)).toBe(true);
+      expect(store.sentChange(changed)).toBe(false);
+      expect(await store.get(task.taskId)).toEqual(changed);
+      // The version moved on: the same write again loses, as any stale compare-and-set does.
+      expect(await store.compareAndSet({ ...changed, version: 3 }, 1)).toBe(false);
+    } finally {
+      await store.onApplicationShutdown();
+    }
+  });
+});
+
 describe('PostgresTaskStore: round trips', () => {
   it('every operation is one round trip once the schema is set up', async () => {
     // One connection, whose share of maxRows (1,000 / 64 shards) the first create makes: that
