@@ -36,6 +36,7 @@ export const TIERS = {
     'test/multiprocess/',
     'test/newcomer/arguments.e2e-spec.ts',
     'test/notify/fanout.spec.ts',
+    'test/pg-boss/',
     'test/postgres/',
     'test/redis/',
     'test/rekog/',

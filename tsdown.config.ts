@@ -38,7 +38,7 @@ const CLIENT_SHARES = /src[\\/](tasks\.constants|object-shape)\.ts$/;
  * CPU against 38 (medians of 15, peers loaded already); with it, 6 modules and 22 ms.
  */
 const SERVER =
-  /src[\\/](?!(client|redis|postgres|bullmq|health|rekog|testing|entries)[\\/]|index\.ts$)/;
+  /src[\\/](?!(client|redis|postgres|bullmq|pg-boss|health|rekog|testing|entries)[\\/]|index\.ts$)/;
 
 /** The entries of package.json "exports", by their path under dist/ without the extension. */
 const entry = {
@@ -49,6 +49,7 @@ const entry = {
   'front/index': 'src/entries/front.ts',
   'redis/index': 'src/redis/index.ts',
   'bullmq/index': 'src/bullmq/index.ts',
+  'pg-boss/index': 'src/pg-boss/index.ts',
   'client/index': 'src/client/index.ts',
   'testing/index': 'src/testing/index.ts',
   'health/index': 'src/health/index.ts',

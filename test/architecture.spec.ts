@@ -211,13 +211,15 @@ describe('architecture of src/', () => {
     expect(read('janitor/tasks.janitor.ts')).toContain("import('@nestjs/schedule')");
   });
 
-  it('imports bullmq, @nestjs/bullmq, ioredis, pg, @nestjs/terminus and @rekog/mcp-nest only under their own entries', () => {
+  it('imports bullmq, @nestjs/bullmq, pg-boss, ioredis, pg, @nestjs/terminus and @rekog/mcp-nest only under their own entries', () => {
     // The main entry (and every folder it loads) must not load an optional peer it does not need:
-    // the queue's peers live under bullmq/, ioredis under redis/, pg under postgres/,
+    // the queue's peers live under bullmq/ (and pg-boss under pg-boss/), ioredis under redis/, pg
+    // under postgres/,
     // @nestjs/terminus under health/ and @rekog/mcp-nest under rekog/ (reached through their
     // subpaths).
     const PEERS: Record<string, RegExp> = {
       bullmq: /from\s+['"](bullmq|@nestjs\/bullmq)['"]/,
+      'pg-boss': /from\s+['"]pg-boss['"]/,
       redis: /from\s+['"]ioredis['"]/,
       postgres: /from\s+['"]pg['"]/,
       health: /from\s+['"]@nestjs\/terminus['"]/,
@@ -238,6 +240,9 @@ describe('architecture of src/', () => {
     expect(VALUE(PEERS.bullmq!).test("import { getQueueToken } from '@nestjs/bullmq';")).toBe(true);
     expect(readFileSync(join(ROOT, 'bullmq/task-queue.workers.ts'), 'utf8')).toMatch(
       VALUE(PEERS.bullmq!),
+    );
+    expect(readFileSync(join(ROOT, 'pg-boss/pg-boss-task-queue.ts'), 'utf8')).toMatch(
+      VALUE(PEERS['pg-boss']!),
     );
     expect(VALUE(PEERS.health!).test("import { TerminusModule } from '@nestjs/terminus';")).toBe(
       true,
@@ -331,6 +336,7 @@ describe('public names beside the SDK', () => {
     'redis/index.ts',
     'postgres/index.ts',
     'bullmq/index.ts',
+    'pg-boss/index.ts',
     'health/index.ts',
     'client/index.ts',
     'testing/index.ts',
@@ -406,10 +412,12 @@ describe('public names beside the SDK', () => {
     expect(shadows).toEqual([]);
   });
 
-  it('keeps the root entry to 40 names, and every name in one entry (the client’s aside)', () => {
+  it('keeps the root entry to 40 names, and every name in one entry (the client’s and the queue runners’ aside)', () => {
     // The root is what an app author writes every day (issue 36); the rest goes to the subpath
     // that says who it is for. `/client` serves Node clients without Nest, which must not load the
     // root to name TASKS_EXTENSION_ID or TaskState: the same declarations, exported there too.
+    // `/bullmq` and `/pg-boss` are two runners of one shape (issue 38: switching is an import and
+    // a connection): an app imports one of them, so they name their module and options alike.
     const root = namesOf('index.ts');
     expect(root.size).toBeLessThanOrEqual(40);
     const holders = new Map<string, string[]>();
@@ -417,8 +425,12 @@ describe('public names beside the SDK', () => {
       for (const name of namesOf(entry).keys())
         holders.set(name, [...(holders.get(name) ?? []), entry]);
     }
+    const RUNNERS = ['bullmq/index.ts', 'pg-boss/index.ts'];
+    const MIRRORED = ['TasksQueueModule', 'TasksQueueModuleOptions', 'TaskWorkerOptions'];
+    for (const name of MIRRORED) expect([name, holders.get(name)]).toEqual([name, RUNNERS]);
     const inTwo: string[] = [];
     for (const [name, entries] of holders) {
+      if (MIRRORED.includes(name)) continue;
       const serverSide = entries.filter((entry) => entry !== 'client/index.ts');
       if (serverSide.length > 1) inTwo.push(`${name}: ${serverSide.join(', ')}`);
     }

@@ -125,7 +125,7 @@ export class TaskToolRunner
     const names = queued.map((tool) => `"${tool.name}"`).join(', ');
     throw new TasksConfigError(
       `Task tools ${names} run on a queue, but the app has no task queue: add ` +
-        `TasksQueueModule.forRoot() (entry nestjs-mcp-tasks/bullmq) to its imports`,
+        `TasksQueueModule.forRoot() (entry nestjs-mcp-tasks/bullmq, or nestjs-mcp-tasks/pg-boss) to its imports`,
     );
   }
 

@@ -582,6 +582,13 @@ const REKOG_PACKAGES = [
   'zod',
 ];
 
+/**
+ * What the ESM app installs beside the README's peers for the pages' snippets it compiles: the
+ * queue page's pg-boss runner needs pg-boss 10 (`npm install pg pg-boss@10` there; pg comes with
+ * it), which the README's install lines leave out as an optional peer.
+ */
+const PAGE_PACKAGES = ['pg-boss'];
+
 /** Runs the app's client against its endpoint; resolves with the report it printed last. */
 async function drive<Report = ClientReport>(app: App): Promise<Report> {
   const { stdout } = await run(
@@ -640,7 +647,15 @@ describe('consumer check: the packed package in five throwaway apps', () => {
 
     const peers = readmePeers(readme);
     cjs = writeApp('cjs-express', work, tarball, peers, '@nestjs/platform-express', 'commonjs');
-    esm = writeApp('esm-fastify', work, tarball, peers, '@nestjs/platform-fastify', 'module');
+    esm = writeApp(
+      'esm-fastify',
+      work,
+      tarball,
+      peers,
+      '@nestjs/platform-fastify',
+      'module',
+      PAGE_PACKAGES,
+    );
     rekog = writeApp(
       'rekog',
       work,

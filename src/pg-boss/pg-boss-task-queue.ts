@@ -1,0 +1,272 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
+import { createHash } from 'node:crypto';
+import PgBoss from 'pg-boss';
+import { TasksConfigError } from '../errors.js';
+import { postgresAddress } from '../postgres/postgres-connection.js';
+import type { TaskOwner } from '../task.js';
+import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
+import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
+import {
+  checkQueueOptions,
+  isFairQueue,
+  TASKS_PG_BOSS_OPTIONS,
+  type TasksQueueModuleOptions,
+} from './tasks-queue.options.js';
+
+/** What a job carries: the call, and the answers its runs took (for a later run). */
+export interface PgBossJobData extends QueuedCall {
+  answers?: Readonly<Record<string, unknown>>;
+  /**
+   * On a fair queue: the key of the task's owner (a hash of principal and tenant), by which the
+   * owner's jobs that wait or run are counted.
+   */
+  ownerKey?: string;
+}
+
+/**
+ * How many owner ranks one priority level holds on a fair queue: a job's pg-boss priority is
+ * `level × FAIR_RANKS + (FAIR_RANKS − rank)` (pg-boss runs higher priorities first), its level the
+ * tool's `priority` option (0 without one), its rank 1 + how many of its owner's jobs wait or run
+ * on the queue. Ranks past `FAIR_RANKS − 1` share the last one.
+ */
+export const FAIR_RANKS = 1_024;
+
+/** The largest `priority` level (either sign) a tool on a fair queue may set. */
+export const FAIR_MAX_LEVEL = 2_047;
+
+/** The key of an owner's turns: a hash of its principal and tenant, naming no one. */
+export function fairOwnerKey(owner: TaskOwner): string {
+  return createHash('sha256')
+    .update(JSON.stringify([owner.principal ?? null, owner.tenant ?? null]))
+    .digest('base64url')
+    .slice(0, 22);
+}
+
+/** The pg-boss priority of a job on a fair queue: its level's band, its rank within it. */
+export function fairPriority(level: number, rank: number): number {
+  return level * FAIR_RANKS + FAIR_RANKS - Math.min(Math.max(rank, 1), FAIR_RANKS - 1);
+}
+
+/** How many times making a queue is tried when PostgreSQL aborted it (a deadlock, a race). */
+const MAKE_ATTEMPTS = 3;
+
+/** How often the errors pg-boss reports are logged, after the first. */
+export const QUEUE_ERROR_LOG_MS = 60_000;
+
+/**
+ * The TaskQueue on pg-boss: one PgBoss for the app (made from `connection`, or the app's own), its
+ * queues made at startup with their `queues` options. A job is the call (`PgBossJobData`), sent to
+ * the tool's queue with the tool's `jobOptions` (pg-boss's send options: `retryLimit`,
+ * `expireInSeconds`, `priority`, `startAfter`...) over the queue's own.
+ */
+@Injectable()
+export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('TaskQueueWorkers');
+  /** The PgBoss of the queues. */
+  readonly boss: PgBoss;
+  /** The PostgreSQL schema of pg-boss's tables. */
+  readonly schema: string;
+  private lastLogged = 0;
+  private since = 0;
+  /** The queues made (or found) so far, by name. */
+  private readonly made = new Map<string, Promise<void>>();
+  /** What the shutdown waits for before it stops the PgBoss (see `holdUntil`). */
+  private readonly held: Promise<unknown>[] = [];
+  /** The last queue being made: the next waits for it. */
+  private making: Promise<void> = Promise.resolve();
+  /** The last add of each owner on each queue (`queue owner`): the next waits for it. */
+  private readonly adding = new Map<string, Promise<unknown>>();
+  /** Called when this process sends a job to a queue: its idle slots look at once. */
+  onSent: ((queue: string) => void) | undefined;
+
+  constructor(@Inject(TASKS_PG_BOSS_OPTIONS) private readonly options: TasksQueueModuleOptions) {
+    super();
+    checkQueueOptions(options);
+    const { connection } = options;
+    this.schema = (typeof connection === 'string' ? undefined : connection.schema) ?? 'pgboss';
+    // No cron here: the scheduler's clock checks and monitors would be work for nothing.
+    this.boss = new PgBoss(
+      typeof connection === 'string'
+        ? { connectionString: connection, schedule: false }
+        : { schedule: false, ...connection },
+    );
+    this.boss.on('error', (error) => this.error(error));
+  }
+
+  async onModuleInit(): Promise<void> {
+    // pg-boss makes (or migrates) its schema at start, in a transaction with an advisory lock:
+    // several instances may boot at once.
+    try {
+      await this.boss.start();
+    } catch (error) {
+      // Its pool would keep the process alive after the failed boot.
+      await this.boss.stop({ graceful: false, wait: false }).catch(() => undefined);
+      const own = error instanceof Error ? error.message : String(error);
+      throw new Error(
+        `TasksQueueModule (pg-boss) could not start on ${this.address()} (${own}): check that ` +
+          "PostgreSQL runs there and that the module's connection names the right host, port " +
+          'and database',
+        { cause: error },
+      );
+    }
+  }
+
+  /** Where the queues' PostgreSQL is, for messages (never a password). */
+  private address(): string {
+    const { connection } = this.options;
+    const config = typeof connection === 'string' ? { connectionString: connection } : connection;
+    // postgresAddress reads a pool's options: pg-boss's constructor options are the same keys.
+    return postgresAddress({ options: config } as unknown as Parameters<typeof postgresAddress>[0]);
+  }
+
+  /** Holds the PgBoss open at shutdown until `work` ends (the workers' last writes). */
+  holdUntil(work: Promise<unknown>): void {
+    this.held.push(work.catch(() => undefined));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    // Nest may call this hook beside the workers' own: the jobs they give back at shutdown are
+    // written first. `graceful: false`: they run through this module's slots, not pg-boss's
+    // workers, so there is nothing of pg-boss's to wait for.
+    await Promise.all(this.held);
+    await this.boss.stop({ graceful: false, wait: true, timeout: 1_000 });
+  }
+
+  /**
+   * Makes the queue (pg-boss 10 sends nothing to a queue it does not have), with its `queues`
+   * options; a queue that exists takes them too. Once per queue and process, one queue at a time:
+   * pg-boss makes a table partition per queue, and two made at once can deadlock (PostgreSQL then
+   * aborts one: it is tried again, as one made by another instance at the same moment is).
+   */
+  ensureQueue(name: string): Promise<void> {
+    let made = this.made.get(name);
+    if (made === undefined) {
+      made = this.making.then(() => this.makeQueue(name));
+      this.making = made.catch(() => undefined);
+      made.catch(() => this.made.delete(name));
+      this.made.set(name, made);
+    }
+    return made;
+  }
+
+  private async makeQueue(name: string): Promise<void> {
+    const options = this.options.queues?.[name];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const existing = await this.boss.getQueue(name);
+        if (existing === null) {
+          await this.boss.createQueue(name, { name, ...options });
+        } else if (options !== undefined) {
+          await this.boss.updateQueue(name, { name, ...options });
+        }
+        return;
+      } catch (error) {
+        // 40P01 deadlock_detected, 23505 unique_violation (another instance made it just now).
+        const code = (error as { code?: unknown }).code;
+        if (attempt >= MAKE_ATTEMPTS || (code !== '40P01' && code !== '23505')) throw error;
+      }
+    }
+  }
+
+  /** Whether the queue of that name takes fair turns across owners. */
+  isFair(name: string): boolean {
+    return isFairQueue(this.options, name);
+  }
+
+  /** The priority level of a tool's jobs: its `priority` job option (0 without one). */
+  priorityLevel(queue: Readonly<TaskToolQueue>): number {
+    return (queue.jobOptions as PgBoss.SendOptions | undefined)?.priority ?? 0;
+  }
+
+  /** A tool on a fair queue whose `priority` leaves no room for the ranks fails the boot. */
+  checkFairLevel(tool: string, queue: Readonly<TaskToolQueue>): void {
+    if (!this.isFair(queue.name)) return;
+    const level = this.priorityLevel(queue);
+    if (Number.isInteger(level) && Math.abs(level) <= FAIR_MAX_LEVEL) return;
+    throw new TasksConfigError(
+      `Task tool "${tool}" runs on the fair queue "${queue.name}" with priority ${String(level)}: ` +
+        `on a fair queue a priority is an integer from -${FAIR_MAX_LEVEL} to ${FAIR_MAX_LEVEL} ` +
+        `(each level holds ${FAIR_RANKS} owner ranks); change it, or set fair: { '${queue.name}': ` +
+        'false } in TasksQueueModule.forRoot',
+    );
+  }
+
+  async enqueue(
+    queue: Readonly<TaskToolQueue>,
+    call: QueuedCall,
+    owner: Required<TaskOwner>,
+  ): Promise<void> {
+    await this.ensureQueue(queue.name);
+    const data: PgBossJobData = { ...call };
+    const options = { ...(queue.jobOptions as PgBoss.SendOptions | undefined) };
+    if (!this.isFair(queue.name)) return await this.send(queue.name, data, options);
+    // The owner's rank is read from pg-boss's own rows (its jobs that wait or run): nothing of
+    // this module's to keep or to heal. One owner's adds in this process go one at a time, so
+    // that each counts the one before; adds of one owner on two instances at the same moment
+    // may share a rank.
+    const ownerKey = fairOwnerKey(owner);
+    data.ownerKey = ownerKey;
+    const key = `${queue.name} ${ownerKey}`;
+    const before = this.adding.get(key) ?? Promise.resolve();
+    const add = before
+      .catch(() => undefined)
+      .then(async () => {
+        const { rows } = (await this.boss
+          .getDb()
+          .executeSql(
+            `SELECT count(*)::int AS n FROM "${this.schema}".job WHERE name = $1 ` +
+              `AND state < 'completed' AND data->>'ownerKey' = $2`,
+            [queue.name, ownerKey],
+          )) as { rows: { n: number }[] };
+        options.priority = fairPriority(this.priorityLevel(queue), (rows[0]?.n ?? 0) + 1);
+        await this.send(queue.name, data, options);
+      });
+    this.adding.set(key, add);
+    try {
+      await add;
+    } finally {
+      if (this.adding.get(key) === add) this.adding.delete(key);
+    }
+  }
+
+  private async send(
+    name: string,
+    data: PgBossJobData,
+    options: PgBoss.SendOptions,
+  ): Promise<void> {
+    const id = await this.boss.send(name, data, options);
+    if (id === null) {
+      // pg-boss answers null when a policy (singleton, stately, a singletonKey) keeps the job out.
+      throw new Error(
+        `pg-boss did not take the job on queue "${name}" (a singleton policy or key kept it out)`,
+      );
+    }
+    this.onSent?.(name);
+  }
+
+  /**
+   * Logs an error pg-boss reports (a lost connection, a failed maintenance): the first, then
+   * once a minute with how many came meanwhile.
+   */
+  error(error: unknown): void {
+    const now = Date.now();
+    if (now - this.lastLogged < QUEUE_ERROR_LOG_MS) {
+      this.since++;
+      return;
+    }
+    const more = this.since > 0 ? ` (${this.since} more since the last one logged)` : '';
+    this.lastLogged = now;
+    this.since = 0;
+    const message =
+      error instanceof Error
+        ? error.message
+        : String((error as { message?: unknown })?.message ?? error);
+    this.logger.error(`pg-boss: ${message}${more} (its errors are logged once a minute)`);
+  }
+}
