@@ -15,8 +15,8 @@ import {
  * measured from outside: the time from the moment the cancel is sent to the method's `abort`
  * event, as the method reports it (often before the cancel's own answer is back: the notifier
  * carries the change while the answer travels). In-process calls (held by the instance that took the call) and queue-run
- * jobs (on a BullMQ worker process), on the Redis store and on the PostgreSQL store (whose
- * queue-run tools still run on BullMQ over Redis). The figures are printed for
+ * jobs (on a worker process), on the Redis store with BullMQ, on the PostgreSQL store with
+ * BullMQ over Redis, and on PostgreSQL alone with pg-boss. The figures are printed for
  * docs/reliability.md; the test holds a correctness bound (the cancel arrives, within 1 s), not a
  * speed target.
  */
@@ -40,13 +40,17 @@ afterAll(async () => {
   if (figures.length > 0) console.log(`cancel from another instance:\n${figures.join('\n')}`);
 });
 
-/** Two instances taking calls and a worker process, on one store. */
+/**
+ * Two instances taking calls and a worker process, on one store. The first starts alone: it makes
+ * the schemas (the store's, pg-boss's) that the others then find.
+ */
 async function deployment(env: Record<string, string>) {
-  return Promise.all([
-    startFixture({ ...env, ROLE: 'api' }),
+  const first = await startFixture({ ...env, ROLE: 'api' });
+  const [second, worker] = await Promise.all([
     startFixture({ ...env, ROLE: 'api' }),
     startFixture({ ...env, ROLE: 'worker' }),
   ]);
+  return [first, second, worker] as const;
 }
 
 /**
@@ -103,5 +107,16 @@ describe('a cancel on one instance stops the method on another process', () => {
     });
     record('PostgreSQL store, in-process call', await measure(a, b, a, 'p_until_cancel'));
     record('PostgreSQL store, BullMQ job', await measure(a, b, worker, 'q_until_cancel'));
+  }, 60_000);
+
+  it('on PostgreSQL alone: an in-process call and a pg-boss job', async () => {
+    const [a, b, worker] = await deployment({
+      POSTGRES_URL: postgres.url,
+      PG_SCHEMA: 'cancelpb',
+      PGBOSS_SCHEMA: 'cancelpb_boss',
+      RUNNER: 'pg-boss',
+    });
+    record('PostgreSQL alone, in-process call', await measure(a, b, a, 'p_until_cancel'));
+    record('PostgreSQL alone, pg-boss job', await measure(a, b, worker, 'q_until_cancel'));
   }, 60_000);
 });
