@@ -20,8 +20,9 @@ const tick = (ms: number, signal: AbortSignal): Promise<void> =>
   });
 
 /**
- * The demo's queue-run tool (with REDIS_URL only): each call is a BullMQ job on the queue
- * `demo-jobs`, run by any demo process with a worker (`npm start` or `npm run worker`).
+ * The demo's queue-run tool (with REDIS_URL or POSTGRES_URL): each call is a job on the queue
+ * `demo-jobs` (BullMQ on Redis, or pg-boss on PostgreSQL alone: see `demoQueue`), run by any demo
+ * process with a worker (`npm start` or `npm run worker`).
  */
 @Injectable()
 export class DemoQueueTools {

@@ -6,7 +6,8 @@ import type { TasksModuleExtras } from '../src/entries/options.js';
 import { PostgresTaskStore, postgresNotifier } from '../src/postgres/index.js';
 import { RedisTaskStore, redisNotifier } from '../src/redis/index.js';
 import { BullModule } from '@nestjs/bullmq';
-import { TasksQueueModule } from '../src/bullmq/index.js';
+import { TasksQueueModule as BullTasksQueueModule } from '../src/bullmq/index.js';
+import { TasksQueueModule as PgBossTasksQueueModule } from '../src/pg-boss/index.js';
 import { DemoAuthGuard } from './demo-auth.guard.js';
 import { DemoAdminGuard, prepareConsoleAssets } from './demo-console.js';
 import { DemoQueueTools } from './demo-queue.tools.js';
@@ -18,9 +19,10 @@ export type DemoStorage = Pick<TasksModuleExtras, 'store' | 'notifier'>;
 /**
  * The storage the environment names: with `POSTGRES_URL`, the PostgreSQL store and notifier in
  * the schema `demo` (set up on first use); else with `REDIS_URL`, the Redis store and notifier
- * under the prefix `demo:`. Either way demo instances on several ports share their tasks (with
- * both set, tasks live in PostgreSQL and the queue-run tool keeps BullMQ on Redis, see
- * `demoQueue`). Without either, `undefined` (the in-memory store of a single instance).
+ * under the prefix `demo:`. Either way demo instances on several ports share their tasks, and the
+ * queue-run tool runs on the same server (see `demoQueue`; with both set, tasks live in
+ * PostgreSQL and the queue keeps BullMQ on Redis). Without either, `undefined` (the in-memory
+ * store of a single instance).
  */
 export function demoStorage(env: NodeJS.ProcessEnv = process.env): DemoStorage | undefined {
   if (env.POSTGRES_URL) {
@@ -50,17 +52,59 @@ function preparePostgresSchema(): void {
 }
 
 /**
- * Where the demo's queue-run tool (`long_job`) sends its jobs: the Redis of `REDIS_URL` (queue
- * `demo-jobs`, prefix `demo:bull`), or `undefined` without it (the tool is then not offered).
- * `worker: false` for a process that only takes calls.
+ * Where the demo's queue-run tool (`long_job`, queue `demo-jobs`) sends its jobs: with
+ * `REDIS_URL`, BullMQ on that Redis (prefix `demo:bull`), also when `POSTGRES_URL` holds the
+ * tasks; with `POSTGRES_URL` alone, pg-boss in that PostgreSQL (its tables in the schema
+ * `demo_pgboss`, beside the tasks' `demo`), so a demo on PostgreSQL alone needs no other server;
+ * without either, `undefined` (the tool is then not offered). `worker: false` for a process that
+ * only takes calls.
  */
 export interface DemoQueue {
+  runner: 'bullmq' | 'pg-boss';
+  /** The `REDIS_URL` (BullMQ) or the `POSTGRES_URL` (pg-boss). */
   url: string;
   worker?: boolean;
 }
 
 export function demoQueue(env: NodeJS.ProcessEnv = process.env): DemoQueue | undefined {
-  return env.REDIS_URL ? { url: env.REDIS_URL } : undefined;
+  if (env.REDIS_URL) return { runner: 'bullmq', url: env.REDIS_URL };
+  if (env.POSTGRES_URL) return { runner: 'pg-boss', url: env.POSTGRES_URL };
+  return undefined;
+}
+
+/** pg-boss's schema in the demo's PostgreSQL: its own, beside the tasks' schema `demo`. */
+export const DEMO_PG_BOSS_SCHEMA = 'demo_pgboss';
+
+/**
+ * How often an idle pg-boss slot of the demo looks for a job, in seconds: pg-boss's least (its
+ * default is 2). `npm start` and `npm run worker` are separate processes, and a job sent by one
+ * wakes no slot of the other: at 2 s, a `long_job` taken by the worker could start up to 2 s
+ * after its call, where BullMQ's blocking fetch takes it within milliseconds. The cost is one
+ * query per idle slot (one per process) twice a second.
+ */
+const DEMO_PG_BOSS_POLLING_SECONDS = 0.5;
+
+/**
+ * The one line the demo logs at startup on the queue-run tool: which runner it chose, and the
+ * variables that chose it.
+ */
+export function demoQueueLine(env: NodeJS.ProcessEnv = process.env): string {
+  const queue = demoQueue(env);
+  if (queue === undefined) {
+    return (
+      'Queue-run tool long_job: not offered (neither REDIS_URL nor POSTGRES_URL is set); ' +
+      'the task tools run in this process'
+    );
+  }
+  const runs = 'jobs on demo-jobs, run by `npm start` and `npm run worker`';
+  if (queue.runner === 'bullmq') {
+    const tasks = env.POSTGRES_URL ? '; the tasks stay in PostgreSQL' : '';
+    return `Queue-run tool long_job: BullMQ on Redis (REDIS_URL is set${tasks}), prefix demo:bull, ${runs}`;
+  }
+  return (
+    'Queue-run tool long_job: pg-boss on PostgreSQL (POSTGRES_URL is set, REDIS_URL is not), ' +
+    `schema ${DEMO_PG_BOSS_SCHEMA}, ${runs}`
+  );
 }
 
 /** BullMQ's connection options for a `redis://` URL. */
@@ -77,13 +121,26 @@ function bullConnection(url: string) {
   };
 }
 
-/** The modules and provider of the queue-run tool. */
+/** The modules and provider of the queue-run tool, on the runner `demoQueue` chose. */
 function demoQueueParts(queue: DemoQueue): Pick<DynamicModule, 'imports' | 'providers'> {
+  const worker = queue.worker !== false;
+  if (queue.runner === 'pg-boss') {
+    return {
+      imports: [
+        PgBossTasksQueueModule.forRoot({
+          connection: { connectionString: queue.url, schema: DEMO_PG_BOSS_SCHEMA },
+          worker,
+          workers: { 'demo-jobs': { pollingIntervalSeconds: DEMO_PG_BOSS_POLLING_SECONDS } },
+        }),
+      ],
+      providers: [DemoQueueTools],
+    };
+  }
   return {
     imports: [
       BullModule.forRoot({ connection: bullConnection(queue.url), prefix: 'demo:bull' }),
       BullModule.registerQueue({ name: 'demo-jobs' }),
-      TasksQueueModule.forRoot({ worker: queue.worker !== false }),
+      BullTasksQueueModule.forRoot({ worker }),
     ],
     providers: [DemoQueueTools],
   };

@@ -1,12 +1,19 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import { DEMO_CONSOLE_PATH, DemoModule, demoQueue, demoStorage } from './demo.module.js';
+import {
+  DEMO_CONSOLE_PATH,
+  DemoModule,
+  demoQueue,
+  demoQueueLine,
+  demoStorage,
+} from './demo.module.js';
 
 /**
  * The demo server: the endpoint at /mcp, on PORT (default 3000). With POSTGRES_URL its tasks live
  * in PostgreSQL (schema `demo`), else with REDIS_URL in Redis (prefix `demo:`), and instances on
- * several ports share them; with REDIS_URL it offers `long_job`, a queue-run tool whose jobs it
- * runs too (on Redis, also when POSTGRES_URL holds the tasks); without either, in memory.
+ * several ports share them. With either it offers `long_job`, a queue-run tool whose jobs it runs
+ * too: on BullMQ with REDIS_URL (also when POSTGRES_URL holds the tasks), else on pg-boss in the
+ * PostgreSQL of POSTGRES_URL. Without either, tasks in memory and no queue.
  */
 async function main(): Promise<void> {
   const lacking = process.env.DEMO_WHEN_CLIENT_LACKS_TASKS;
@@ -38,8 +45,7 @@ async function main(): Promise<void> {
   console.log(`Tasks: ${where}`);
   if (lacking === 'inline')
     console.log('Task tools: run inline for clients without the tasks extension');
-  if (demoQueue())
-    console.log('Queue-run tool long_job: jobs on demo-jobs, run here and by `npm run worker`');
+  console.log(demoQueueLine());
 }
 
 void main();

@@ -1,28 +1,51 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type DemoOnRedis, startDemoOnRedis } from '../support/demo-on-redis.js';
-import { startTestRedis, type TestRedis } from '../support/redis-server.js';
+import { demoQueue, demoQueueLine } from '../../examples/demo.module.js';
+import {
+  DEMO_QUEUE_SERVERS,
+  type DemoOnQueue,
+  startDemoOnQueue,
+} from '../support/demo-on-queue.js';
 import type { RunningApp } from '../support/app.js';
 import { eventually, rpc } from '../support/sse.js';
 
 /**
- * The demo as the README runs it with REDIS_URL: `npm start` offers long_job, a queue-run tool,
- * and `npm run worker` (the same module as an application context) runs its jobs. Here the
- * instance that takes the call runs none (`worker: false`), so the job can only run on the worker.
+ * The demo as the README runs it with REDIS_URL alone (BullMQ) and with POSTGRES_URL alone
+ * (pg-boss): `npm start` offers long_job, a queue-run tool, and `npm run worker` (the same module
+ * as an application context) runs its jobs. Here the instance that takes the call runs none
+ * (`worker: false`), so the job can only run on the worker.
  */
-describe('the demo on Redis: long_job runs on the worker process', () => {
-  let redis: TestRedis;
-  let demo: DemoOnRedis;
+describe('the runner the demo picks from its environment', () => {
+  it('BullMQ with REDIS_URL (with or without POSTGRES_URL), pg-boss with POSTGRES_URL alone', () => {
+    const redis = 'redis://127.0.0.1:6379';
+    const postgres = 'postgres://127.0.0.1:5432/postgres';
+    expect(demoQueue({})).toBeUndefined();
+    expect(demoQueue({ REDIS_URL: redis })?.runner).toBe('bullmq');
+    expect(demoQueue({ REDIS_URL: redis, POSTGRES_URL: postgres })?.runner).toBe('bullmq');
+    expect(demoQueue({ POSTGRES_URL: postgres })?.runner).toBe('pg-boss');
+    // The startup line names the runner and the variable that chose it.
+    expect(demoQueueLine({})).toMatch(/not offered \(neither REDIS_URL nor POSTGRES_URL/);
+    expect(demoQueueLine({ REDIS_URL: redis })).toMatch(/BullMQ on Redis \(REDIS_URL is set\)/);
+    expect(demoQueueLine({ POSTGRES_URL: postgres })).toMatch(
+      /pg-boss on PostgreSQL \(POSTGRES_URL is set, REDIS_URL is not\)/,
+    );
+  });
+});
+
+describe.each(DEMO_QUEUE_SERVERS)('the demo on %s: long_job runs on the worker', (server) => {
+  let demo: DemoOnQueue;
   let api: RunningApp;
 
   beforeAll(async () => {
-    redis = await startTestRedis();
-    demo = await startDemoOnRedis(redis.url);
+    demo = await startDemoOnQueue(server);
     api = demo.api;
   }, 60_000);
 
   afterAll(async () => {
     await demo?.close();
-    await redis?.stop();
+  }, 30_000);
+
+  it('runs on the runner the README says', () => {
+    expect(demo.runner).toBe(server === 'redis' ? 'bullmq' : 'pg-boss');
   });
 
   it('lists long_job, reports progress each second and completes with its text', async () => {
