@@ -76,15 +76,6 @@ export function demoQueue(env: NodeJS.ProcessEnv = process.env): DemoQueue | und
 export const DEMO_PG_BOSS_SCHEMA = 'demo_pgboss';
 
 /**
- * How often an idle pg-boss slot of the demo looks for a job, in seconds: pg-boss's least (its
- * default is 2). `npm start` and `npm run worker` are separate processes, and a job sent by one
- * wakes no slot of the other: at 2 s, a `long_job` taken by the worker could start up to 2 s
- * after its call, where BullMQ's blocking fetch takes it within milliseconds. The cost is one
- * query per idle slot (one per process) twice a second.
- */
-const DEMO_PG_BOSS_POLLING_SECONDS = 0.5;
-
-/**
  * The one line the demo logs at startup on the queue-run tool: which runner it chose, and the
  * variables that chose it.
  */
@@ -130,7 +121,6 @@ function demoQueueParts(queue: DemoQueue): Pick<DynamicModule, 'imports' | 'prov
         PgBossTasksQueueModule.forRoot({
           connection: { connectionString: queue.url, schema: DEMO_PG_BOSS_SCHEMA },
           worker,
-          workers: { 'demo-jobs': { pollingIntervalSeconds: DEMO_PG_BOSS_POLLING_SECONDS } },
         }),
       ],
       providers: [DemoQueueTools],

@@ -12,6 +12,7 @@ import { postgresAddress } from '../postgres/postgres-connection.js';
 import type { TaskOwner } from '../task.js';
 import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
+import { JobNotices } from './job-notices.js';
 import {
   checkQueueOptions,
   isFairQueue,
@@ -82,8 +83,10 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
   private making: Promise<void> = Promise.resolve();
   /** The last add of each owner on each queue (`queue owner`): the next waits for it. */
   private readonly adding = new Map<string, Promise<unknown>>();
-  /** Called when this process sends a job to a queue: its idle slots look at once. */
+  /** Called when this process sends a job to a queue: an idle slot looks at once. */
   onSent: ((queue: string) => void) | undefined;
+  /** The notices of jobs sent, to the workers of every process (see JobNotices). */
+  readonly notices: JobNotices;
 
   constructor(@Inject(TASKS_PG_BOSS_OPTIONS) private readonly options: TasksQueueModuleOptions) {
     super();
@@ -97,6 +100,7 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
         : { schedule: false, ...connection },
     );
     this.boss.on('error', (error) => this.error(error));
+    this.notices = new JobNotices(this.boss, connection, this.schema, (error) => this.error(error));
   }
 
   async onModuleInit(): Promise<void> {
@@ -135,6 +139,7 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
     // written first. `graceful: false`: they run through this module's slots, not pg-boss's
     // workers, so there is nothing of pg-boss's to wait for.
     await Promise.all(this.held);
+    await this.notices.close();
     await this.boss.stop({ graceful: false, wait: true, timeout: 1_000 });
   }
 
@@ -248,6 +253,7 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
       );
     }
     this.onSent?.(name);
+    this.notices.sent(name);
   }
 
   /**

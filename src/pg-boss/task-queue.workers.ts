@@ -52,8 +52,16 @@ export class TaskQueueWorkers
   private stopped = false;
   /** The slots' loops, for the shutdown to wait on. */
   private readonly slots: Promise<void>[] = [];
-  /** The idle slots of each queue, woken by a job this process sends, or by the shutdown. */
+  /**
+   * The idle slots of each queue: one is woken by each job sent (by this process, or by another
+   * through a job notice), all by the shutdown.
+   */
   private readonly idle = new Map<string, Set<() => void>>();
+  /**
+   * How many wakes each queue has had: a slot whose fetch found nothing fetches again if one came
+   * meanwhile (the job may have been sent after the fetch looked, while no slot was idle).
+   */
+  private readonly wakes = new Map<string, number>();
   /** The timers of the sweeps (see `sweep`). */
   private readonly sweeps: NodeJS.Timeout[] = [];
 
@@ -68,6 +76,7 @@ export class TaskQueueWorkers
       await this.start();
     } catch (error) {
       // A failed boot closes nothing: the PgBoss's pool would keep the process alive.
+      await this.queues.notices.close().catch(() => undefined);
       await this.queues.boss.stop({ graceful: false, wait: false }).catch(() => undefined);
       throw error;
     }
@@ -89,6 +98,15 @@ export class TaskQueueWorkers
     const runner = this.modules.get(TaskToolRunner, { strict: false });
     const tasks = this.modules.get(TasksService, { strict: false });
     this.queues.onSent = (queue) => this.wake(queue);
+    // Jobs sent by other processes (an API-only instance) are taken at once, not at the next poll.
+    await this.queues.notices.listen({
+      sent: (queue) => {
+        if (names.has(queue)) this.wake(queue);
+      },
+      missed: () => {
+        for (const name of names) this.wake(name);
+      },
+    });
     for (const name of names) {
       const { concurrency = 1, pollingIntervalSeconds } = this.options.workers?.[name] ?? {};
       const pollMs =
@@ -110,7 +128,7 @@ export class TaskQueueWorkers
   onModuleDestroy(): void {
     this.stopped = true;
     for (const timer of this.sweeps) clearInterval(timer);
-    for (const queue of this.idle.keys()) this.wake(queue);
+    for (const queue of this.idle.keys()) this.wakeAll(queue);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -142,8 +160,18 @@ export class TaskQueueWorkers
     }
   }
 
-  /** Wakes the idle slots of a queue. */
+  /**
+   * A job may wait on the queue: one idle slot looks (a slot that finds a job wakes the next, so a
+   * burst is taken by as many slots as it needs, without every idle slot fetching for each job).
+   */
   private wake(queue: string): void {
+    this.wakes.set(queue, (this.wakes.get(queue) ?? 0) + 1);
+    const [first] = this.idle.get(queue) ?? [];
+    first?.();
+  }
+
+  /** Wakes every idle slot of a queue (the shutdown). */
+  private wakeAll(queue: string): void {
     const waiting = this.idle.get(queue);
     if (waiting === undefined) return;
     this.idle.delete(queue);
@@ -175,16 +203,21 @@ export class TaskQueueWorkers
   ): Promise<void> {
     const { boss } = this.queues;
     while (!this.stopped && !runner.stopping) {
+      const seen = this.wakes.get(queue) ?? 0;
       let job: TaskPgJob | undefined;
+      let failed = false;
       try {
         [job] = await boss.fetch<PgBossJobData>(queue, { batchSize: 1, includeMetadata: true });
       } catch (error) {
+        failed = true;
         this.queues.error(error);
       }
       if (job === undefined) {
-        await this.rest(queue, pollMs);
+        if (failed || (this.wakes.get(queue) ?? 0) === seen) await this.rest(queue, pollMs);
         continue;
       }
+      // More may wait (a burst, a backlog): another idle slot looks.
+      this.wake(queue);
       try {
         await this.process(queue, job, registry, runner, tasks);
       } catch (error) {

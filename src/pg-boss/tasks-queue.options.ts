@@ -16,7 +16,8 @@ export interface TaskWorkerOptions {
   concurrency?: number;
   /**
    * How long an idle slot waits before it looks for a job again, in seconds (default 2, at least
-   * 0.5: pg-boss's own bound). A job sent by this process wakes its idle slots at once.
+   * 0.5: pg-boss's own bound). A job sent by any process wakes an idle slot at once (through a
+   * job notice, see docs/queue.md): the poll is the fallback for a notice that was lost.
    */
   pollingIntervalSeconds?: number;
 }

@@ -132,12 +132,18 @@ export function connectPool(
 }
 
 /**
- * A new client (not from a pool) that connects as `pool` does: the notifier's dedicated LISTEN
- * connection. The pool may be the app's own; its connection options are read, not its clients.
+ * Where a part connects: a pool (its options are read, not its clients), or the same options
+ * without one (pg-boss's constructor options are a pool's keys).
  */
-export function newClient(pool: Pool, timeoutMs: number): Client {
+export type PostgresSource = Pool | { readonly options: PoolConfig };
+
+/**
+ * A new client (not from a pool) that connects as `source` does: a dedicated LISTEN connection.
+ * The pool may be the app's own; its connection options are read, not its clients.
+ */
+export function newClient(source: PostgresSource, timeoutMs: number): Client {
   const { Client } = loadPg();
-  const options = (pool as unknown as { options?: ClientConfig }).options ?? {};
+  const options: ClientConfig = source.options ?? {};
   return new Client({ connectionTimeoutMillis: timeoutMs, ...options });
 }
 
@@ -168,8 +174,8 @@ export function within<T>(operation: Promise<T>, ms: number): Promise<T> {
  * them. Never a user or password: a connection string is parsed here for its host, port and
  * database only.
  */
-export function postgresAddress(pool: Pool): string {
-  const options = ((pool as unknown as { options?: PoolConfig }).options ?? {}) as PoolConfig;
+export function postgresAddress(pool: PostgresSource): string {
+  const options: PoolConfig = pool.options ?? {};
   let host = options.host;
   let port: string | number | undefined = options.port;
   let database = options.database;
@@ -213,7 +219,7 @@ const CONNECTION_STATES = /^(08|28|3D000|57P0[1-3])/;
  * version, a refusal) pass as they are; any other names the address, and when the connection
  * itself failed (refused, timed out, not resolved, login refused) what to check.
  */
-export function postgresFault(pool: Pool, role: string, error: unknown): unknown {
+export function postgresFault(pool: PostgresSource, role: string, error: unknown): unknown {
   if (
     error instanceof PostgresUnavailableError ||
     error instanceof TaskError ||

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
-import type { Client, Notification, Pool, QueryConfig } from 'pg';
+import type { Pool, QueryConfig } from 'pg';
 import type { PartProvider } from '../interfaces/tasks-module-options.interface.js';
 import type { ListenFeed } from '../notify/listen-feed.js';
 import { type ReceivedChanges, RemoteChanges } from '../notify/remote-changes.js';
@@ -9,9 +9,9 @@ import type { WaiterFeed } from '../notify/waiter-feed.js';
 import type { TaskStore } from '../store/task-store.js';
 import type { TaskRecord } from '../task.js';
 import { notifierProvider } from '../notifier.provider.js';
+import { ListenConnection, schemaChannel } from './listen-connection.js';
 import {
   connectPool,
-  newClient,
   type PostgresConnectionOptions,
   postgresAddress,
   postgresFault,
@@ -57,14 +57,9 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   private readonly changes: RemoteChanges;
   /** The store whose writes send their own changes (see the constructor), if it is one. */
   private readonly writer: PostgresTaskStore | undefined;
-  private listener: Client | undefined;
-  /** Resolves once the listener is connected (or could not be: it then keeps trying). */
-  private connected: Promise<Client | undefined> | undefined;
-  private reconnect: NodeJS.Timeout | undefined;
-  private closed = false;
-  private listening = false;
-  /** Since when the LISTEN connection fails to connect, and when that was last logged. */
-  private failingSince: number | undefined;
+  /** The dedicated connection that LISTENs. */
+  private readonly listener: ListenConnection;
+  /** When a failure to make the LISTEN connection was last logged. */
   private failureLoggedAt = 0;
   /** Resolves once the first LISTEN connection is up (or failed: it then keeps trying). */
   readonly ready: Promise<void>;
@@ -88,11 +83,12 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
       'PostgresTaskNotifier',
       this.timeoutMs,
     ));
-    this.channel = channelOf(this.schema, 'changes');
-    this.controlChannel = channelOf(this.schema, 'hearers');
+    this.channel = schemaChannel(this.schema, 'changes');
+    this.controlChannel = schemaChannel(this.schema, 'hearers');
     this.taskChannelHead = `nmt${createHash('sha1').update(this.schema).digest('hex').slice(0, 8)}_`;
     this.deliversRemoteChanges = waiters !== undefined;
-    this.ready = this.listen().then(() => undefined);
+    this.listener = this.listen();
+    this.ready = this.listener.ready;
     let reader = store;
     this.changes = new RemoteChanges(
       {
@@ -139,7 +135,7 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
 
   /** Whether the LISTEN connection is up: while it is not, changes written elsewhere are missed. */
   get subscribed(): boolean {
-    return this.listening;
+    return this.listener.subscribed;
   }
 
   /** What this instance has heard from the others. */
@@ -202,8 +198,8 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
 
   /** Runs LISTEN/UNLISTEN statements on the listener, in one round trip. */
   private async run(statements: readonly string[]): Promise<void> {
-    const client = await this.connected;
-    if (client === undefined || client !== this.listener) {
+    const client = await this.listener.current();
+    if (client === undefined) {
       throw new Error(`the LISTEN connection to ${postgresAddress(this.pool)} is down`);
     }
     try {
@@ -216,66 +212,37 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
     }
   }
 
-  /** Connects the LISTEN connection; on failure or when it breaks later, tries again. */
-  private listen(): Promise<Client | undefined> {
-    this.connected = this.connect();
-    return this.connected;
-  }
-
-  private async connect(): Promise<Client | undefined> {
-    if (this.closed) return undefined;
-    const client = newClient(this.pool, this.timeoutMs);
-    this.listener = client;
-    const broke = (): void => {
-      if (this.listener !== client) return;
-      this.listening = false;
-      this.listener = undefined;
-      client.end().catch(() => undefined);
-      this.retry();
-    };
-    client.on('error', broke);
-    client.on('end', broke);
-    client.on('notification', (message: Notification) => {
-      if (message.payload !== undefined) this.changes.hear(message.payload);
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN "${this.controlChannel}"`);
-      if (this.listener !== client) return undefined;
-      this.listening = true;
-      if (this.failingSince !== undefined) {
-        const seconds = Math.round((Date.now() - this.failingSince) / 1000);
-        this.logger.log(`LISTEN connection made again after ${seconds} s`);
-        this.failingSince = undefined;
-      }
-      return client;
-    } catch (error) {
-      // Tried again every second while PostgreSQL is away: logged when it starts, then once a
-      // minute.
-      const now = Date.now();
-      if (this.failingSince === undefined || now - this.failureLoggedAt >= FAILURE_LOG_MS) {
-        this.failingSince ??= now;
+  /**
+   * The LISTEN connection, on the control channel: when it breaks it connects again every
+   * RECONNECT_MS and LISTENs again on what this instance watches.
+   */
+  private listen(): ListenConnection {
+    return new ListenConnection(this.pool, {
+      role: 'PostgresTaskNotifier',
+      timeoutMs: this.timeoutMs,
+      channels: [this.controlChannel],
+      retry: { firstMs: RECONNECT_MS, maxMs: RECONNECT_MS },
+      onNotification: (message) => {
+        if (message.payload !== undefined) this.changes.hear(message.payload);
+      },
+      onConnected: (again, downMs) => {
+        if (downMs > 0) {
+          this.logger.log(`LISTEN connection made again after ${Math.round(downMs / 1000)} s`);
+        }
+        // A new connection LISTENs on nothing: every watch is made again on it.
+        if (again) this.changes.resubscribe();
+      },
+      onFailure: (fault, first) => {
+        // Tried again every second while PostgreSQL is away: logged when it starts, then once a
+        // minute.
+        const now = Date.now();
+        if (!first && now - this.failureLoggedAt < FAILURE_LOG_MS) return;
         this.failureLoggedAt = now;
-        const fault = postgresFault(this.pool, 'PostgresTaskNotifier', error) as Error;
         this.logger.error(
           `Could not connect to LISTEN: ${fault.message} (tried again every ${RECONNECT_MS} ms; logged once a minute)`,
         );
-      }
-      broke();
-      return undefined;
-    }
-  }
-
-  private retry(): void {
-    if (this.closed || this.reconnect !== undefined) return;
-    this.reconnect = setTimeout(() => {
-      this.reconnect = undefined;
-      // A new connection LISTENs on nothing: every watch is made again on it.
-      void this.listen().then((client) => {
-        if (client !== undefined) this.changes.resubscribe();
-      });
-    }, RECONNECT_MS);
-    this.reconnect.unref();
+      },
+    });
   }
 
   private closing: Promise<void> | undefined;
@@ -283,24 +250,12 @@ export class PostgresTaskNotifier implements TaskNotifier, OnApplicationShutdown
   /** Closes the LISTEN connection, and the pool if the notifier made it. Idempotent. */
   onApplicationShutdown(): Promise<void> {
     this.closing ??= (async () => {
-      this.closed = true;
       this.changes.close();
-      clearTimeout(this.reconnect);
-      const client = this.listener;
-      this.listener = undefined;
-      this.listening = false;
-      await client?.end().catch(() => undefined);
+      await this.listener.close();
       if (this.owned) await this.pool.end();
     })();
     return this.closing;
   }
-}
-
-/** A channel of a schema: `<schema>_<suffix>`, or a name made from it when that is too long. */
-function channelOf(schema: string, suffix: string): string {
-  const name = `${schema}_${suffix}`;
-  if (name.length <= 63) return name;
-  return `nmt_${createHash('sha1').update(schema).digest('hex').slice(0, 32)}_${suffix}`;
 }
 
 /**

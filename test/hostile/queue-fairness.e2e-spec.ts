@@ -15,9 +15,8 @@ import { rpc } from '../support/sse.js';
  * `mallory` queues 20 `long_job` calls of 3 s each; `bob` then calls `long_job` for 1 s. Bob's
  * task must complete within 6 s of his call: the job mallory's worker is running (up to 3 s),
  * then his own (1 s), with room for the polls. The bound is the same on pg-boss: a slot that ends
- * a job fetches the next at once, and an idle one polls every 0.5 s in the demo (pg-boss's
- * default 2 s would let the worker still be idle when bob calls, then start mallory's first job
- * up to 2 s late: see DEMO_PG_BOSS_POLLING_SECONDS). First come, first served, he would wait
+ * a job fetches the next at once, and an idle one is woken by the job's notice (the demo keeps
+ * pg-boss's 2 s poll as the fallback). First come, first served, he would wait
  * behind all 20 (about 60 s: 61,117 ms on main before the fix on Redis; on pg-boss with
  * `fair: false`, still working when the test gave up 7 s after his call). Once mallory cancels
  * hers, the queue must hold nothing of them (BullMQ: every owner's set of turns; pg-boss: every
