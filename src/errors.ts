@@ -22,6 +22,7 @@ export type TaskErrorKind =
   | 'too_large'
   | 'conflict'
   | 'internal'
+  | 'step'
   | 'shutting_down';
 
 /** The standard headers disagree with the body (Streamable HTTP, 2026-07-28); HTTP 400. */
@@ -45,6 +46,7 @@ export const TASK_ERROR_CODES: Readonly<Record<TaskErrorKind, number>> = {
   too_large: ProtocolErrorCode.InvalidParams,
   conflict: ProtocolErrorCode.InternalError,
   internal: ProtocolErrorCode.InternalError,
+  step: ProtocolErrorCode.InternalError,
   shutting_down: SERVER_ERROR,
 };
 
@@ -94,6 +96,20 @@ export class InvalidTaskParamsError extends TaskError {
 export class TaskTerminalError extends TaskError {
   constructor(readonly status: string) {
     super('terminal', `Task is already ${status}`);
+  }
+}
+
+/**
+ * A step of a task tool (`TaskContext.step`) failed for good: its function threw on every attempt.
+ * The cause, logged by the server, stays in the process. The task fails with it: -32603, a message
+ * naming the step, and `data: { step, attempts }`.
+ */
+export class TaskStepError extends TaskError {
+  declare readonly data: { step: string; attempts: number };
+
+  constructor(step: string, attempts: number, message: string, options?: { cause?: unknown }) {
+    super('step', message, { step, attempts });
+    if (options?.cause !== undefined) this.cause = options.cause;
   }
 }
 
@@ -256,6 +272,8 @@ export const TASK_ERROR_HTTP_STATUS: Readonly<Record<TaskErrorKind, number>> = {
   quota: 429,
   too_large: 413,
   internal: 503,
+  // A tool's step failed for good: the server's own fault, not the caller's.
+  step: 500,
   shutting_down: 503,
 };
 

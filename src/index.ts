@@ -34,7 +34,7 @@ export { TASKS_EXTENSION_ID } from './tasks.constants.js';
 
 // ----- Task tools -----------------------------------------------------------------------------------
 // @TaskTool() turns a provider method into an MCP tool that answers with a task; the method gets
-// its validated input and a TaskContext (progress, requireInput, signal, handOff). On a
+// its validated input and a TaskContext (progress, requireInput, step, signal, handOff). On a
 // request-scoped provider each call gets a DI sub-tree of its own, kept until the method ends.
 export {
   TaskTool,
@@ -44,6 +44,9 @@ export {
   type WhenClientLacksTasks,
 } from './tools/task-tool.decorator.js';
 export type { TaskContext } from './tools/task-context.js';
+// `task.step(name, run, options)`: a step's result is journaled in its task, and a later run of
+// the method gets it back instead of running it again.
+export type { TaskStepAttempt, TaskStepOptions } from './tools/task-steps.js';
 // What `@Inject(REQUEST)` gives a request-scoped provider during a task tool's call.
 export type { TaskRequest } from './tools/scoped-calls.js';
 // Queue-run tools (`@TaskTool({ queue })`) send their calls to the TaskQueue port: bound by
@@ -78,6 +81,7 @@ export {
   TaskError,
   TaskNotFoundError,
   TaskQuotaError,
+  TaskStepError,
   TaskStoreUnreachableError,
   TaskTerminalError,
   TaskTooLargeError,

@@ -16,11 +16,13 @@ import {
   markCancelledTask,
   newTask,
   progressTask,
+  recordStepTask,
   requireInputTask,
   takeInputResponsesTask,
   type TaskFailure,
   type TaskOwner,
   type TaskRecord,
+  type TaskStepEntry,
   toJsonRpcError,
   toStoredResult,
   updateTask,
@@ -340,6 +342,25 @@ export class TasksService implements OnApplicationShutdown {
   async progress(taskId: string, message: string | null): Promise<TaskRecord> {
     const valid = validateProgressMessage(message);
     return await this.writer.transition(taskId, (task, now) => progressTask(task, valid, now));
+  }
+
+  /**
+   * Records a completed step in the task's journal (what `TaskContext.step` writes), unless a step
+   * of that name is recorded already: another run of the method got there first, and its entry
+   * stays. Returns the record, whose `steps[name]` is the entry to use. Listeners hear nothing (the
+   * wire shows no step). A terminal task is refused with TaskTerminalError.
+   */
+  async recordStep(
+    taskId: string,
+    name: string,
+    entry: TaskStepEntry,
+    options: { known?: TaskRecord } = {},
+  ): Promise<TaskRecord> {
+    return await this.writer.transition(
+      taskId,
+      (task, now) => recordStepTask(task, name, entry, now),
+      { announce: false, known: options.known },
+    );
   }
 
   /**

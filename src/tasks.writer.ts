@@ -12,7 +12,7 @@ import {
 } from './errors.js';
 import type { WaiterFeed } from './notify/waiter-feed.js';
 import { BoundedMap } from './store/bounded-map.js';
-import type { TaskStore } from './store/task-store.js';
+import type { TaskStore, TaskStoreWriteOptions } from './store/task-store.js';
 import {
   failTask,
   keptBytes,
@@ -55,6 +55,8 @@ export interface TransitionOptions {
 }
 
 const STORE_UNAVAILABLE = 'Task store unavailable';
+/** A write no listener needs to hear (see TaskStoreWriteOptions). */
+const QUIET: TaskStoreWriteOptions = Object.freeze({ quiet: true });
 /**
  * Writes kept to confirm when their task is read again (see TaskWriter.confirmed): tasks, and
  * bytes of their records (MAX_UNCONFIRMED_WRITE_BYTES: what `maxTaskBytes` counts of each, plus
@@ -186,7 +188,11 @@ export class TaskWriter {
         }
         let written: boolean;
         try {
-          written = await this.store.compareAndSet(next, current.version);
+          written = await this.store.compareAndSet(
+            next,
+            current.version,
+            announce ? undefined : QUIET,
+          );
         } catch (error) {
           this.unconfirmed(next, current);
           throw this.fault(error);

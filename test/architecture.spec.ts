@@ -412,14 +412,15 @@ describe('public names beside the SDK', () => {
     expect(shadows).toEqual([]);
   });
 
-  it('keeps the root entry to 40 names, and every name in one entry (the client’s and the queue runners’ aside)', () => {
+  it('keeps the root entry to 43 names, and every name in one entry (the client’s and the queue runners’ aside)', () => {
     // The root is what an app author writes every day (issue 36); the rest goes to the subpath
-    // that says who it is for. `/client` serves Node clients without Nest, which must not load the
+    // that says who it is for. 40 until issue 39 added the step API a tool's author writes with
+    // `task.step` (its options, its attempt, its error). `/client` serves Node clients without Nest, which must not load the
     // root to name TASKS_EXTENSION_ID or TaskState: the same declarations, exported there too.
     // `/bullmq` and `/pg-boss` are two runners of one shape (issue 38: switching is an import and
     // a connection): an app imports one of them, so they name their module and options alike.
     const root = namesOf('index.ts');
-    expect(root.size).toBeLessThanOrEqual(40);
+    expect(root.size).toBeLessThanOrEqual(43);
     const holders = new Map<string, string[]>();
     for (const entry of ENTRIES) {
       for (const name of namesOf(entry).keys())

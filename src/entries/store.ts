@@ -19,6 +19,7 @@ export {
   type TaskStoreLeases,
   type TaskStoreListAllOptions,
   type TaskStoreListOptions,
+  type TaskStoreWriteOptions,
 } from '../store/task-store.js';
 export { InMemoryTaskStore } from '../store/in-memory.task-store.js';
 
@@ -43,6 +44,7 @@ export {
   type StoredCallToolResult,
   type TaskFailure,
   type TaskOwner,
+  type TaskStepEntry,
   type WireTask,
 } from '../task.js';
 

@@ -25,6 +25,7 @@ import type {
   TaskStoreLeases,
   TaskStoreListAllOptions,
   TaskStoreListOptions,
+  TaskStoreWriteOptions,
 } from '../store/task-store.js';
 import { inlineJson } from '../notify/change-message.js';
 import type { TaskOwner, TaskRecord } from '../task.js';
@@ -269,7 +270,11 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
     return row === undefined ? null : decodeRecord(row.record);
   }
 
-  async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+  async compareAndSet(
+    record: TaskRecord,
+    expectedVersion: number,
+    options?: TaskStoreWriteOptions,
+  ): Promise<boolean> {
     if (!couldBeTaskId(record.taskId)) return false;
     const fields = indexedFields(record);
     const json = encodeRecord(record);
@@ -288,7 +293,7 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       Date.now(),
     ];
     const notice = this.notice;
-    if (notice === undefined || record.version === 1) {
+    if (notice === undefined || record.version === 1 || options?.quiet === true) {
       return (await this.run(this.sql.compareAndSet, values)).length === 1;
     }
     const { origin } = notice;

@@ -43,6 +43,12 @@ export interface TaskListPage {
   nextCursor?: string;
 }
 
+/** How `compareAndSet` writes (see there). */
+export interface TaskStoreWriteOptions {
+  /** No listener needs to hear this write. */
+  quiet?: boolean;
+}
+
 export interface TaskStoreCleanupOptions {
   /** Terminal tasks without a TTL are removed once their last update is this old. */
   terminalTtlMs: number;
@@ -121,8 +127,16 @@ export interface TaskStore extends Partial<TaskStoreLeases> {
    * with leases stops holding a task written terminal for its `heldBy` instance. A store that
    * caps the bytes it holds (the in-memory store) refuses a write that grows a record past its cap
    * with TaskStoreFullError; a write that does not grow it is never refused for size.
+   *
+   * `options.quiet`: no listener needs to hear this write (nothing of it shows on the wire: the
+   * answers a worker took, a step it journaled). A store that sends each write's change itself (the
+   * PostgreSQL store with its notifier) sends none for it; any other store may ignore it.
    */
-  compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean>;
+  compareAndSet(
+    record: TaskRecord,
+    expectedVersion: number,
+    options?: TaskStoreWriteOptions,
+  ): Promise<boolean>;
 
   /** Removes a task; returns whether it was there. */
   delete(taskId: string): Promise<boolean>;

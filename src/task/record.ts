@@ -75,6 +75,13 @@ export interface TaskRecord {
    */
   readonly bytes?: number;
   /**
+   * The journal of the task's steps (`TaskContext.step`), by name: what each completed step
+   * returned, which a later run of the method (a queue job run again, a durable tool resumed)
+   * gets back instead of running the step again. Present from a live task's first step until it
+   * ends (a terminal record drops it). Never on the wire.
+   */
+  readonly steps?: Readonly<Record<string, TaskStepEntry>>;
+  /**
    * Orders the writes of the task, and is never given to two different states: a write's version
    * is the next integer, or its writer's clock in microseconds when that is higher (see
    * `nextVersion`). After a store lost writes (a failover to a replica that had not received
@@ -82,6 +89,14 @@ export interface TaskRecord {
    * heard of the lost writes cannot hide it.
    */
   readonly version: number;
+}
+
+/**
+ * One completed step in a task's journal: its result as JSON data (`value` absent for a step that
+ * returned `undefined`).
+ */
+export interface TaskStepEntry {
+  readonly value?: unknown;
 }
 
 /** The bare Task fields of the wire (CreateTaskResult without `resultType`). */

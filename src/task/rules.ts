@@ -91,9 +91,31 @@ const partDelta = (part: unknown, previous: unknown): number =>
   part === previous ? 0 : jsonBytes(part) - jsonBytes(previous);
 
 /**
+ * The size of a journal minus that of the one it was made from: a step recorded adds its entry
+ * (`"name":{…},`), so a long journal is not serialized again at every step.
+ */
+function stepsDelta(steps: TaskRecord['steps'], previous: TaskRecord['steps']): number {
+  if (steps === previous) return 0;
+  if (steps === undefined || previous === undefined) return jsonBytes(steps) - jsonBytes(previous);
+  let delta = 0;
+  let kept = 0;
+  for (const name in steps) {
+    if (previous[name] === steps[name]) {
+      kept++;
+      continue;
+    }
+    delta += jsonBytes(name) + 1 + jsonBytes(steps[name]) + 1;
+  }
+  // A journal only grows while its task lives; one that lost entries is sized whole.
+  if (kept !== Object.keys(previous).length) return jsonBytes(steps) - jsonBytes(previous);
+  return delta;
+}
+
+/**
  * What a record keeps from clients and tools, in bytes (`TaskRecord.bytes`, bounded by
  * `maxTaskBytes`): the JSON, in UTF-8, of its input requests and the input keys used, the answers
- * not yet taken, its result or error and the arguments kept, and its status message. The fields
+ * not yet taken, its result or error, the arguments kept and its journal of steps, and its status
+ * message. The fields
  * every record has (ids, owner, times, version) are not counted.
  *
  * Given the record it was made from (`previous`, with its `bytes`), only the parts that changed
@@ -110,7 +132,8 @@ export function keptBytes(record: TaskRecord, previous?: TaskRecord): number {
       jsonBytes(record.inputResponses) +
       jsonBytes(record.result) +
       jsonBytes(record.error) +
-      jsonBytes(record.arguments)
+      jsonBytes(record.arguments) +
+      jsonBytes(record.steps)
     );
   }
   const message = record.statusMessage;
@@ -124,7 +147,8 @@ export function keptBytes(record: TaskRecord, previous?: TaskRecord): number {
     partDelta(record.inputResponses, previous.inputResponses) +
     partDelta(record.result, previous.result) +
     partDelta(record.error, previous.error) +
-    partDelta(record.arguments, previous.arguments)
+    partDelta(record.arguments, previous.arguments) +
+    stepsDelta(record.steps, previous.steps)
   );
 }
 

@@ -19,6 +19,7 @@ import {
   type StoredCallToolResult,
   type TaskOwner,
   type TaskRecord,
+  type TaskStepEntry,
   type TerminalTaskState,
 } from './record.js';
 import { inputResponseProblem } from './rules.js';
@@ -80,7 +81,7 @@ function next(task: TaskRecord, changes: Partial<TaskRecord>, now: number): Task
 }
 
 /**
- * A terminal record keeps no pending input or cancellation request. A task that has none (most
+ * A terminal record keeps no pending input, cancellation request or journal of steps. A task that has none (most
  * tasks) is copied once, without the rest pattern's copy before it.
  */
 function settle(
@@ -92,11 +93,13 @@ function settle(
     !('inputRequests' in task) &&
     !('inputResponses' in task) &&
     !('cancelRequested' in task) &&
-    !('inputRequiredSince' in task)
+    !('inputRequiredSince' in task) &&
+    !('steps' in task)
   ) {
     return next(task, changes, now);
   }
-  const { inputRequests, inputResponses, cancelRequested, inputRequiredSince, ...kept } = task;
+  const { inputRequests, inputResponses, cancelRequested, inputRequiredSince, steps, ...kept } =
+    task;
   return next(kept as TaskRecord, changes, now);
 }
 
@@ -241,4 +244,25 @@ export function takeInputResponsesTask(task: TaskRecord, now = Date.now()): Task
   if (task.inputResponses === undefined) return task;
   const { inputResponses, ...kept } = task;
   return { ...kept, version: nextVersion(task.version, now) };
+}
+
+/**
+ * Records a completed step in the task's journal (see `TaskRecord.steps`). A step already
+ * recorded (by another run of the method that got there first) is left as it is: the caller reads
+ * the entry that stays. A terminal task is refused. The wire sees nothing of it, so
+ * `lastUpdatedAt` stays.
+ */
+export function recordStepTask(
+  task: TaskRecord,
+  name: string,
+  entry: TaskStepEntry,
+  now: number,
+): TransitionResult {
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  if (task.steps !== undefined && Object.hasOwn(task.steps, name)) return task;
+  const steps: Record<string, TaskStepEntry> = Object.assign({}, task.steps);
+  Object.defineProperty(steps, name, { value: entry, enumerable: true, writable: true });
+  const copy: Mutable<TaskRecord> = Object.assign({}, task, { steps });
+  copy.version = nextVersion(task.version, now);
+  return copy;
 }

@@ -1,4 +1,4 @@
-import { InvalidTaskParamsError, TaskTerminalError } from '../errors.js';
+import { InvalidTaskParamsError, TasksConfigError, TaskTerminalError } from '../errors.js';
 import {
   type InputRequest,
   type InputResponse,
@@ -13,6 +13,16 @@ import { isStoreUnavailable } from '../tasks.writer.js';
 import type { WaiterFeed } from '../notify/waiter-feed.js';
 import { waitForTask } from './task-watch.js';
 import { backoff, type CallOutage, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';
+import {
+  attempt,
+  checkStepName,
+  copyOf,
+  jsonOf,
+  stepIdempotencyKey,
+  stepOptions,
+  type TaskStepAttempt,
+  type TaskStepOptions,
+} from './task-steps.js';
 
 /** What a `@TaskTool` method receives beside its input. */
 export interface TaskContext {
@@ -45,6 +55,26 @@ export interface TaskContext {
    * longer completes the task; whoever holds the id drives it through TasksService.
    */
   handOff(): void;
+  /**
+   * Runs `run` once for this task, and records what it returned in the task's journal: a later
+   * run of the method for the same task (a queue job run again after its worker died) gets the
+   * recorded value back without calling `run`. Put each side effect (a charge, an email, a model
+   * call) in a step: the code between steps runs again on a later run. Names are unique per task
+   * (one reached twice in one run fails the call). The value is what JSON keeps of the result, the
+   * same on every run. `run` is retried as `options` say; once the retries are spent the step
+   * rejects with TaskStepError (the task then fails with -32603 naming the step). A JSON-RPC error
+   * `run` throws is the tool's own answer: it is not retried. See docs/durable-steps.md.
+   */
+  step<T>(
+    name: string,
+    run: (attempt: TaskStepAttempt) => T | Promise<T>,
+    options?: TaskStepOptions,
+  ): Promise<Awaited<T>>;
+  /**
+   * A key for a call to an outside service made by step `name`: the same on every run of the
+   * method, on every instance; different for every task and step (43 characters of base64url).
+   */
+  idempotencyKey(name: string): string;
 }
 
 /** The answers of a tool that asked for none first: one frozen object for every call. */
@@ -54,6 +84,8 @@ const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
 export interface ContextCall {
   /** Made when first read. */
   readonly signal: AbortSignal;
+  /** The newest state of the task the call has seen (its journal of steps included). */
+  readonly latest?: TaskRecord;
   /** The call's view of a store outage. */
   readonly outage: CallOutage;
   /** A state of the task this call wrote (see TaskWatch.saw). */
@@ -70,6 +102,12 @@ export class RunningTaskContext implements TaskContext {
   private deferred: { message: string | null } | undefined;
   /** Set when the call has ended: a deferred message is no longer written. */
   private closed = false;
+  /**
+   * The steps of this run (made at the first): the names reached, and the journaled names not
+   * reached yet while the run replays ground an earlier run covered (its status messages are
+   * not written again).
+   */
+  private steps: { reached: Set<string>; replaying: Set<string> } | undefined;
 
   constructor(
     protected readonly tasks: TasksService,
@@ -101,6 +139,11 @@ export class RunningTaskContext implements TaskContext {
   }
 
   async progress(message: string | null): Promise<void> {
+    // Ground an earlier run covered: its messages were written then.
+    if (this.replaying()) {
+      validateProgressMessage(message);
+      return;
+    }
     if (this.deferred !== undefined) {
       // The store is away: the latest message waits for it (a bad one is refused all the same).
       validateProgressMessage(message);
@@ -116,6 +159,64 @@ export class RunningTaskContext implements TaskContext {
       this.deferred = { message };
       if (this.call.outage.failed()) void this.writeDeferred();
     }
+  }
+
+  async step<T>(
+    name: string,
+    run: (attempt: TaskStepAttempt) => T | Promise<T>,
+    options?: TaskStepOptions,
+  ): Promise<Awaited<T>> {
+    checkStepName(name);
+    const checked = stepOptions(name, options);
+    const steps = this.journal();
+    if (steps.reached.has(name)) {
+      throw new TasksConfigError(
+        `Step ${JSON.stringify(name)} was reached twice in one run: a step's name is unique per task`,
+      );
+    }
+    steps.reached.add(name);
+    const recorded = this.call.latest?.steps;
+    if (recorded !== undefined && Object.hasOwn(recorded, name)) {
+      steps.replaying.delete(name);
+      return copyOf(recorded[name]!.value) as Awaited<T>;
+    }
+    // A step that runs: whatever an earlier run reached beyond it is not replayed ground.
+    steps.replaying.clear();
+    const value = jsonOf(
+      name,
+      await attempt(name, run, checked, this.call.signal, this.call.latest?.toolName),
+    );
+    const written = await this.write(() =>
+      this.tasks.recordStep(this.taskId, name, value === undefined ? {} : { value }, {
+        known: this.call.latest,
+      }),
+    );
+    this.call.saw?.(written);
+    // Another run of the method may have recorded it first: its value is the one that stays.
+    const kept = written.steps?.[name];
+    return (kept === undefined || kept.value === value ? value : copyOf(kept.value)) as Awaited<T>;
+  }
+
+  idempotencyKey(name: string): string {
+    return stepIdempotencyKey(this.taskId, checkStepName(name));
+  }
+
+  /**
+   * Whether this run replays ground an earlier run covered: the journal had steps when the run
+   * began, and the run has not reached them all (nor run a step of its own). Nothing is made for
+   * a call whose task has no journal.
+   */
+  private replaying(): boolean {
+    if (this.steps === undefined && this.call.latest?.steps === undefined) return false;
+    return this.journal().replaying.size > 0;
+  }
+
+  /** This run's steps, made at the first step (or status message, see `replaying`). */
+  private journal(): { reached: Set<string>; replaying: Set<string> } {
+    return (this.steps ??= {
+      reached: new Set(),
+      replaying: new Set(Object.keys(this.call.latest?.steps ?? {})),
+    });
   }
 
   /** Whether the call has ended (its method returned or threw). */

@@ -404,6 +404,8 @@ export class TaskToolRunner
     const { taskId } = record;
     const pollMs = this.pollMs(tool);
     const call = this.watch(RunningCall, taskId, pollMs);
+    // The record just created: a first step writes on it without a read.
+    call.saw(record);
     const context = new RunningTaskContext(
       this.tasks,
       this.waiters,

@@ -163,6 +163,7 @@ const MANUAL = [
   'docs/queue.md',
   'docs/operators.md',
   'docs/testing.md',
+  'docs/durable-steps.md',
 ];
 
 /** The ```ts blocks of the README, each a complete module. */

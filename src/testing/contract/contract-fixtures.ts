@@ -43,9 +43,12 @@ export function changed(task: TaskRecord, message: string): TaskRecord {
   };
 }
 
-/** The next version of `task`, completed at `at` (no pending input, no cancel request left). */
+/**
+ * The next version of `task`, completed at `at` (no pending input, no cancel request, no journal
+ * of steps left).
+ */
 export function completed(task: TaskRecord, at: number): TaskRecord {
-  const { inputRequests, inputResponses, cancelRequested, ...kept } = task;
+  const { inputRequests, inputResponses, cancelRequested, steps, ...kept } = task;
   return {
     ...kept,
     status: 'completed',

@@ -150,13 +150,20 @@ export const RECORD_RULES: readonly ContractRule[] = [
         usedInputKeys: ['name'],
         inputResponses: { earlier: { action: 'accept' } },
         cancelRequested: true,
+        steps: { fetch: { value: 1 } },
       };
       await store.create(task, unlimited);
       const { statusMessage, ...rest } = completed(task, Date.now());
       is(await store.compareAndSet(rest, task.version), true, 'compareAndSet(matching version)');
       const read = await store.get(task.taskId);
       sameRecord(read, rest, 'get(taskId) after a write that drops fields');
-      for (const key of ['statusMessage', 'inputRequests', 'inputResponses', 'cancelRequested']) {
+      for (const key of [
+        'statusMessage',
+        'inputRequests',
+        'inputResponses',
+        'cancelRequested',
+        'steps',
+      ]) {
         assert.ok(
           (read as unknown as Record<string, unknown>)[key] === undefined,
           `get(taskId) after compareAndSet of a record without ${key}: ${key} is still there`,
@@ -224,6 +231,7 @@ export const DETAILED_RECORD_RULES: readonly ContractRule[] = [
         usedInputKeys: ['name', 'earlier'],
         inputResponses: { earlier: { action: 'accept', content: { x: 1 } } },
         cancelRequested: true,
+        steps: { fetch: { value: { rows: [1, 'two', null] } }, 'log ✓': {} },
         version: 1,
       };
       await store.create(rich, unlimited);
