@@ -19,6 +19,7 @@ import {
   InvalidTaskParamsError,
   ServerShuttingDownError,
   TaskConflictError,
+  TaskStepError,
   TaskError,
   TaskErrorFilter,
   type TaskErrorKind,
@@ -203,7 +204,7 @@ const EXPECTED: [string, 'GET' | 'POST', string, Record<string, unknown>][] = [
 ];
 
 describe('taskErrorStatus', () => {
-  it('maps every kind: 404, 400, 409, 413, 429, 503', () => {
+  it('maps every kind: 404, 400, 409, 413, 429, 500, 503', () => {
     const cases: [TaskError, number][] = [
       [new TaskNotFoundError(), 404],
       [new InvalidTaskParamsError('x'), 400],
@@ -215,6 +216,7 @@ describe('taskErrorStatus', () => {
       [new TaskTooLargeError(10, 11), 413],
       [new TaskInternalError(), 503],
       [new ServerShuttingDownError(), 503],
+      [new TaskStepError('charge', 3, 'Step "charge" failed after 3 attempt(s)'), 500],
     ];
     for (const [error, status] of cases) expect(taskErrorStatus(error)).toBe(status);
     const kinds: TaskErrorKind[] = cases.map(([error]) => error.kind);
