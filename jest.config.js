@@ -45,6 +45,7 @@ export const TIERS = {
     'test/task-listing.e2e-spec.ts',
     'test/telemetry/telemetry-queue.e2e-spec.ts',
     'test/tools/scoped-tools.e2e-spec.ts',
+    'test/tools/steps.spec.ts',
     'test/tools/waiting.e2e-spec.ts',
   ],
   consumer: [
