@@ -22,6 +22,7 @@ export const TIERS = {
     'test/docs/clients-code.e2e-spec.ts',
     'test/docs/figures.spec.ts',
     'test/e2e/demo-queue.e2e-spec.ts',
+    'test/e2e/durable.e2e-spec.ts',
     'test/e2e/isolation.e2e-spec.ts',
     'test/e2e/lease.e2e-spec.ts',
     'test/e2e/legacy-redis.e2e-spec.ts',

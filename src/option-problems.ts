@@ -16,6 +16,7 @@ const TASK_TOOL_KEYS: ReadonlySet<string> = new Set(
     queue: true,
     keepArguments: true,
     requireInputFirst: true,
+    durable: true,
   } satisfies Record<keyof TaskToolOptions, true>),
 );
 

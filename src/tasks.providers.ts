@@ -5,6 +5,7 @@ import type {
   TasksModuleOptions,
 } from './interfaces/tasks-module-options.interface.js';
 import { TasksJanitor } from './janitor/tasks.janitor.js';
+import { HeldTaskResumer } from './janitor/held-task-resumer.js';
 import { TasksLease } from './janitor/tasks.lease.js';
 import { StoreStartup } from './janitor/store-startup.js';
 import { BodyParsingInstaller } from './mcp/body-parsing.installer.js';
@@ -95,6 +96,7 @@ function coreProviders(optionsToken: InjectionToken): Provider[] {
     ScopedToolCalls,
     TaskToolExplorer,
     TaskToolRunner,
+    { provide: HeldTaskResumer, useExisting: TaskToolRunner },
     McpServerFactory,
     TasksMethodsHandler,
     TaskToolCallHandler,

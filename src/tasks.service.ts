@@ -23,6 +23,9 @@ import {
   type TaskOwner,
   type TaskRecord,
   type TaskStepEntry,
+  type TaskCallRecord,
+  keepAnswersTask,
+  resumeTask,
   toJsonRpcError,
   toStoredResult,
   updateTask,
@@ -77,6 +80,11 @@ export interface CreateTaskOptions {
    * 4 KiB serialized, else TasksConfigError. Shown by `list`, never on the wire.
    */
   arguments?: unknown;
+  /**
+   * What a durable tool's call keeps so that another instance can run it again should this one
+   * die (see `TaskRecord.call`); `@TaskTool({ durable: true })` calls set it. JSON data.
+   */
+  call?: TaskCallRecord;
 }
 
 export interface StatusMessageOption {
@@ -161,6 +169,7 @@ export class TasksService implements OnApplicationShutdown {
     const valid = validateNewTaskParams(params, this.config);
     if (options.held === true && this.leased) valid.heldBy = this.instanceId;
     Object.assign(valid, validateTaskLabel(options));
+    if (options.call !== undefined) valid.call = options.call;
     return await this.writer.create(newTask(newTaskId(), owner, valid, Date.now()));
   }
 
@@ -359,6 +368,36 @@ export class TasksService implements OnApplicationShutdown {
     return await this.writer.transition(
       taskId,
       (task, now) => recordStepTask(task, name, entry, now),
+      { announce: false, known: options.known },
+    );
+  }
+
+  /**
+   * Takes over a durable call of an instance that died (see `TaskRecord.call`): the task is held
+   * by this instance from now on and its runs count one more; one no longer held by `from` (taken
+   * over by another instance first) is left as it is. Listeners hear nothing. A terminal
+   * task is refused with TaskTerminalError.
+   */
+  async resumeHeld(
+    taskId: string,
+    options: { known?: TaskRecord; from?: string } = {},
+  ): Promise<TaskRecord> {
+    return await this.writer.transition(
+      taskId,
+      (task, now) => resumeTask(task, options.from, this.instanceId, now),
+      { announce: false, known: options.known, hold: true },
+    );
+  }
+
+  /** Keeps answers a durable call's method took, for a later run (see `TaskRecord.answers`). */
+  async keepAnswers(
+    taskId: string,
+    answers: Readonly<Record<string, InputResponse>>,
+    options: { known?: TaskRecord } = {},
+  ): Promise<TaskRecord> {
+    return await this.writer.transition(
+      taskId,
+      (task, now) => keepAnswersTask(task, answers, now),
       { announce: false, known: options.known },
     );
   }

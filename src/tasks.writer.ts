@@ -52,11 +52,16 @@ export interface TransitionOptions {
   known?: TaskRecord;
   /** What to write instead of a record over `maxTaskBytes` (default: refuse it). */
   oversize?: Oversize;
+  /** The write moves the task to the instance its record names (see TaskStoreWriteOptions). */
+  hold?: boolean;
 }
 
 const STORE_UNAVAILABLE = 'Task store unavailable';
 /** A write no listener needs to hear (see TaskStoreWriteOptions). */
 const QUIET: TaskStoreWriteOptions = Object.freeze({ quiet: true });
+/** A write that moves the task's hold to the instance its record names. */
+const HOLD: TaskStoreWriteOptions = Object.freeze({ hold: true });
+const QUIET_HOLD: TaskStoreWriteOptions = Object.freeze({ quiet: true, hold: true });
 /**
  * Writes kept to confirm when their task is read again (see TaskWriter.confirmed): tasks, and
  * bytes of their records (MAX_UNCONFIRMED_WRITE_BYTES: what `maxTaskBytes` counts of each, plus
@@ -166,7 +171,7 @@ export class TaskWriter {
   transition(
     taskId: string,
     change: Transition,
-    { owner, announce = true, known, oversize }: TransitionOptions = {},
+    { owner, announce = true, known, oversize, hold = false }: TransitionOptions = {},
   ): Promise<TaskRecord> {
     return this.serialize(taskId, async () => {
       for (let attempt = 1; ; attempt++) {
@@ -191,7 +196,7 @@ export class TaskWriter {
           written = await this.store.compareAndSet(
             next,
             current.version,
-            announce ? undefined : QUIET,
+            hold ? (announce ? HOLD : QUIET_HOLD) : announce ? undefined : QUIET,
           );
         } catch (error) {
           this.unconfirmed(next, current);

@@ -13,6 +13,7 @@ import { isTerminal } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
+import { HeldTaskResumer } from './held-task-resumer.js';
 import { StoreStartup } from './store-startup.js';
 
 /** What the tasks of an instance that died get. */
@@ -38,7 +39,9 @@ const RENEW_RETRY_MS = 1_000;
  * running will never settle their tasks. It fails each task such an instance still holds with
  * -32603 "The server stopped before the task finished", through TasksService (compare-and-set: a
  * task finished meanwhile stays as it is), then forgets the instance. Several instances may sweep
- * one dead instance at once; each write is idempotent.
+ * one dead instance at once; each write is idempotent. A durable tool's call
+ * (`@TaskTool({ durable: true })`) is run again on the sweeping instance instead, from its
+ * journal (see HeldTaskResumer); of several sweepers, the first to move the task runs it.
  *
  * A renewal is one store call whatever the number of running tasks: tasks are held by the writes
  * that create and finish them, never by the timer.
@@ -73,6 +76,8 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     @Inject(TASKS_CONFIG) private readonly config: TasksConfig,
     /** Startup's wait for the store: the lease starts after the store's first answer. */
     @Optional() private readonly startup?: StoreStartup,
+    /** Runs a durable call again here instead of failing its task (see HeldTaskResumer). */
+    @Optional() private readonly resumer?: HeldTaskResumer,
   ) {}
 
   /** The lease's TTL, or null when no lease runs (option off, or a store without leases). */
@@ -231,6 +236,8 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     try {
       const record = await this.store.get(taskId);
       if (record === null || isTerminal(record.status) || record.heldBy !== instance) return true;
+      // A durable call runs again here, from its journal, instead of failing.
+      if (record.call !== undefined && (await this.resumer?.resume(record))) return true;
       await this.tasks.fail(taskId, [ProtocolErrorCode.InternalError, STOPPED_MESSAGE], {
         known: record,
       });

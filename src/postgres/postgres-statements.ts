@@ -98,6 +98,13 @@ export function statements(name: string) {
         `WHERE task_id = $1::text AND owner_key = $2::text AND ${live.replace('$NOW', '$3')}`,
     ),
     compareAndSet: statement(`${compareAndSet} RETURNING 1 AS written`),
+    // The same write, moving the task's hold to the instance $13 (a durable call taken over).
+    compareAndSetHolding: statement(
+      `${compareAndSet.replace(
+        'held_by = CASE WHEN $10::boolean THEN NULL ELSE held_by END',
+        'held_by = CASE WHEN $10::boolean THEN NULL ELSE $13::text END',
+      )} RETURNING 1 AS written`,
+    ),
     // The same write, sending its change in its own transaction (see ChangeNotice): on the
     // task's channel ($13), and on the schema's ($16) while some instance hears every change.
     // The message is the sender's tag ($14) and the record when it fits, else a reference ($15).

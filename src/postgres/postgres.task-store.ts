@@ -292,6 +292,11 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       expectedVersion,
       Date.now(),
     ];
+    if (options?.hold === true && record.heldBy !== undefined) {
+      // Taken over, the task is held by its new instance (a rare write: it sends no change).
+      values.push(record.heldBy);
+      return (await this.run(this.sql.compareAndSetHolding, values)).length === 1;
+    }
     const notice = this.notice;
     if (notice === undefined || record.version === 1 || options?.quiet === true) {
       return (await this.run(this.sql.compareAndSet, values)).length === 1;

@@ -21,6 +21,7 @@ import type {
   TaskStoreLeases,
   TaskStoreListAllOptions,
   TaskStoreListOptions,
+  TaskStoreWriteOptions,
 } from '../store/task-store.js';
 import { isTerminal, type TaskOwner, type TaskRecord, terminalSince } from '../task.js';
 import { connect, redisFault, release, withTimeout } from './redis-connection.js';
@@ -299,7 +300,11 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
     return visibleTo(record, owner) ? record : null;
   }
 
-  async compareAndSet(record: TaskRecord, expectedVersion: number): Promise<boolean> {
+  async compareAndSet(
+    record: TaskRecord,
+    expectedVersion: number,
+    options?: TaskStoreWriteOptions,
+  ): Promise<boolean> {
     const fields = indexedFields(record);
     if (fields.terminal && this.oneNode) return this.setTerminal(record, expectedVersion, fields);
     const write = this.scripts.nestjsMcpTasksCompareAndSet(
@@ -331,7 +336,13 @@ export class RedisTaskStore implements TaskStore, TaskStoreLeases, OnApplication
           fields.listingKey,
         )
       : undefined;
-    const [written] = await this.call(Promise.all([write, remember, release, finish]));
+    // A task taken over (a durable call resumed) is held by its new instance from this round trip
+    // on. Should the write lose, the entry is stale: a sweep reads the record before it acts.
+    const hold =
+      options?.hold === true && fields.heldBy !== null && !fields.terminal
+        ? this.client.zadd(this.keys.held(fields.heldBy), scoreOf(fields.expiresAt), record.taskId)
+        : undefined;
+    const [written] = await this.call(Promise.all([write, remember, release, finish, hold]));
     return written === 1;
   }
 

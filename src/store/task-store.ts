@@ -47,6 +47,13 @@ export interface TaskListPage {
 export interface TaskStoreWriteOptions {
   /** No listener needs to hear this write. */
   quiet?: boolean;
+  /**
+   * The write moves the task to the instance its record's `heldBy` names (another instance took
+   * over a durable call whose instance died): a store with leases holds it for that instance
+   * from now on, as `create` holds a new task (`heldTasks` of that instance lists it). The
+   * instance that held it before keeps it in its list until `releaseTasks` drops it.
+   */
+  hold?: boolean;
 }
 
 export interface TaskStoreCleanupOptions {

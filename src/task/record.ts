@@ -82,6 +82,22 @@ export interface TaskRecord {
    */
   readonly steps?: Readonly<Record<string, TaskStepEntry>>;
   /**
+   * What a durable tool's in-process call keeps of itself (`@TaskTool({ durable: true })`), so
+   * that another instance can run the method again should this one die: its checked input, and
+   * what else the call carried. Dropped when the task ends. Never on the wire.
+   */
+  readonly call?: TaskCallRecord;
+  /**
+   * The answers a durable call's method took (`requireInput`), by key, for a later run: it gets
+   * them back without asking again. Dropped when the task ends. Never on the wire.
+   */
+  readonly answers?: Readonly<Record<string, InputResponse>>;
+  /**
+   * How many times a durable call's method has started for this task: 1 for the first run, one
+   * more at each resume by another instance. Never on the wire.
+   */
+  readonly runs?: number;
+  /**
    * Orders the writes of the task, and is never given to two different states: a write's version
    * is the next integer, or its writer's clock in microseconds when that is higher (see
    * `nextVersion`). After a store lost writes (a failover to a replica that had not received
@@ -97,6 +113,16 @@ export interface TaskRecord {
  */
 export interface TaskStepEntry {
   readonly value?: unknown;
+}
+
+/** What a durable call keeps of itself (see `TaskRecord.call`): JSON data. */
+export interface TaskCallRecord {
+  /** The tool's input, as the method received it (checked, as JSON). */
+  readonly input: unknown;
+  /** The answers to the tool's `requireInputFirst`, when it asked some. */
+  readonly firstInput?: Readonly<Record<string, InputResponse>>;
+  /** The request's headers a request-scoped tool's REQUEST carries (as a queue job carries them). */
+  readonly headers?: Readonly<Record<string, string | readonly string[]>>;
 }
 
 /** The bare Task fields of the wire (CreateTaskResult without `resultType`). */
@@ -127,6 +153,8 @@ export interface NewTaskParams {
   toolName?: string;
   /** The arguments kept, already checked (see `TaskRecord.arguments`). */
   arguments?: unknown;
+  /** What a durable call keeps of itself (see `TaskRecord.call`). */
+  call?: TaskCallRecord;
 }
 
 /** The module's TTL settings that decide a new task's TTL (see `resolveTtlMs`). */

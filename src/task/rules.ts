@@ -114,8 +114,8 @@ function stepsDelta(steps: TaskRecord['steps'], previous: TaskRecord['steps']): 
 /**
  * What a record keeps from clients and tools, in bytes (`TaskRecord.bytes`, bounded by
  * `maxTaskBytes`): the JSON, in UTF-8, of its input requests and the input keys used, the answers
- * not yet taken, its result or error, the arguments kept and its journal of steps, and its status
- * message. The fields
+ * not yet taken, its result or error, the arguments kept, its journal of steps, what a durable call
+ * keeps to run again and the answers it took, and its status message. The fields
  * every record has (ids, owner, times, version) are not counted.
  *
  * Given the record it was made from (`previous`, with its `bytes`), only the parts that changed
@@ -133,7 +133,9 @@ export function keptBytes(record: TaskRecord, previous?: TaskRecord): number {
       jsonBytes(record.result) +
       jsonBytes(record.error) +
       jsonBytes(record.arguments) +
-      jsonBytes(record.steps)
+      jsonBytes(record.steps) +
+      jsonBytes(record.call) +
+      jsonBytes(record.answers)
     );
   }
   const message = record.statusMessage;
@@ -148,7 +150,9 @@ export function keptBytes(record: TaskRecord, previous?: TaskRecord): number {
     partDelta(record.result, previous.result) +
     partDelta(record.error, previous.error) +
     partDelta(record.arguments, previous.arguments) +
-    stepsDelta(record.steps, previous.steps)
+    stepsDelta(record.steps, previous.steps) +
+    partDelta(record.call, previous.call) +
+    partDelta(record.answers, previous.answers)
   );
 }
 

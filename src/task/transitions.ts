@@ -49,6 +49,10 @@ export function newTask(
   if (params.heldBy !== undefined) record.heldBy = params.heldBy;
   if (params.toolName !== undefined) record.toolName = params.toolName;
   if (params.arguments !== undefined) record.arguments = params.arguments;
+  if (params.call !== undefined) {
+    record.call = params.call;
+    record.runs = 1;
+  }
   return record;
 }
 
@@ -81,7 +85,8 @@ function next(task: TaskRecord, changes: Partial<TaskRecord>, now: number): Task
 }
 
 /**
- * A terminal record keeps no pending input, cancellation request or journal of steps. A task that has none (most
+ * A terminal record keeps no pending input, cancellation request, journal of steps, or what a
+ * durable call kept to run again. A task that has none (most
  * tasks) is copied once, without the rest pattern's copy before it.
  */
 function settle(
@@ -94,12 +99,22 @@ function settle(
     !('inputResponses' in task) &&
     !('cancelRequested' in task) &&
     !('inputRequiredSince' in task) &&
-    !('steps' in task)
+    !('steps' in task) &&
+    !('call' in task) &&
+    !('answers' in task)
   ) {
     return next(task, changes, now);
   }
-  const { inputRequests, inputResponses, cancelRequested, inputRequiredSince, steps, ...kept } =
-    task;
+  const {
+    inputRequests,
+    inputResponses,
+    cancelRequested,
+    inputRequiredSince,
+    steps,
+    call,
+    answers,
+    ...kept
+  } = task;
   return next(kept as TaskRecord, changes, now);
 }
 
@@ -263,6 +278,42 @@ export function recordStepTask(
   const steps: Record<string, TaskStepEntry> = Object.assign({}, task.steps);
   Object.defineProperty(steps, name, { value: entry, enumerable: true, writable: true });
   const copy: Mutable<TaskRecord> = Object.assign({}, task, { steps });
+  copy.version = nextVersion(task.version, now);
+  return copy;
+}
+
+/**
+ * Another instance takes over a durable call whose instance died (see `TaskRecord.call`): the
+ * task is held by `instanceId` from now on, and its method's runs count one more. A task no
+ * longer held by `from` (another instance took it over first) is left as it is; a terminal task
+ * is refused. The wire sees nothing of it.
+ */
+export function resumeTask(
+  task: TaskRecord,
+  from: string | undefined,
+  instanceId: string,
+  now: number,
+): TransitionResult {
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  if (task.heldBy !== from) return task;
+  const copy: Mutable<TaskRecord> = Object.assign({}, task, {
+    heldBy: instanceId,
+    runs: (task.runs ?? 1) + 1,
+  });
+  copy.version = nextVersion(task.version, now);
+  return copy;
+}
+
+/** Keeps the answers a durable call's method took (see `TaskRecord.answers`), for a later run. */
+export function keepAnswersTask(
+  task: TaskRecord,
+  answers: Readonly<Record<string, InputResponse>>,
+  now: number,
+): TransitionResult {
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  const copy: Mutable<TaskRecord> = Object.assign({}, task, {
+    answers: Object.assign({}, task.answers, answers),
+  });
   copy.version = nextVersion(task.version, now);
   return copy;
 }

@@ -20,6 +20,17 @@ class TaskGone extends Error {
   }
 }
 
+/**
+ * Why a call's signal fires when another instance took its task over (this instance's lease had
+ * run out, and a durable call was resumed there): its outcome is dropped, the other run's stands.
+ */
+class TaskMoved extends Error {
+  constructor() {
+    super('Another instance took the task over (this instance was thought to have stopped)');
+    this.name = 'TaskMoved';
+  }
+}
+
 /** Why a call's signal fires when its task is cancelled (an AbortError, as `fetch` throws). */
 class TaskCancelled extends Error {
   constructor() {
@@ -125,12 +136,23 @@ export class RunningCall extends TaskWatch {
     this.controller?.abort(reason);
   }
 
+  /** Whether the call stopped because another instance took its task over. */
+  get movedTask(): boolean {
+    return this.abortedWith?.reason instanceof TaskMoved;
+  }
+
   protected matches(task: TaskRecord): boolean {
-    return isCancellationRequested(task) || isTerminal(task.status);
+    return isCancellationRequested(task) || isTerminal(task.status) || this.moved(task);
   }
 
   protected matched(task: TaskRecord): void {
     if (isCancellationRequested(task)) this.abort(new TaskCancelled());
+    else if (this.moved(task)) this.abort(new TaskMoved());
+  }
+
+  /** Whether another instance holds the task now (a durable call resumed there). */
+  private moved(task: TaskRecord): boolean {
+    return task.heldBy !== undefined && task.heldBy !== this.tasks.instanceId;
   }
 
   protected gone(): void {

@@ -324,7 +324,8 @@ function define(target: object, key: string, value: unknown): void {
 }
 
 /**
- * The TaskContext of a queue job's run (TaskToolRunner.runJob). The job keeps every answer the
+ * The TaskContext of a queue job's run (TaskToolRunner.runJob), or of a durable in-process call
+ * (whose task keeps the answers instead of a job). The job keeps every answer the
  * method took, so a later run of the job (after a worker stopped) gets them back from
  * `requireInput` without asking again; a key an earlier run asked but did not see answered is
  * waited for, not asked twice.
@@ -345,6 +346,8 @@ export class JobTaskContext extends RunningTaskContext {
       readonly answers: Readonly<Record<string, InputResponse>>;
       keepAnswers(answers: Readonly<Record<string, InputResponse>>): Promise<void>;
     },
+    /** Held by this instance's lease (a durable in-process call), not by a queue. */
+    private readonly leased = false,
   ) {
     super(tasks, waiters, taskId, owner, call, false, pollMs);
     this.asked = new Set(asked);
@@ -374,7 +377,9 @@ export class JobTaskContext extends RunningTaskContext {
   }
 
   /** A queue job's task is held by no instance (the queue runs the job again instead). */
-  protected override release(): void {}
+  protected override release(): void {
+    if (this.leased) super.release();
+  }
 
   protected override async took(taken: Readonly<Record<string, InputResponse>>): Promise<void> {
     if (Object.keys(taken).length === 0) return;

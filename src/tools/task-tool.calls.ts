@@ -6,6 +6,7 @@ import {
   type InputResponse,
   type TaskOwner,
   type TaskRecord,
+  type TaskCallRecord,
   validateInputRequests,
 } from '../task.js';
 import type { TasksService } from '../tasks.service.js';
@@ -84,6 +85,8 @@ export async function firstInputRequests(
 export async function createCallTask(
   tasks: TasksService,
   { tool, input, owner, requestedTtlMs }: ToolCall,
+  /** What a durable call keeps of itself (see `TaskRecord.call`). */
+  call?: TaskCallRecord,
 ): Promise<TaskRecord> {
   const { pollIntervalMs, statusMessage, keepArguments } = tool.options;
   const ttlMs = requestedTtlMs ?? tool.options.ttlMs;
@@ -112,6 +115,7 @@ export async function createCallTask(
       held: tool.options.queue === undefined,
       toolName: tool.name,
       ...(kept !== undefined && { arguments: kept }),
+      ...(call !== undefined && { call }),
     },
   );
 }

@@ -64,6 +64,16 @@ export interface TaskToolOptions {
    */
   queue?: string | TaskToolQueue;
   /**
+   * Resume instead of fail (in-process calls, on a store with leases): should the instance running
+   * a call die, another instance runs the method again for the same task once the dead one's
+   * lease has run out, instead of failing the task. Its completed steps (`task.step`) return what
+   * they returned, the answers it took come back without asking again, and the task keeps its id.
+   * The task keeps the call's checked input (counted in `maxTaskBytes`) until it ends. A task is
+   * resumed at most 3 times; then it fails. A queue-run tool needs none of it: its queue runs the
+   * job again. Default false. See docs/durable-steps.md.
+   */
+  durable?: boolean;
+  /**
    * What each task keeps of its call's arguments, to show in listing (never on the wire): a
    * function of the validated input that returns a redacted copy (drop secrets and bulk), or
    * `undefined` to keep nothing for this call. Its return must be JSON data of at most 4 KiB

@@ -101,6 +101,9 @@ export class TaskToolExplorer implements OnModuleInit {
         `${where}: keepArguments must be a function of the input that returns what to keep`,
       );
     }
+    if (options.durable !== undefined && typeof options.durable !== 'boolean') {
+      throw new TasksConfigError(`${where}: durable must be true or false`);
+    }
     this.registry.add({
       name: options.name,
       options: Object.freeze({ ...options, whenClientLacksTasks: whenLacking }),

@@ -22,9 +22,12 @@ import {
   type InputRequest,
   isCancellationRequested,
   isTerminal,
+  type InputResponse,
+  type TaskCallRecord,
   type TaskOwner,
   type TaskRecord,
 } from '../task.js';
+import { HeldTaskResumer } from '../janitor/held-task-resumer.js';
 import { isRefusal, type OwnerSlot, OwnerSlots } from '../owner-slots.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
@@ -52,6 +55,12 @@ import {
   TasksTelemetry,
 } from '../telemetry/tasks.telemetry.js';
 
+/** How many times a durable call's method may start for one task (the first run and 3 resumes). */
+export const MAX_RUNS = 4;
+
+/** No answers taken yet. */
+const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
+
 /**
  * Runs `@TaskTool` methods. The task is created and stored first; the method then runs in the
  * background with a TaskContext. Its return value completes the task; a thrown JSON-RPC error
@@ -61,6 +70,7 @@ import {
  */
 @Injectable()
 export class TaskToolRunner
+  extends HeldTaskResumer
   implements OnModuleDestroy, BeforeApplicationShutdown, OnApplicationBootstrap
 {
   private readonly logger = new Logger('TaskToolRunner');
@@ -96,6 +106,7 @@ export class TaskToolRunner
     @Optional() @Inject(TaskQueue) private readonly queue: TaskQueue | null,
     @Optional() private readonly telemetry?: TasksTelemetry,
   ) {
+    super();
     const max = config.maxTasksPerOwner;
     if (max !== null) {
       // Per owner only: the store's `maxRows` bounds the calls of every owner together.
@@ -234,6 +245,88 @@ export class TaskToolRunner
     return this.shuttingDown && running.aborted && !context.isHandedOff ? 'stopped' : outcome;
   }
 
+  /**
+   * What a durable tool's in-process call keeps of itself, on a store with leases (see
+   * `TaskRecord.call`): its input as JSON, its first answers, and the headers a request-scoped
+   * tool's REQUEST carries (as a job carries them). None for any other call, nor for an inline
+   * one.
+   */
+  private durableCall({
+    tool,
+    input,
+    firstInput,
+    headers,
+    inline,
+  }: ToolCall): TaskCallRecord | undefined {
+    // An inline call's client waits in the request itself: should the instance die, so does it.
+    if (tool.options.durable !== true || !this.tasks.leased || inline) return undefined;
+    const carried = tool.scoped ? this.jobHeaders.of(tool.name, headers) : undefined;
+    return {
+      input: input === undefined ? undefined : (JSON.parse(JSON.stringify(input)) as unknown),
+      ...(firstInput !== undefined && { firstInput }),
+      ...(carried !== undefined && { headers: carried }),
+    };
+  }
+
+  /**
+   * Runs a durable call again here, for a task whose instance died (TasksLease asks before it
+   * fails the task): the task is moved to this instance first (one compare-and-set; another
+   * instance that moved it first wins), then the method starts as a call does, with the task's
+   * journal, the answers it took and its first input. Past MAX_RUNS runs the task fails instead.
+   * False for a task this process cannot run again (not a durable in-process call of one of its
+   * tools, or the app shutting down): the lease fails it as before.
+   */
+  async resume(record: TaskRecord): Promise<boolean> {
+    const { call, toolName } = record;
+    const tool = toolName === undefined ? undefined : this.registry.get(toolName);
+    if (
+      call === undefined ||
+      tool === undefined ||
+      tool.options.durable !== true ||
+      tool.options.queue !== undefined ||
+      this.stopping
+    ) {
+      return false;
+    }
+    const runs = record.runs ?? 1;
+    if (runs >= MAX_RUNS) {
+      this.logger.error(
+        `Task tool ${tool.name}: its instance stopped in each of ${runs} runs; the task fails`,
+      );
+      await this.tasks.fail(
+        record.taskId,
+        [
+          ProtocolErrorCode.InternalError,
+          `The task was run ${runs} times and its server stopped each time`,
+        ],
+        { known: record },
+      );
+      return true;
+    }
+    const from = record.heldBy;
+    const moved = await this.tasks.resumeHeld(record.taskId, { known: record, from });
+    // Another instance took it over first: it is no longer the dead one's either way.
+    if (moved.heldBy !== this.tasks.instanceId || moved.runs === record.runs) return true;
+    const slots = this.runningSlots?.take(moved.owner);
+    this.logger.log(
+      `Task tool ${tool.name}: resuming a task whose instance stopped (run ${moved.runs})`,
+    );
+    this.run(
+      {
+        tool,
+        input: call.input,
+        owner: moved.owner,
+        inline: false,
+        ...(call.firstInput !== undefined && { firstInput: call.firstInput }),
+      },
+      moved,
+      slots === undefined || isRefusal(slots) ? undefined : slots,
+      undefined,
+      call,
+    );
+    return true;
+  }
+
   /** The requests of the tool's `requireInputFirst` for this input, or none. */
   firstInputRequests(
     tool: TaskToolDefinition,
@@ -322,7 +415,7 @@ export class TaskToolRunner
     const slot = this.reserve(owner);
     let record: TaskRecord;
     try {
-      record = await createCallTask(this.tasks, begun);
+      record = await createCallTask(this.tasks, begun, this.durableCall(begun));
     } catch (error) {
       slot?.release();
       throw error;
@@ -400,27 +493,47 @@ export class TaskToolRunner
     record: TaskRecord,
     slot: OwnerSlot | undefined,
     parent: TraceParent | undefined,
+    /** A durable call run again (see `resume`): what its task kept of it. */
+    resumed?: TaskCallRecord,
   ): void {
     const { taskId } = record;
     const pollMs = this.pollMs(tool);
     const call = this.watch(RunningCall, taskId, pollMs);
-    // The record just created: a first step writes on it without a read.
+    // The record just created (or taken over): a first step writes on it without a read.
     call.saw(record);
-    const context = new RunningTaskContext(
-      this.tasks,
-      this.waiters,
-      taskId,
-      record.owner,
-      call,
-      inline,
-      pollMs,
-    );
+    const context =
+      record.call === undefined
+        ? new RunningTaskContext(
+            this.tasks,
+            this.waiters,
+            taskId,
+            record.owner,
+            call,
+            inline,
+            pollMs,
+          )
+        : new JobTaskContext(
+            this.tasks,
+            this.waiters,
+            taskId,
+            record.owner,
+            call,
+            pollMs,
+            resumed === undefined ? [] : (record.usedInputKeys ?? []),
+            {
+              answers: record.answers ?? NO_ANSWERS,
+              keepAnswers: async (answers: Readonly<Record<string, InputResponse>>) => {
+                call.saw(await this.tasks.keepAnswers(taskId, answers, { known: call.latest }));
+              },
+            },
+            true,
+          );
     call.traced = this.telemetry?.startRun(tool.name, taskId, parent);
     call.expireAt(expiresAt(record));
     this.running.set(taskId, call);
     // Made now, while the headers are at hand: the call keeps this copy, never the request.
     const request = tool.scoped
-      ? taskRequestOf(record.owner, taskId, tool.name, headers)
+      ? taskRequestOf(record.owner, taskId, tool.name, resumed?.headers ?? headers)
       : undefined;
     // The settler gives the slot back as the method's run ends (no promise or closure of its own).
     call.slot = slot;

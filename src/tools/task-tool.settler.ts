@@ -110,6 +110,7 @@ export class TaskToolSettler {
         const value = await tool.invoke(input, context, request);
         context.close();
         if (context.isHandedOff) return;
+        if (call.movedTask) return this.movedTask(tool);
         if (call.lostTask) return this.lostTask(tool);
         // A call that gave up on the store still writes a result its tool returned.
         if (call.aborted && call.outage.givenUp === undefined) {
@@ -124,6 +125,7 @@ export class TaskToolSettler {
         );
       } catch (error) {
         context.close();
+        if (call.movedTask) return this.movedTask(tool);
         if (call.lostTask) return this.lostTask(tool);
         const gaveUp = call.outage.givenUp;
         if (call.aborted && gaveUp === undefined) {
@@ -168,6 +170,17 @@ export class TaskToolSettler {
       this.ended(taskId);
       call.traced?.end(call.latest, retried);
     }
+  }
+
+  /**
+   * Notes a call whose task another instance took over (this instance's lease had run out while
+   * it ran, and a durable call was resumed there): its outcome is dropped.
+   */
+  private movedTask(tool: TaskToolDefinition): void {
+    this.logger.warn(
+      `Task tool ${tool.name}: another instance took its task over (this instance's lease had ` +
+        'run out); this run stops and its outcome is dropped',
+    );
   }
 
   /**

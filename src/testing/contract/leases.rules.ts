@@ -31,6 +31,29 @@ export const LEASE_RULES: readonly ContractRule[] = [
   ],
 
   [
+    'leases (when the store has them): a write with { hold: true } holds the task for the instance its record names',
+    async (store) => {
+      if (!leased(store)) return;
+      const held = { ...record(), heldBy: 'i1' };
+      await store.create(held, unlimited);
+      const moved = { ...changed(held, 'taken over'), heldBy: 'i2' };
+      assert.equal(await store.compareAndSet(moved, held.version, { hold: true }), true);
+      assert.deepStrictEqual(
+        await store.heldTasks('i2'),
+        [held.taskId],
+        'heldTasks(i2) after a write that moved the task to it',
+      );
+      await store.releaseTasks('i1', [held.taskId]);
+      assert.ok(
+        !(await store.heldTasks('i1')).includes(held.taskId),
+        'heldTasks(i1) after releaseTasks of the task it held before',
+      );
+      assert.equal(await store.compareAndSet(completed(moved, Date.now()), moved.version), true);
+      assert.deepStrictEqual(await store.heldTasks('i2'), [], 'heldTasks(i2) once it completed');
+    },
+  ],
+
+  [
     'leases (when the store has them): a lease that ran out is named to the others, and forgotten once it holds nothing',
     async (store) => {
       if (!leased(store)) return;

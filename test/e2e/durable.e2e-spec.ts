@@ -1,0 +1,261 @@
+/**
+ * Resume instead of fail (issue 39, item 3): a `@TaskTool({ durable: true })` call whose instance
+ * "dies" (its lease stops being renewed: TasksLease.stop, what a killed process amounts to for
+ * the others) is run again by another instance once the lease has run out, from its journal: its
+ * completed steps return what they returned, the answers it took come back, the task keeps its
+ * id and completes. Apps sharing a real Redis, then a real PostgreSQL, over real HTTP; a short
+ * lease (600 ms). The process actually killed (SIGKILL) is test/multiprocess/durable.e2e-spec.ts.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { Injectable, Module, type Type } from '@nestjs/common';
+import * as z from 'zod/v4';
+import {
+  type TaskContext,
+  type TaskRecord,
+  TaskTool,
+  TasksModule,
+  TasksService,
+} from '../../src/index.js';
+import { TaskStore } from '../../src/entries/store.js';
+import type { TasksModuleExtras } from '../../src/entries/options.js';
+import { TasksLease } from '../../src/janitor/tasks.lease.js';
+import { MAX_RUNS } from '../../src/tools/task-tool.runner.js';
+import { type RunningApp, startApp } from '../support/app.js';
+import { bearerPrincipal } from '../support/bearer.guard.js';
+import { elicit } from '../support/helpers.js';
+import { eventually, rpc } from '../support/sse.js';
+import { STORES, type Storage } from '../support/stores.js';
+
+const LEASE_MS = 600;
+
+/** Calls of each step's function, by `taskId/step`; runs of each task's method, by task id. */
+const calls = new Map<string, number>();
+const runs = new Map<string, number>();
+const count = (map: Map<string, number>, key: string): number => {
+  const n = (map.get(key) ?? 0) + 1;
+  map.set(key, n);
+  return n;
+};
+
+/** Waits until the call's signal fires (what a run blocked mid-step does), then rejects. */
+const blocked = (signal: AbortSignal): Promise<never> =>
+  new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason as Error);
+    signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+  });
+
+@Injectable()
+class DurableTools {
+  /** Three steps; the first run blocks in the second (its instance then "dies"). */
+  @TaskTool({ name: 'report', durable: true, input: z.object({ month: z.string() }) })
+  async report(input: { month: string }, task: TaskContext) {
+    const run = count(runs, task.taskId);
+    const fetched = await task.step('fetch', () => {
+      count(calls, `${task.taskId}/fetch`);
+      return { rows: 3, run };
+    });
+    await task.progress(`fetched ${fetched.rows} rows`);
+    const charged = await task.step('charge', ({ signal }) => {
+      count(calls, `${task.taskId}/charge`);
+      return run === 1 ? blocked(signal) : { id: `ch_${run}` };
+    });
+    const written = await task.step('write', () => {
+      count(calls, `${task.taskId}/write`);
+      return `report ${input.month} (run ${run})`;
+    });
+    return JSON.stringify({ fetched, charged, written });
+  }
+
+  /** Asks, then (first run) blocks after the question was asked. */
+  @TaskTool({ name: 'ask', durable: true })
+  async ask(_input: unknown, task: TaskContext) {
+    const run = count(runs, task.taskId);
+    const { name } = await task.requireInput({ name: elicit('Your name?') });
+    const who = (name.content as { name: string }).name;
+    return `hello ${who} (run ${run})`;
+  }
+
+  /** Never ends on its own: its instance dies each time. */
+  @TaskTool({ name: 'doomed', durable: true })
+  async doomed(_input: unknown, task: TaskContext) {
+    count(runs, task.taskId);
+    return await blocked(task.signal);
+  }
+
+  /** The same as `report` without `durable`: failed, as before, when its instance dies. */
+  @TaskTool({ name: 'plain' })
+  async plain(_input: unknown, task: TaskContext) {
+    count(runs, task.taskId);
+    return await blocked(task.signal);
+  }
+}
+
+function durableModule(parts: TasksModuleExtras): Type<unknown> {
+  @Module({
+    imports: [
+      TasksModule.forRoot({
+        principal: bearerPrincipal,
+        janitor: false,
+        lease: { ttlMs: LEASE_MS },
+        shutdown: { drainMs: 0 },
+        ...parts,
+      }),
+    ],
+    providers: [DurableTools],
+  })
+  class DurableModule {}
+  return DurableModule;
+}
+
+interface Instance {
+  running: RunningApp;
+  url: string;
+  service: TasksService;
+  lease: TasksLease;
+}
+
+describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (name) => {
+  let storage: Storage;
+  const apps: Instance[] = [];
+
+  beforeAll(async () => {
+    storage = await STORES[name]!(`durable_${name}`);
+  }, 60_000);
+
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.running.close();
+  });
+
+  afterAll(async () => {
+    await storage?.stop();
+  });
+
+  const start = async (): Promise<Instance> => {
+    const running = await startApp(durableModule(storage.parts()), 'express');
+    const instance = {
+      running,
+      url: running.url,
+      service: running.app.get(TasksService),
+      lease: running.app.get(TasksLease),
+    };
+    apps.push(instance);
+    return instance;
+  };
+
+  const callTool = async (url: string, tool: string, args: Record<string, unknown> = {}) => {
+    const { body } = await rpc(
+      url,
+      'tools/call',
+      { name: tool, arguments: args },
+      { principal: 'alice' },
+    );
+    if (body.result?.resultType !== 'task') throw new Error(`tools/call: ${JSON.stringify(body)}`);
+    return body.result.taskId as string;
+  };
+
+  const ended = (instance: Instance, taskId: string, ms = 6_000) =>
+    eventually(
+      async () => {
+        const task = await instance.service.status(taskId);
+        return ['completed', 'failed', 'cancelled'].includes(task.status) ? task : undefined;
+      },
+      ms,
+      `the end of ${taskId}`,
+    );
+
+  const textOf = (task: TaskRecord) => (task.result!.content[0] as { text: string }).text;
+
+  it('runs the call again on another instance from its journal: done steps are not called again', async () => {
+    const a = await start();
+    const b = await start();
+    // Each instance judges others only once it has renewed for a whole lease.
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
+    const taskId = await callTool(a.url, 'report', { month: 'May' });
+    await eventually(async () => calls.get(`${taskId}/charge`), 3_000, 'the first charge');
+    const before = await b.service.status(taskId);
+    expect(before.heldBy).toBe(a.service.instanceId);
+    expect(before.call).toEqual({ input: { month: 'May' } });
+    expect(Object.keys(before.steps ?? {})).toEqual(['fetch']);
+
+    a.lease.stop();
+    const stoppedAt = Date.now();
+    const task = await ended(b, taskId);
+    const took = Date.now() - stoppedAt;
+    expect(task.status).toBe('completed');
+    expect(JSON.parse(textOf(task))).toEqual({
+      fetched: { rows: 3, run: 1 },
+      charged: { id: 'ch_2' },
+      written: 'report May (run 2)',
+    });
+    expect(runs.get(taskId)).toBe(2);
+    expect(calls.get(`${taskId}/fetch`)).toBe(1);
+    expect(calls.get(`${taskId}/charge`)).toBe(2);
+    expect(calls.get(`${taskId}/write`)).toBe(1);
+    // Within about 1.33 × the lease, with room for a noisy machine.
+    expect(took).toBeLessThan(4 * LEASE_MS);
+    // The finished task keeps nothing of the journal or the call.
+    expect(task.steps).toBeUndefined();
+    expect(task.call).toBeUndefined();
+    expect(task.runs).toBe(2);
+    console.log(`durable (${name}): resumed and completed ${took} ms after the lease stopped`);
+  }, 20_000);
+
+  it('an input request answered after the instance that asked died completes the task', async () => {
+    const a = await start();
+    const b = await start();
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
+    const taskId = await callTool(a.url, 'ask');
+    await eventually(
+      async () => ((await b.service.status(taskId)).status === 'input_required' ? true : undefined),
+      3_000,
+      'the question',
+    );
+    a.lease.stop();
+    // B takes it over; the resumed run waits for the answer to the question asked before.
+    await eventually(
+      async () =>
+        (await b.service.status(taskId)).heldBy === b.service.instanceId ? true : undefined,
+      4 * LEASE_MS,
+      'the take-over',
+    );
+    const answer = await rpc(
+      b.url,
+      'tasks/update',
+      { taskId, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } },
+      { principal: 'alice' },
+    );
+    expect(answer.body.error).toBeUndefined();
+    const task = await ended(b, taskId);
+    expect(textOf(task)).toBe('hello Ada (run 2)');
+    // Asked once: the resumed run waited for the same key instead of asking again.
+    expect(task.usedInputKeys).toEqual(['name']);
+  }, 20_000);
+
+  it(`fails a task whose instance stopped in each of its ${MAX_RUNS} runs, and one that is not durable`, async () => {
+    const a = await start();
+    const b = await start();
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
+    const doomed = await callTool(a.url, 'doomed');
+    const plain = await callTool(a.url, 'plain');
+    await eventually(async () => (runs.get(plain) === 1 ? true : undefined), 3_000, 'the call');
+    // As if it had been run and lost three times already.
+    const store = a.running.app.get<TaskStore>(TaskStore);
+    const record = (await store.get(doomed))!;
+    expect(
+      await store.compareAndSet(
+        { ...record, runs: MAX_RUNS, version: record.version + 1 },
+        record.version,
+      ),
+    ).toBe(true);
+    a.lease.stop();
+    const failed = await ended(b, doomed);
+    expect(failed.error).toEqual({
+      code: -32603,
+      message: `The task was run ${MAX_RUNS} times and its server stopped each time`,
+    });
+    expect(runs.get(doomed)).toBe(1);
+    expect((await ended(b, plain)).error?.message).toBe(
+      'The server stopped before the task finished',
+    );
+  }, 20_000);
+});
