@@ -81,12 +81,14 @@ export function ownerIndexSql(schema: string): string {
 /**
  * The count of an owner's jobs that wait or run on a queue (parameters: the queue's name, the
  * owner's key), which a fair add runs for the owner's rank. OWNER_INDEX serves it: its predicate is
- * implied by this one (`state < 'completed'`, and an `=` on the key, which is then not null).
+ * implied by this one (`state < 'completed'`, and an `=` on the key, which is then not null). It
+ * stops at FAIR_RANKS: ranks past the last share it, so an owner with a backlog of 50,000 costs
+ * its next add no more than one with 1,024.
  */
 export function ownerCountSql(schema: string): string {
   return (
-    `SELECT count(*)::int AS n FROM "${schema}".job WHERE name = $1 ` +
-    `AND state < 'completed' AND data->>'ownerKey' = $2`
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM "${schema}".job WHERE name = $1 ` +
+    `AND state < 'completed' AND data->>'ownerKey' = $2 LIMIT ${FAIR_RANKS}) AS owned`
   );
 }
 
@@ -252,7 +254,7 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
         const own = error instanceof Error ? error.message : String(error);
         this.logger.warn(
           `pg-boss: could not make the index ${OWNER_INDEX} on "${this.schema}".job (${own}): ` +
-            "fair queues count each add's owner jobs by a scan of the queue's unfinished jobs " +
+            "each fair add counts its owner's jobs by a scan of the queue's unfinished jobs " +
             `until it exists. Make it once with: ${ownerIndexSql(this.schema)}`,
         );
         return;

@@ -5,7 +5,12 @@ import PgBoss from 'pg-boss';
 import pg from 'pg';
 import { TaskTool, TasksModule } from '../../src/index.js';
 import { TasksQueueModule, type TasksQueueModuleOptions } from '../../src/pg-boss/index.js';
-import { fairOwnerKey, OWNER_INDEX, ownerCountSql } from '../../src/pg-boss/pg-boss-task-queue.js';
+import {
+  FAIR_RANKS,
+  fairOwnerKey,
+  OWNER_INDEX,
+  ownerCountSql,
+} from '../../src/pg-boss/pg-boss-task-queue.js';
 import { KeptLog } from '../support/kept-log.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
@@ -194,5 +199,19 @@ describe('the owner index of fair pg-boss queues', () => {
       owners[7],
     ]);
     expect(counted[0]!.n).toBe(50);
+
+    // One owner's flood: the count stops at FAIR_RANKS (ranks past the last share it), so the
+    // flooder's next add reads no more than that.
+    await admin.query(
+      `INSERT INTO "${schema}".job (name, data)
+       SELECT $1, jsonb_build_object('taskId', 'flood-' || g, 'tool', 'report', 'ownerKey', $2::text)
+         FROM generate_series(1, $3::int) AS g`,
+      [QUEUE, owners[7], FAIR_RANKS + 500],
+    );
+    const { rows: flood } = await admin.query<{ n: number }>(ownerCountSql(schema), [
+      QUEUE,
+      owners[7],
+    ]);
+    expect(flood[0]!.n).toBe(FAIR_RANKS);
   });
 });
