@@ -152,7 +152,9 @@ async function main() {
     const found = await admin.query('SELECT pg_get_indexdef(to_regclass($1)) AS def', [
       `"${SCHEMA}".${INDEX}`,
     ]);
-    const definition = found.rows[0]?.def;
+    // PostgreSQL gives a partitioned index's definition as `ON ONLY` the parent (which would make
+    // it without the partitions' indexes): made again, it is made on the parent and its partitions.
+    const definition = found.rows[0]?.def?.replace(' ON ONLY ', ' ON ');
     assert(typeof definition === 'string', `the module made ${INDEX} on ${table}`);
     console.log(`    the index: ${definition}`);
     // The owners' keys, as the module wrote them in its jobs' data.
@@ -218,6 +220,12 @@ async function main() {
       ).rows[0].n;
       assert(waiting === backlog, `${backlog} jobs waiting (${waiting})`);
       const buildMs = await setIndex(true);
+      // The index serves the queue's partition (an index of it, attached to the parent's).
+      const children = await admin.query(
+        'SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = to_regclass($1)',
+        [`"${SCHEMA}".${INDEX}`],
+      );
+      assert(children.rows[0].n === 1, `${INDEX} has the queue partition's index`);
       await turn(false);
       await turn(true);
       const sides = { none: [], index: [] };
