@@ -57,6 +57,47 @@ export function fairPriority(level: number, rank: number): number {
 /** How many times making a queue is tried when PostgreSQL aborted it (a deadlock, a race). */
 const MAKE_ATTEMPTS = 3;
 
+/**
+ * The one index this package adds to pg-boss's job table (in pg-boss's schema), made at boot when
+ * a queue is fair: it serves the count of an owner's unfinished jobs that each fair add runs (see
+ * `enqueue`), which without it reads every unfinished row of the queue. A later definition would
+ * take a new name, so that the boot makes it rather than finding the old one.
+ */
+export const OWNER_INDEX = 'nmt_job_owner';
+
+/**
+ * The statement that makes OWNER_INDEX on the job table of pg-boss's `schema`. Made on the
+ * partitioned parent, so every queue's partition has it, a queue made later too (pg-boss attaches
+ * its partition, and PostgreSQL builds the partition's index then, on an empty table). Only the
+ * jobs of fair queues are in it (their data has an `ownerKey`), and only while they wait or run.
+ */
+export function ownerIndexSql(schema: string): string {
+  return (
+    `CREATE INDEX IF NOT EXISTS ${OWNER_INDEX} ON "${schema}".job (name, (data->>'ownerKey')) ` +
+    `WHERE state < 'completed' AND (data->>'ownerKey') IS NOT NULL`
+  );
+}
+
+/**
+ * The count of an owner's jobs that wait or run on a queue (parameters: the queue's name, the
+ * owner's key), which a fair add runs for the owner's rank. OWNER_INDEX serves it: its predicate is
+ * implied by this one (`state < 'completed'`, and an `=` on the key, which is then not null). It
+ * stops at FAIR_RANKS: ranks past the last share it, so an owner with a backlog of 50,000 costs
+ * its next add no more than one with 1,024.
+ */
+export function ownerCountSql(schema: string): string {
+  return (
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM "${schema}".job WHERE name = $1 ` +
+    `AND state < 'completed' AND data->>'ownerKey' = $2 LIMIT ${FAIR_RANKS}) AS owned`
+  );
+}
+
+/**
+ * The PostgreSQL error codes of a race on a boot's DDL: 40P01 deadlock_detected, 23505
+ * unique_violation and 42P07 duplicate_table (another instance made the same thing just now).
+ */
+const RACE_CODES: ReadonlySet<unknown> = new Set(['40P01', '23505', '42P07']);
+
 /** How often the errors pg-boss reports are logged, after the first. */
 export const QUEUE_ERROR_LOG_MS = 60_000;
 
@@ -81,6 +122,8 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
   private readonly held: Promise<unknown>[] = [];
   /** The last queue being made: the next waits for it. */
   private making: Promise<void> = Promise.resolve();
+  /** Whether OWNER_INDEX was looked for (and made if missing) by this process. */
+  private ownerIndexChecked = false;
   /** The last add of each owner on each queue (`queue owner`): the next waits for it. */
   private readonly adding = new Map<string, Promise<unknown>>();
   /** Called when this process sends a job to a queue: an idle slot looks at once. */
@@ -170,11 +213,51 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
         } else if (options !== undefined) {
           await this.boss.updateQueue(name, { name, ...options });
         }
+        break;
+      } catch (error) {
+        // Another instance made it just now, or the two deadlocked.
+        const code = (error as { code?: unknown }).code;
+        if (attempt >= MAKE_ATTEMPTS || !RACE_CODES.has(code)) throw error;
+      }
+    }
+    if (this.isFair(name) && !this.ownerIndexChecked) {
+      this.ownerIndexChecked = true;
+      await this.ensureOwnerIndex();
+    }
+  }
+
+  /**
+   * Makes OWNER_INDEX unless it is there: once per process, at the first fair queue it makes (its
+   * queues are made one at a time). The look is a catalog read, so a boot that finds it takes no
+   * lock on pg-boss's table; a boot that makes it (the first, or the first after a pg-boss
+   * migration dropped it) builds it over the unfinished jobs of fair queues, holding the table's
+   * writes meanwhile. Instances that make it at the same moment race: the loser finds it made when
+   * it looks again. An index that cannot be made (no CREATE right on pg-boss's schema, a race lost
+   * MAKE_ATTEMPTS times) is said in one WARN and the boot goes on: fair turns still work, each add
+   * counting by a scan of the queue's unfinished jobs.
+   */
+  private async ensureOwnerIndex(): Promise<void> {
+    const db = this.boss.getDb();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const { rows } = (await db.executeSql(
+          'SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace ' +
+            'WHERE n.nspname = $1 AND c.relname = $2',
+          [this.schema, OWNER_INDEX],
+        )) as { rows: unknown[] };
+        if (rows.length > 0) return;
+        await db.executeSql(ownerIndexSql(this.schema), []);
         return;
       } catch (error) {
-        // 40P01 deadlock_detected, 23505 unique_violation (another instance made it just now).
         const code = (error as { code?: unknown }).code;
-        if (attempt >= MAKE_ATTEMPTS || (code !== '40P01' && code !== '23505')) throw error;
+        if (attempt < MAKE_ATTEMPTS && RACE_CODES.has(code)) continue;
+        const own = error instanceof Error ? error.message : String(error);
+        this.logger.warn(
+          `pg-boss: could not make the index ${OWNER_INDEX} on "${this.schema}".job (${own}): ` +
+            "each fair add counts its owner's jobs by a scan of the queue's unfinished jobs " +
+            `until it exists. Make it once with: ${ownerIndexSql(this.schema)}`,
+        );
+        return;
       }
     }
   }
@@ -212,7 +295,8 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
     const options = { ...(queue.jobOptions as PgBoss.SendOptions | undefined) };
     if (!this.isFair(queue.name)) return await this.send(queue.name, data, options);
     // The owner's rank is read from pg-boss's own rows (its jobs that wait or run): nothing of
-    // this module's to keep or to heal. One owner's adds in this process go one at a time, so
+    // this module's to keep or to heal (OWNER_INDEX, made at boot, serves the count). One owner's
+    // adds in this process go one at a time, so
     // that each counts the one before; adds of one owner on two instances at the same moment
     // may share a rank.
     const ownerKey = fairOwnerKey(owner);
@@ -224,11 +308,9 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
       .then(async () => {
         const { rows } = (await this.boss
           .getDb()
-          .executeSql(
-            `SELECT count(*)::int AS n FROM "${this.schema}".job WHERE name = $1 ` +
-              `AND state < 'completed' AND data->>'ownerKey' = $2`,
-            [queue.name, ownerKey],
-          )) as { rows: { n: number }[] };
+          .executeSql(ownerCountSql(this.schema), [queue.name, ownerKey])) as {
+          rows: { n: number }[];
+        };
         options.priority = fairPriority(this.priorityLevel(queue), (rows[0]?.n ?? 0) + 1);
         await this.send(queue.name, data, options);
       });
