@@ -162,6 +162,23 @@ describe('queue-run task tools over pg-boss, across processes', () => {
     worker1 = worker4;
   }, 60_000);
 
+  it('runs a request-scoped tool on a sub-tree of the job, with the REQUEST the job carried', async () => {
+    const taskId = await startTask(apiA, 'q_scoped');
+    const run = await worker1.waitFor((event) => event.event === 'run' && event.taskId === taskId);
+    expect(run.request).toEqual({
+      principal: 'alice',
+      taskId,
+      toolName: 'q_scoped',
+      headers: expect.objectContaining({ 'mcp-name': 'q_scoped' }),
+    });
+    expect((run.request as { headers: object }).headers).not.toHaveProperty('authorization');
+    const done = await pollTask(apiA, taskId, (task) => TERMINAL.has(task.status as string));
+    expect(textOf(done)).toBe(`alice on ${worker1.pid}`);
+    // The sub-tree ended with the run: its own instance's onModuleDestroy.
+    const ended = await worker1.waitFor((e) => e.event === 'destroyed' && e.taskId === taskId);
+    expect(ended.serial).toBe(run.serial);
+  });
+
   it('leaves no task working', async () => {
     for (const taskId of created) {
       expect(TERMINAL.has((await getTask(apiB, taskId)).status as string)).toBe(true);
