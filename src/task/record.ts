@@ -108,11 +108,12 @@ export interface TaskRecord {
 }
 
 /**
- * One completed step in a task's journal: its result as JSON data (`value` absent for a step that
- * returned `undefined`).
+ * One step in a task's journal: a completed step's result as JSON data (`value` absent for a step
+ * that returned `undefined`), or a durable sleep's end (`until`, epoch ms: `TaskContext.sleep`).
  */
 export interface TaskStepEntry {
   readonly value?: unknown;
+  readonly until?: number;
 }
 
 /** What a durable call keeps of itself (see `TaskRecord.call`): JSON data. */

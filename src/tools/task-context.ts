@@ -15,7 +15,9 @@ import { waitForTask } from './task-watch.js';
 import { backoff, type CallOutage, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';
 import {
   attempt,
+  checkSleepMs,
   checkStepName,
+  pauseUntil,
   copyOf,
   jsonOf,
   stepIdempotencyKey,
@@ -75,6 +77,13 @@ export interface TaskContext {
    * method, on every instance; different for every task and step (43 characters of base64url).
    */
   idempotencyKey(name: string): string;
+  /**
+   * Waits `ms` (an integer from 0 to 30 days), as a step named `name`: its end is journaled when
+   * the sleep starts, so a later run of the method (a resumed durable call, a queue job run
+   * again) waits only what is left, and not at all once it has passed. Rejects when the task is
+   * cancelled. Names share the steps' (unique per task).
+   */
+  sleep(name: string, ms: number): Promise<void>;
 }
 
 /** The answers of a tool that asked for none first: one frozen object for every call. */
@@ -168,13 +177,7 @@ export class RunningTaskContext implements TaskContext {
   ): Promise<Awaited<T>> {
     checkStepName(name);
     const checked = stepOptions(name, options);
-    const steps = this.journal();
-    if (steps.reached.has(name)) {
-      throw new TasksConfigError(
-        `Step ${JSON.stringify(name)} was reached twice in one run: a step's name is unique per task`,
-      );
-    }
-    steps.reached.add(name);
+    const steps = this.reach(name);
     const recorded = this.call.latest?.steps;
     if (recorded !== undefined && Object.hasOwn(recorded, name)) {
       steps.replaying.delete(name);
@@ -199,6 +202,48 @@ export class RunningTaskContext implements TaskContext {
 
   idempotencyKey(name: string): string {
     return stepIdempotencyKey(this.taskId, checkStepName(name));
+  }
+
+  async sleep(name: string, ms: number): Promise<void> {
+    checkStepName(name);
+    checkSleepMs(name, ms);
+    const steps = this.reach(name);
+    const recorded = this.call.latest?.steps;
+    let until: number | undefined;
+    if (recorded !== undefined && Object.hasOwn(recorded, name)) {
+      steps.replaying.delete(name);
+      until = recorded[name]!.until;
+    } else {
+      steps.replaying.clear();
+      const written = await this.write(() =>
+        this.tasks.recordStep(
+          this.taskId,
+          name,
+          { until: Date.now() + ms },
+          { known: this.call.latest },
+        ),
+      );
+      this.call.saw?.(written);
+      until = written.steps?.[name]?.until;
+    }
+    if (until === undefined) {
+      throw new TasksConfigError(
+        `Step ${JSON.stringify(name)} was a step, not a sleep, in an earlier run`,
+      );
+    }
+    await pauseUntil(until, this.call.signal);
+  }
+
+  /** Notes a step (or sleep) reached by this run; one reached twice is the tool's bug. */
+  private reach(name: string): { reached: Set<string>; replaying: Set<string> } {
+    const steps = this.journal();
+    if (steps.reached.has(name)) {
+      throw new TasksConfigError(
+        `Step ${JSON.stringify(name)} was reached twice in one run: a step's name is unique per task`,
+      );
+    }
+    steps.reached.add(name);
+    return steps;
   }
 
   /**

@@ -35,6 +35,12 @@ export const STEP_DEFAULTS = { retries: 0, backoffMs: 1_000, maxBackoffMs: 30_00
 /** The longest step name: names are kept in the task's record, once per step. */
 export const MAX_STEP_NAME_LENGTH = 200;
 
+/** The longest durable sleep: 30 days. */
+export const MAX_SLEEP_MS = 30 * 86_400_000;
+
+/** The longest timer Node keeps as asked (about 24.8 days): a longer wait is made of several. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /** The largest `retries`: a step is not a queue. */
 const MAX_RETRIES = 100;
 
@@ -194,6 +200,23 @@ async function once<T>(
     clearTimeout(timer);
     signal.removeEventListener('abort', follow);
   }
+}
+
+/** Checks a sleep's length: an integer from 0 to MAX_SLEEP_MS. */
+export function checkSleepMs(name: string, ms: unknown): void {
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > MAX_SLEEP_MS) {
+    throw new TasksConfigError(
+      `Sleep ${JSON.stringify(name)}: ms must be an integer from 0 to ${MAX_SLEEP_MS}, got ${describe(ms)}`,
+    );
+  }
+}
+
+/** Waits until `until` (epoch ms), or rejects with the signal's reason once it fires. */
+export async function pauseUntil(until: number, signal: AbortSignal): Promise<void> {
+  for (let left = until - Date.now(); left > 0; left = until - Date.now()) {
+    await pause(Math.min(left, MAX_TIMER_MS), signal);
+  }
+  if (signal.aborted) throw signal.reason as Error;
 }
 
 /** Waits `ms`, or rejects with the signal's reason once it fires. */

@@ -375,7 +375,7 @@ export class TaskToolRunner
    * Ends every call still running after the drain: its signal fires, and (option
    * `runningTasksOnShutdown`, default `'fail'`) its task fails with a clear error, or is left for
    * another instance. A queue job's task is left as it is: its job goes back to the queue (see
-   * `runJob`).
+   * `runJob`); so is a durable call's: another instance resumes it (see `resume`).
    */
   async beforeApplicationShutdown(): Promise<void> {
     const running = [...this.running.entries()];
@@ -384,7 +384,8 @@ export class TaskToolRunner
     const leave = this.config.runningTasksOnShutdown === 'leave';
     await Promise.all(
       running.map(async ([taskId, call]) => {
-        if (!leave && !this.jobs.has(taskId)) {
+        // A durable call is resumed by another instance once this one's lease runs out.
+        if (!leave && !this.jobs.has(taskId) && call.latest?.call === undefined) {
           await this.tasks
             .fail(taskId, [
               ProtocolErrorCode.InternalError,

@@ -128,6 +128,14 @@ class StepTools {
     return text({ value, signalled });
   }
 
+  @TaskTool({ name: 'napper' })
+  async napper(input: { ms: unknown }, task: TaskContext) {
+    const started = Date.now();
+    await task.sleep('nap', input.ms as number);
+    const stored = await this.tasks.status(task.taskId);
+    return text({ slept: Date.now() - started, until: stored.steps?.nap?.until, started });
+  }
+
   @TaskTool({ name: 'twice' })
   async twice(_input: unknown, task: TaskContext) {
     await task.step('same', () => 1);
@@ -312,6 +320,18 @@ describe.each(Object.keys(STORES))('task.step on the %s store', (name) => {
     expect(resultOf(task)).toEqual({ value: 'attempt 2', signalled: 1 });
     const times = callsOf(taskId, 'fetch');
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(140);
+  });
+
+  it('sleeps as a step: its end journaled when it starts; a bad length fails the call, loudly', async () => {
+    const app = await start();
+    const taskId = await call(app, 'napper', { ms: 200 });
+    const { slept, until, started } = resultOf(await ended(app, taskId)) as Record<string, number>;
+    expect(slept).toBeGreaterThanOrEqual(195);
+    expect(until! - started!).toBeGreaterThanOrEqual(195);
+    expect(until! - started!).toBeLessThan(400);
+    const bad = await call(app, 'napper', { ms: -1 });
+    expect((await ended(app, bad)).error).toEqual({ code: -32603, message: 'Internal error' });
+    expect(log.errors.join('\n')).toContain('Sleep "nap": ms must be an integer from 0 to');
   });
 
   it('fails the call, loudly, when a step name is reached twice in one run', async () => {
