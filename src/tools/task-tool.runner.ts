@@ -128,8 +128,12 @@ export class TaskToolRunner
     return this.shutdown.signal.aborted;
   }
 
-  /** A queue-run tool without a queue to send its calls to fails the boot, naming the fix. */
+  /**
+   * A queue-run tool without a queue to send its calls to fails the boot, naming the fix; durable
+   * tools that nothing would resume are named in one WARN.
+   */
   onApplicationBootstrap(): void {
+    this.checkDurable();
     if (this.queue) return;
     const queued = this.registry.all().filter((tool) => tool.options.queue !== undefined);
     if (queued.length === 0) return;
@@ -137,6 +141,26 @@ export class TaskToolRunner
     throw new TasksConfigError(
       `Task tools ${names} run on a queue, but the app has no task queue: add ` +
         `TasksQueueModule.forRoot() (entry nestjs-mcp-tasks/bullmq, or nestjs-mcp-tasks/pg-boss) to its imports`,
+    );
+  }
+
+  /**
+   * Durable in-process tools on a store shared between processes, on an instance that holds no
+   * lease (`lease: false`, or a store without leases): no other instance learns that this one
+   * died, so nothing resumes their calls. Said once at boot. (On the in-memory store there is no
+   * other instance: nothing to say.)
+   */
+  private checkDurable(): void {
+    if (this.tasks.leased || this.tasks.rereadMs() === null) return;
+    const names = this.registry
+      .all()
+      .filter((tool) => tool.options.durable === true && tool.options.queue === undefined)
+      .map((tool) => `"${tool.name}"`);
+    if (names.length === 0) return;
+    this.logger.warn(
+      `Task tools ${names.join(', ')} are durable, but this instance holds no lease (option ` +
+        'lease: false, or a store without leases): should it die, no other instance resumes ' +
+        'their calls. Turn the lease on, on a store with leases (Redis, PostgreSQL)',
     );
   }
 

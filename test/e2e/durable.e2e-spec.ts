@@ -22,6 +22,7 @@ import { TasksLease } from '../../src/janitor/tasks.lease.js';
 import { MAX_RUNS } from '../../src/tools/task-tool.runner.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { bearerPrincipal } from '../support/bearer.guard.js';
+import { KeptLog } from '../support/kept-log.js';
 import { elicit } from '../support/helpers.js';
 import { eventually, rpc } from '../support/sse.js';
 import { STORES, type Storage } from '../support/stores.js';
@@ -106,13 +107,13 @@ class DurableTools {
   }
 }
 
-function durableModule(parts: TasksModuleExtras): Type<unknown> {
+function durableModule(parts: TasksModuleExtras, lease = true): Type<unknown> {
   @Module({
     imports: [
       TasksModule.forRoot({
         principal: bearerPrincipal,
         janitor: false,
-        lease: { ttlMs: LEASE_MS },
+        lease: lease && { ttlMs: LEASE_MS },
         shutdown: { drainMs: 0 },
         ...parts,
       }),
@@ -273,6 +274,26 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
     expect(calls.get(`${taskId}/before`)).toBe(1);
     expect(calls.get(`${taskId}/after`)).toBe(1);
   }, 60_000);
+
+  it('names the durable tools nothing would resume, in one WARN at boot, on an instance without a lease', async () => {
+    const log = new KeptLog();
+    const running = await startApp(
+      durableModule(storage.parts(), false),
+      'express',
+      '/mcp',
+      (app) => app.useLogger(log),
+    );
+    try {
+      const warned = log.warnings.filter((line) => line.includes('are durable'));
+      expect(warned).toEqual([
+        expect.stringContaining(
+          'Task tools "report", "ask", "nap", "doomed" are durable, but this instance holds no lease',
+        ),
+      ]);
+    } finally {
+      await running.close();
+    }
+  });
 
   it(`fails a task whose instance stopped in each of its ${MAX_RUNS} runs, and one that is not durable`, async () => {
     const a = await start();
