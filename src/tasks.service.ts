@@ -375,7 +375,8 @@ export class TasksService implements OnApplicationShutdown {
   /**
    * Takes over a durable call of an instance that died (see `TaskRecord.call`): the task is held
    * by this instance from now on and its runs count one more; one no longer held by `from` (taken
-   * over by another instance first) is left as it is. Listeners hear nothing. A terminal
+   * over by another instance first) is left as it is. Announced like any write: the instance
+   * that held it, should it still run the call, hears the move and stops it. A terminal
    * task is refused with TaskTerminalError.
    */
   async resumeHeld(
@@ -385,7 +386,8 @@ export class TasksService implements OnApplicationShutdown {
     return await this.writer.transition(
       taskId,
       (task, now) => resumeTask(task, options.from, this.instanceId, now),
-      { announce: false, known: options.known, hold: true },
+      // Announced: a process thought dead that still runs the call hears it and stops.
+      { known: options.known, hold: true },
     );
   }
 

@@ -293,7 +293,8 @@ export class PostgresTaskStore implements TaskStore, TaskStoreLeases, OnApplicat
       Date.now(),
     ];
     if (options?.hold === true && record.heldBy !== undefined) {
-      // Taken over, the task is held by its new instance (a rare write: it sends no change).
+      // Taken over, the task is held by its new instance (a rare write: the notifier, not this
+      // statement, sends its change).
       values.push(record.heldBy);
       return (await this.run(this.sql.compareAndSetHolding, values)).length === 1;
     }

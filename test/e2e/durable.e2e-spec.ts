@@ -38,11 +38,27 @@ const count = (map: Map<string, number>, key: string): number => {
   return n;
 };
 
+/** Whether `done()` holds within `ms` (checked every 10 ms). */
+const waitFor = async (done: () => boolean, ms: number): Promise<boolean> => {
+  for (const end = Date.now() + ms; Date.now() < end;) {
+    if (done()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return done();
+};
+
+/** Why each blocked run's signal fired, by task id. */
+const stoppedWith = new Map<string, string>();
+
 /** Waits until the call's signal fires (what a run blocked mid-step does), then rejects. */
-const blocked = (signal: AbortSignal): Promise<never> =>
+const blocked = (signal: AbortSignal, taskId?: string): Promise<never> =>
   new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason as Error);
-    signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+    const stop = (): void => {
+      if (taskId !== undefined) stoppedWith.set(taskId, (signal.reason as Error).name);
+      reject(signal.reason as Error);
+    };
+    if (signal.aborted) stop();
+    signal.addEventListener('abort', stop, { once: true });
   });
 
 @Injectable()
@@ -58,7 +74,12 @@ class DurableTools {
     await task.progress(`fetched ${fetched.rows} rows`);
     const charged = await task.step('charge', ({ signal }) => {
       count(calls, `${task.taskId}/charge`);
-      return run === 1 ? blocked(signal) : { id: `ch_${run}` };
+      if (run === 1) return blocked(signal, task.taskId);
+      return waitFor(() => stoppedWith.has(task.taskId), 2_000).then((first) => ({
+        id: `ch_${run}`,
+        // Whether the first run, still going on the instance thought dead, had stopped by then.
+        oldRunStopped: first,
+      }));
     });
     const written = await task.step('write', () => {
       count(calls, `${task.taskId}/write`);
@@ -201,10 +222,13 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
     expect(task.status).toBe('completed');
     expect(JSON.parse(textOf(task))).toEqual({
       fetched: { rows: 3, run: 1 },
-      charged: { id: 'ch_2' },
+      charged: { id: 'ch_2', oldRunStopped: true },
       written: 'report May (run 2)',
     });
     expect(runs.get(taskId)).toBe(2);
+    // The first run, still going on the instance thought dead, stopped as the task moved, before
+    // the second run's charge returned.
+    expect(stoppedWith.get(taskId)).toBe('TaskMoved');
     expect(calls.get(`${taskId}/fetch`)).toBe(1);
     expect(calls.get(`${taskId}/charge`)).toBe(2);
     expect(calls.get(`${taskId}/write`)).toBe(1);
