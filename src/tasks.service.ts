@@ -25,6 +25,8 @@ import {
   type TaskStepEntry,
   type TaskCallRecord,
   keepAnswersTask,
+  parkId,
+  parkTask,
   resumeTask,
   toJsonRpcError,
   toStoredResult,
@@ -388,6 +390,35 @@ export class TasksService implements OnApplicationShutdown {
       (task, now) => resumeTask(task, options.from, this.instanceId, now),
       // Announced: a process thought dead that still runs the call hears it and stops.
       { known: options.known, hold: true },
+    );
+  }
+
+  /**
+   * Parks a durable call's task until `until` (epoch ms): a lease of the task's own (`parkId`),
+   * which no one renews, is set to run out then, and the task is moved from this instance to it;
+   * the instance that finds that lease run out wakes the task (TasksLease, HeldTaskResumer).
+   * Returns the record; one no longer held by this instance is left as it is (its `heldBy` says
+   * so). Only on an instance that holds its tasks under a lease.
+   */
+  async park(
+    taskId: string,
+    until: number,
+    options: { known?: TaskRecord } = {},
+  ): Promise<TaskRecord> {
+    const store = this.store;
+    if (!this.leased || !hasLeases(store)) {
+      throw new TaskInternalError('A task parks only on an instance that holds it under a lease');
+    }
+    try {
+      // The lease first: should the move then fail, it runs out holding nothing, and is forgotten.
+      await store.renewLease(parkId(taskId), Math.max(1, Math.ceil(until - Date.now())));
+    } catch (error) {
+      throw this.writer.fault(error);
+    }
+    return await this.writer.transition(
+      taskId,
+      (task, now) => parkTask(task, this.instanceId, now),
+      { announce: false, known: options.known, hold: true },
     );
   }
 

@@ -9,7 +9,7 @@ import {
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { messageOf, TaskNotFoundError, TaskTerminalError } from '../errors.js';
 import { hasLeases, TaskStore, type TaskStoreLeases } from '../store/task-store.js';
-import { isTerminal } from '../task.js';
+import { isParkId, isTerminal } from '../task.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
@@ -224,7 +224,8 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
       });
     }
     await this.leases.releaseTasks(instance, settled);
-    if (held.length > 0) {
+    // A parked task's lease runs out when its sleep ends: it wakes, nothing stopped.
+    if (held.length > 0 && !isParkId(instance)) {
       this.logger.warn(
         `An instance stopped with ${held.length} task(s) held; ${settled.length} settled now`,
       );

@@ -296,9 +296,10 @@ export function resumeTask(
 ): TransitionResult {
   if (isTerminal(task.status)) return new TaskTerminalError(task.status);
   if (task.heldBy !== from) return task;
+  // Woken from a park (a long sleep), the call did not stop: its runs stay as they were.
   const copy: Mutable<TaskRecord> = Object.assign({}, task, {
     heldBy: instanceId,
-    runs: (task.runs ?? 1) + 1,
+    runs: from !== undefined && isParkId(from) ? (task.runs ?? 1) : (task.runs ?? 1) + 1,
   });
   copy.version = nextVersion(task.version, now);
   return copy;
@@ -314,6 +315,36 @@ export function keepAnswersTask(
   const copy: Mutable<TaskRecord> = Object.assign({}, task, {
     answers: Object.assign({}, task.answers, answers),
   });
+  copy.version = nextVersion(task.version, now);
+  return copy;
+}
+
+/** What the ids of parked tasks' holders start with (see `parkId`). */
+const PARK_PREFIX = 'park:';
+
+/**
+ * The holder of a parked task (a durable call sleeping out of memory, see `parkTask`): a lease of
+ * its own, which no one renews and which runs out when the sleep ends; the instance that finds it
+ * run out wakes the task. Never a real instance's id (those are UUIDs).
+ */
+export function parkId(taskId: string): string {
+  return `${PARK_PREFIX}${taskId}`;
+}
+
+/** Whether a holder is a parked task's (see `parkId`). */
+export function isParkId(holder: string): boolean {
+  return holder.startsWith(PARK_PREFIX);
+}
+
+/**
+ * Parks a durable call's task (see `parkId`): held by its park's lease instead of `from`, the
+ * instance whose call leaves memory. A task no longer held by `from` is left as it is; a terminal
+ * task is refused. The wire sees nothing of it.
+ */
+export function parkTask(task: TaskRecord, from: string, now: number): TransitionResult {
+  if (isTerminal(task.status)) return new TaskTerminalError(task.status);
+  if (task.heldBy !== from) return task;
+  const copy: Mutable<TaskRecord> = Object.assign({}, task, { heldBy: parkId(task.taskId) });
   copy.version = nextVersion(task.version, now);
   return copy;
 }

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { TaskNotFoundError } from '../errors.js';
 import type { WaiterFeed } from '../notify/waiter-feed.js';
 import type { OwnerSlot } from '../owner-slots.js';
-import { isCancellationRequested, isTerminal, type TaskRecord } from '../task.js';
+import { isCancellationRequested, isParkId, isTerminal, type TaskRecord } from '../task.js';
 import type { TasksService } from '../tasks.service.js';
 import type { TelemetryRun } from '../telemetry/tasks.telemetry.js';
 import { CallOutage } from './store-outage.js';
@@ -150,9 +150,13 @@ export class RunningCall extends TaskWatch {
     else if (this.moved(task)) this.abort(new TaskMoved());
   }
 
-  /** Whether another instance holds the task now (a durable call resumed there). */
+  /**
+   * Whether another instance holds the task now (a durable call resumed there). A task this call
+   * parked (see TasksService.park) is not another instance's: the call is leaving anyway.
+   */
   private moved(task: TaskRecord): boolean {
-    return task.heldBy !== undefined && task.heldBy !== this.tasks.instanceId;
+    const holder = task.heldBy;
+    return holder !== undefined && holder !== this.tasks.instanceId && !isParkId(holder);
   }
 
   protected gone(): void {

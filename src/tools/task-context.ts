@@ -26,6 +26,18 @@ import {
   type TaskStepOptions,
 } from './task-steps.js';
 
+/**
+ * What a durable call's method is stopped with when its task parks (a long `sleep`): the call
+ * leaves memory, and the task wakes on an instance when the sleep ends (the method runs again, its
+ * steps and the sleep's end journaled). A method that catches it should rethrow it.
+ */
+export class TaskParked extends Error {
+  constructor() {
+    super('The call parked until its sleep ends: the task wakes on an instance then');
+    this.name = 'TaskParked';
+  }
+}
+
 /** What a `@TaskTool` method receives beside its input. */
 export interface TaskContext {
   /** The task id: the capability a worker needs to drive the task through TasksService. */
@@ -111,6 +123,8 @@ export class RunningTaskContext implements TaskContext {
   private deferred: { message: string | null } | undefined;
   /** Set when the call has ended: a deferred message is no longer written. */
   private closed = false;
+  /** Set once the call has parked its task (see `parks`). */
+  protected parked = false;
   /**
    * The steps of this run (made at the first): the names reached, and the journaled names not
    * reached yet while the run replays ground an earlier run covered (its status messages are
@@ -231,7 +245,22 @@ export class RunningTaskContext implements TaskContext {
         `Step ${JSON.stringify(name)} was a step, not a sleep, in an earlier run`,
       );
     }
+    // A long sleep of a durable call leaves memory: the task wakes on an instance at its end.
+    if (await this.parks(until)) throw new TaskParked();
     await pauseUntil(until, this.call.signal);
+  }
+
+  /** Whether the call has parked (see `parks`): its outcome, whatever it is, is dropped. */
+  get isParked(): boolean {
+    return this.parked;
+  }
+
+  /**
+   * Parks the call's task until `until` when the call can (a durable call, for a sleep long
+   * enough): true once it has, and the method is to leave. Only durable calls park.
+   */
+  protected async parks(_until: number): Promise<boolean> {
+    return false;
   }
 
   /** Notes a step (or sleep) reached by this run; one reached twice is the tool's bug. */
@@ -393,6 +422,14 @@ export class JobTaskContext extends RunningTaskContext {
     },
     /** Held by this instance's lease (a durable in-process call), not by a queue. */
     private readonly leased = false,
+    /**
+     * A durable call's park (TasksService.park) and the shortest sleep that parks; none for a
+     * queue job (its sleep holds its worker's slot).
+     */
+    private readonly parking?: {
+      readonly afterMs: number;
+      park(until: number): Promise<TaskRecord>;
+    },
   ) {
     super(tasks, waiters, taskId, owner, call, false, pollMs);
     this.asked = new Set(asked);
@@ -419,6 +456,14 @@ export class JobTaskContext extends RunningTaskContext {
       }
     }
     return answers;
+  }
+
+  protected override async parks(until: number): Promise<boolean> {
+    const parking = this.parking;
+    if (parking === undefined || until - Date.now() < parking.afterMs) return false;
+    await this.write(() => parking.park(until));
+    this.parked = true;
+    return true;
   }
 
   /** A queue job's task is held by no instance (the queue runs the job again instead). */

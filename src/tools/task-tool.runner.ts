@@ -23,6 +23,7 @@ import {
   isCancellationRequested,
   isTerminal,
   type InputResponse,
+  isParkId,
   type TaskCallRecord,
   type TaskOwner,
   type TaskRecord,
@@ -313,7 +314,10 @@ export class TaskToolRunner
       return false;
     }
     const runs = record.runs ?? 1;
-    if (runs >= MAX_RUNS) {
+    const from = record.heldBy;
+    // A parked task wakes (its sleep is over): its call did not stop, and its runs stay.
+    const waking = from !== undefined && isParkId(from);
+    if (runs >= MAX_RUNS && !waking) {
       this.logger.error(
         `Task tool ${tool.name}: its instance stopped in each of ${runs} runs; the task fails`,
       );
@@ -327,14 +331,15 @@ export class TaskToolRunner
       );
       return true;
     }
-    const from = record.heldBy;
     const moved = await this.tasks.resumeHeld(record.taskId, { known: record, from });
     // Another instance took it over first: it is no longer the dead one's either way.
-    if (moved.heldBy !== this.tasks.instanceId || moved.runs === record.runs) return true;
+    if (moved.heldBy !== this.tasks.instanceId || moved.version === record.version) return true;
     const slots = this.runningSlots?.take(moved.owner);
-    this.logger.log(
-      `Task tool ${tool.name}: resuming a task whose instance stopped (run ${moved.runs})`,
-    );
+    if (!waking) {
+      this.logger.log(
+        `Task tool ${tool.name}: resuming a task whose instance stopped (run ${moved.runs})`,
+      );
+    }
     this.run(
       {
         tool,
@@ -349,6 +354,27 @@ export class TaskToolRunner
       call,
     );
     return true;
+  }
+
+  /**
+   * How a durable call parks its task for a long sleep (see TasksService.park): a sleep of at
+   * least two leases parks (a parked task wakes at a lease renewal's sweep, every third of a
+   * lease, so a shorter one would wake late by much of its length). None without a lease.
+   */
+  private parking(
+    taskId: string,
+    call: RunningCall,
+  ): { afterMs: number; park(until: number): Promise<TaskRecord> } | undefined {
+    const { lease } = this.config;
+    if (!this.tasks.leased || lease === false) return undefined;
+    return {
+      afterMs: 2 * lease.ttlMs,
+      park: async (until) => {
+        const parked = await this.tasks.park(taskId, until, { known: call.latest });
+        call.saw(parked);
+        return parked;
+      },
+    };
   }
 
   /** The requests of the tool's `requireInputFirst` for this input, or none. */
@@ -552,6 +578,7 @@ export class TaskToolRunner
               },
             },
             true,
+            this.parking(taskId, call),
           );
     call.traced = this.telemetry?.startRun(tool.name, taskId, parent);
     call.expireAt(expiresAt(record));

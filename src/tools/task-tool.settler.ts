@@ -109,7 +109,7 @@ export class TaskToolSettler {
         }
         const value = await tool.invoke(input, context, request);
         context.close();
-        if (context.isHandedOff) return;
+        if (context.isHandedOff || context.isParked) return;
         if (call.movedTask) return this.movedTask(tool);
         if (call.lostTask) return this.lostTask(tool);
         // A call that gave up on the store still writes a result its tool returned.
@@ -125,6 +125,8 @@ export class TaskToolSettler {
         );
       } catch (error) {
         context.close();
+        // Parked (a long sleep): the task wakes on an instance when the sleep ends.
+        if (context.isParked) return;
         if (call.movedTask) return this.movedTask(tool);
         if (call.lostTask) return this.lostTask(tool);
         const gaveUp = call.outage.givenUp;

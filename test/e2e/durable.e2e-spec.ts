@@ -19,7 +19,7 @@ import {
 import { TaskStore } from '../../src/entries/store.js';
 import type { TasksModuleExtras } from '../../src/entries/options.js';
 import { TasksLease } from '../../src/janitor/tasks.lease.js';
-import { MAX_RUNS } from '../../src/tools/task-tool.runner.js';
+import { MAX_RUNS, TaskToolRunner } from '../../src/tools/task-tool.runner.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { bearerPrincipal } from '../support/bearer.guard.js';
 import { KeptLog } from '../support/kept-log.js';
@@ -298,6 +298,37 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
     expect(calls.get(`${taskId}/before`)).toBe(1);
     expect(calls.get(`${taskId}/after`)).toBe(1);
   }, 60_000);
+
+  it('parks a long sleep out of memory: the task wakes on an instance at its end, its runs unchanged', async () => {
+    const a = await start();
+    const b = await start();
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
+    const calledAt = Date.now();
+    const taskId = await callTool(a.url, 'nap', { ms: 3_000 });
+    const runner = a.running.app.get(TaskToolRunner);
+    const parked = await eventually(
+      async () => {
+        const task = await b.service.status(taskId);
+        return task.heldBy?.startsWith('park:') && runner.size === 0 ? task : undefined;
+      },
+      2_000,
+      'the park',
+    );
+    expect(parked.status).toBe('working');
+    const task = await ended(b, taskId, 6_000);
+    const wokeAfter = Date.now() - calledAt;
+    expect(task.status).toBe('completed');
+    const { slept, run } = JSON.parse(textOf(task)) as { slept: number; run: number };
+    // The method ran twice (it left memory and came back), but its call never stopped.
+    expect(run).toBe(2);
+    expect(task.runs).toBe(1);
+    expect(slept).toBeGreaterThanOrEqual(3_000);
+    expect(calls.get(`${taskId}/before`)).toBe(1);
+    console.log(
+      `durable (${name}): a 3,000 ms sleep parked; the task completed ${wokeAfter} ms after the call`,
+    );
+    expect(wokeAfter).toBeLessThan(3_000 + 4 * LEASE_MS);
+  }, 20_000);
 
   it('names the durable tools nothing would resume, in one WARN at boot, on an instance without a lease', async () => {
     const log = new KeptLog();
