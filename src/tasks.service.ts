@@ -24,6 +24,7 @@ import {
   type TaskRecord,
   type TaskStepEntry,
   type TaskCallRecord,
+  isParkId,
   keepAnswersTask,
   parkId,
   parkTask,
@@ -190,9 +191,39 @@ export class TasksService implements OnApplicationShutdown {
     inputResponses: Readonly<Record<string, InputResponse>>,
   ): Promise<TaskRecord> {
     const responses = validateInputResponses(inputResponses);
-    return await this.writer.transition(taskId, (task, now) => updateTask(task, responses, now), {
-      owner,
-    });
+    const record = await this.writer.transition(
+      taskId,
+      (task, now) => updateTask(task, responses, now),
+      { owner },
+    );
+    // A durable call parked for this input: its park's lease runs out now, and it wakes.
+    const holder = record.heldBy;
+    if (record.status === 'working' && holder !== undefined && isParkId(holder)) {
+      await this.wake(holder);
+    }
+    return record;
+  }
+
+  /**
+   * Called once a parked task's lease was made to run out (see `wake`): TasksLease sweeps soon.
+   * Set by TasksLease; none without a lease.
+   */
+  whenWoken: (() => void) | undefined;
+
+  /**
+   * Makes a park's lease run out now, so that the first sweep wakes its task. A store fault is
+   * answered as one (the caller, told "Task store unavailable", sends its answer again: the
+   * update then changes nothing, and the wake is tried again).
+   */
+  private async wake(holder: string): Promise<void> {
+    const store = this.store;
+    if (!hasLeases(store)) return;
+    try {
+      await store.renewLease(holder, 1);
+    } catch (error) {
+      throw this.writer.fault(error);
+    }
+    this.whenWoken?.();
   }
 
   /** Cancels the task (at once, or as a request in cooperative mode); a finished task is kept. */
@@ -398,12 +429,13 @@ export class TasksService implements OnApplicationShutdown {
    * which no one renews, is set to run out then, and the task is moved from this instance to it;
    * the instance that finds that lease run out wakes the task (TasksLease, HeldTaskResumer).
    * Returns the record; one no longer held by this instance is left as it is (its `heldBy` says
-   * so). Only on an instance that holds its tasks under a lease.
+   * so), and so is one parking for input (`waitingFor`) whose keys are all answered already. Only
+   * on an instance that holds its tasks under a lease.
    */
   async park(
     taskId: string,
     until: number,
-    options: { known?: TaskRecord } = {},
+    options: { known?: TaskRecord; waitingFor?: readonly string[] } = {},
   ): Promise<TaskRecord> {
     const store = this.store;
     if (!this.leased || !hasLeases(store)) {
@@ -417,7 +449,7 @@ export class TasksService implements OnApplicationShutdown {
     }
     return await this.writer.transition(
       taskId,
-      (task, now) => parkTask(task, this.instanceId, now),
+      (task, now) => parkTask(task, this.instanceId, now, options.waitingFor),
       { announce: false, known: options.known, hold: true },
     );
   }

@@ -18,8 +18,12 @@ import {
   isCancellationRequested,
   markCancelledTask,
   newTask,
+  parkId,
+  parkTask,
   progressTask,
+  recordStepTask,
   requireInputTask,
+  resumeTask,
   takeInputResponsesTask,
   nextVersion,
   deliveryMark,
@@ -498,6 +502,40 @@ describe('task model: what callers and workers hand in', () => {
         invalid('Invalid params: inputResponses must be an object'),
       );
     }
+  });
+});
+
+describe('task model: steps, resume and park (durable calls)', () => {
+  const held = (record: TaskRecord, by: string): TaskRecord => ({ ...record, heldBy: by });
+
+  it('records a step once: the first run to record it wins, and a finished task drops the journal', () => {
+    const first = ok(recordStepTask(fresh(), 'charge', { value: { id: 1 } }, T0 + 1));
+    expect(first.steps).toEqual({ charge: { value: { id: 1 } } });
+    expect(first.lastUpdatedAt).toBe(T0);
+    expect(ok(recordStepTask(first, 'charge', { value: { id: 2 } }, T0 + 2))).toBe(first);
+    expect(ok(completeTask(first, result, {}, T0 + 3)).steps).toBeUndefined();
+    for (const done of terminals()) {
+      expect(recordStepTask(done, 'x', {}, T0 + 9)).toBeInstanceOf(TaskTerminalError);
+    }
+  });
+
+  it('resumes a task held by `from` only, counting a run unless it wakes from a park', () => {
+    const task = { ...held(fresh(), 'dead'), runs: 1 };
+    const resumed = ok(resumeTask(task, 'dead', 'me', T0 + 1));
+    expect([resumed.heldBy, resumed.runs]).toEqual(['me', 2]);
+    expect(ok(resumeTask(task, 'someone else', 'me', T0 + 1))).toBe(task);
+    const parked = held(task, parkId(task.taskId));
+    const woken = ok(resumeTask(parked, parkId(task.taskId), 'me', T0 + 1));
+    expect([woken.heldBy, woken.runs]).toEqual(['me', 1]);
+  });
+
+  it('parks a task held by `from`, not one whose awaited input is all answered meanwhile', () => {
+    const asking = held(inputRequired(['name']), 'me');
+    expect(ok(parkTask(asking, 'me', T0 + 2, ['name'])).heldBy).toBe(parkId(asking.taskId));
+    expect(ok(parkTask(asking, 'other', T0 + 2, ['name']))).toBe(asking);
+    const answered = ok(updateTask(asking, { name: answer('Ada') }, T0 + 2));
+    expect(ok(parkTask(answered, 'me', T0 + 3, ['name']))).toBe(answered);
+    expect(ok(parkTask(answered, 'me', T0 + 3)).heldBy).toBe(parkId(asking.taskId));
   });
 });
 

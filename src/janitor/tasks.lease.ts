@@ -33,6 +33,12 @@ const AFTER_FAULT_TTLS = 2;
 const RENEW_RETRY_MS = 1_000;
 
 /**
+ * After an answer woke a parked task, the renewal that sweeps it comes this soon: its park's
+ * lease, made to run out 1 ms after the answer by the store's clock, has run out by then.
+ */
+const WAKE_SWEEP_MS = 5;
+
+/**
  * This instance's lease on a store shared with other instances (one with leases: RedisTaskStore
  * and PostgresTaskStore). Every third of the lease's TTL it renews the lease, which also tells it the
  * instances whose lease ran out: those died without shutting down, and the tool calls they were
@@ -105,6 +111,8 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
       return;
     if (this.timer !== undefined) return;
     this.startedAt = Date.now();
+    // An answer woke a parked task (its park's lease ran out): sweep at once, not at the next tick.
+    this.tasks.whenWoken = () => this.renewSoon(ttlMs, WAKE_SWEEP_MS);
     this.timer = setInterval(() => void this.renew(), Math.ceil(ttlMs / 3));
     this.timer.unref();
     await this.renew();
@@ -153,15 +161,18 @@ export class TasksLease implements OnApplicationBootstrap, BeforeApplicationShut
     return this.renewing;
   }
 
-  /** Plans a renewal within RENEW_RETRY_MS after a failed one (the store may be back by then). */
-  private renewSoon(ttlMs: number): void {
+  /**
+   * Plans a renewal within RENEW_RETRY_MS after a failed one (the store may be back by then), or
+   * within `ms`.
+   */
+  private renewSoon(ttlMs: number, ms = RENEW_RETRY_MS): void {
     if (this.timer === undefined || this.retry !== undefined) return;
     this.retry = setTimeout(
       () => {
         this.retry = undefined;
         void this.renew();
       },
-      Math.min(RENEW_RETRY_MS, Math.ceil(ttlMs / 3)),
+      Math.min(ms, Math.ceil(ttlMs / 3)),
     );
     this.retry.unref();
   }

@@ -13,6 +13,7 @@ import {
   type CancellationMode,
   type InputRequest,
   type InputResponse,
+  isAnswered,
   isTerminal,
   type NewTaskParams,
   normalizeOwner,
@@ -338,12 +339,20 @@ export function isParkId(holder: string): boolean {
 
 /**
  * Parks a durable call's task (see `parkId`): held by its park's lease instead of `from`, the
- * instance whose call leaves memory. A task no longer held by `from` is left as it is; a terminal
- * task is refused. The wire sees nothing of it.
+ * instance whose call leaves memory. A task no longer held by `from`, or (`waitingFor`, a park
+ * for input) whose input keys are all answered already, is left as it is; a terminal task is
+ * refused. The wire sees nothing of it.
  */
-export function parkTask(task: TaskRecord, from: string, now: number): TransitionResult {
+export function parkTask(
+  task: TaskRecord,
+  from: string,
+  now: number,
+  waitingFor?: readonly string[],
+): TransitionResult {
   if (isTerminal(task.status)) return new TaskTerminalError(task.status);
   if (task.heldBy !== from) return task;
+  // Answered meanwhile: nothing to wait for, so no park (the answer's write saw no park to wake).
+  if (waitingFor !== undefined && isAnswered(task, waitingFor)) return task;
   const copy: Mutable<TaskRecord> = Object.assign({}, task, { heldBy: parkId(task.taskId) });
   copy.version = nextVersion(task.version, now);
   return copy;

@@ -3,6 +3,7 @@ import {
   type InputRequest,
   type InputResponse,
   isAnswered,
+  isParkId,
   isTerminal,
   type TaskOwner,
   type TaskRecord,
@@ -428,7 +429,9 @@ export class JobTaskContext extends RunningTaskContext {
      */
     private readonly parking?: {
       readonly afterMs: number;
-      park(until: number): Promise<TaskRecord>;
+      /** The longest park for input (then the task wakes, and parks again if still unanswered). */
+      readonly inputMs: number;
+      park(until: number, waitingFor?: readonly string[]): Promise<TaskRecord>;
     },
   ) {
     super(tasks, waiters, taskId, owner, call, false, pollMs);
@@ -448,6 +451,8 @@ export class JobTaskContext extends RunningTaskContext {
       await this.write(() => this.tasks.requireInput(this.taskId, ask, options));
     }
     const waiting = keys.filter((key) => !Object.hasOwn(this.kept, key));
+    // A durable call does not wait in memory: it parks until the answers come.
+    if (waiting.length > 0 && (await this.parksForInput(waiting))) throw new TaskParked();
     const answers =
       waiting.length > 0 ? await this.answersTo(waiting) : ({} as Record<K, InputResponse>);
     for (const key of keys) {
@@ -456,6 +461,20 @@ export class JobTaskContext extends RunningTaskContext {
       }
     }
     return answers;
+  }
+
+  /**
+   * Parks a durable call's task until the answers to `waiting` come (an answer's write wakes it,
+   * see TasksService.update), or `parking.inputMs` has passed: true once it has. Not when they
+   * are all answered already.
+   */
+  private async parksForInput(waiting: readonly string[]): Promise<boolean> {
+    const parking = this.parking;
+    if (parking === undefined) return false;
+    const parked = await this.write(() => parking.park(Date.now() + parking.inputMs, waiting));
+    if (parked.heldBy === undefined || !isParkId(parked.heldBy)) return false;
+    this.parked = true;
+    return true;
   }
 
   protected override async parks(until: number): Promise<boolean> {

@@ -59,6 +59,12 @@ import {
 /** How many times a durable call's method may start for one task (the first run and 3 resumes). */
 export const MAX_RUNS = 4;
 
+/**
+ * The longest a durable call's task parks for input (an hour): unanswered by then, it wakes, and
+ * its method runs again up to the question, which parks it again. An answer wakes it at once.
+ */
+const INPUT_PARK_MS = 3_600_000;
+
 /** No answers taken yet. */
 const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
 
@@ -364,13 +370,20 @@ export class TaskToolRunner
   private parking(
     taskId: string,
     call: RunningCall,
-  ): { afterMs: number; park(until: number): Promise<TaskRecord> } | undefined {
+  ):
+    | {
+        afterMs: number;
+        inputMs: number;
+        park(until: number, waitingFor?: readonly string[]): Promise<TaskRecord>;
+      }
+    | undefined {
     const { lease } = this.config;
     if (!this.tasks.leased || lease === false) return undefined;
     return {
       afterMs: 2 * lease.ttlMs,
-      park: async (until) => {
-        const parked = await this.tasks.park(taskId, until, { known: call.latest });
+      inputMs: INPUT_PARK_MS,
+      park: async (until, waitingFor) => {
+        const parked = await this.tasks.park(taskId, until, { known: call.latest, waitingFor });
         call.saw(parked);
         return parked;
       },
