@@ -6,12 +6,9 @@ import { TasksConfigError } from '../errors.js';
 import type { TaskOwner } from '../task.js';
 import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
+import { isFairQueue } from '../tools/queue-module-definition.js';
 import { FairTurns, fairPriority } from './fair-turns.js';
-import {
-  isFairQueue,
-  TASKS_QUEUE_OPTIONS,
-  type TasksQueueModuleOptions,
-} from './tasks-queue.options.js';
+import { TASKS_QUEUE_OPTIONS, type TasksQueueModuleOptions } from './tasks-queue.options.js';
 
 /** What a job carries: the call, and the answers its runs took (for a later run). */
 export interface TaskJobData extends QueuedCall {
@@ -61,7 +58,7 @@ export class BullTaskQueue extends TaskQueue {
 
   /** Whether the queue of that name takes fair turns across owners. */
   isFair(name: string): boolean {
-    return isFairQueue(this.options, name);
+    return isFairQueue(this.options.fair, name);
   }
 
   /**

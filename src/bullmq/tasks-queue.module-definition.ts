@@ -1,27 +1,14 @@
-import { ConfigurableModuleBuilder, type DynamicModule } from '@nestjs/common';
-import { TaskQueue } from '../tools/task-queue.js';
+import { queueModuleDefinition } from '../tools/queue-module-definition.js';
 import { BullTaskQueue } from './bull-task-queue.js';
 import { TASKS_QUEUE_OPTIONS, type TasksQueueModuleOptions } from './tasks-queue.options.js';
 import { TaskQueueWorkers } from './task-queue.workers.js';
 
 // One export at a time below, not `export const { … } = …`: see tasks.module-definition.ts.
-const definitions = new ConfigurableModuleBuilder<TasksQueueModuleOptions>({
-  moduleName: 'TasksQueue',
-  optionsInjectionToken: TASKS_QUEUE_OPTIONS,
-})
-  .setClassMethodName('forRoot')
-  .setExtras({}, (definition: DynamicModule): DynamicModule => ({
-    ...definition,
-    global: true,
-    providers: [
-      ...(definition.providers ?? []),
-      BullTaskQueue,
-      { provide: TaskQueue, useExisting: BullTaskQueue },
-      TaskQueueWorkers,
-    ],
-    exports: [TaskQueue],
-  }))
-  .build();
+const definitions = queueModuleDefinition<TasksQueueModuleOptions>(
+  TASKS_QUEUE_OPTIONS,
+  BullTaskQueue,
+  TaskQueueWorkers,
+);
 
 /**
  * TasksQueueModule's base class: `forRoot(options)` / `forRootAsync(...)`. The registration is

@@ -1,7 +1,7 @@
 import type { WorkerOptions } from 'bullmq';
 import { show } from '../errors.js';
-import { isTaskToolOption, OptionProblems, taskToolOptionHint } from '../option-problems.js';
 import { isObject } from '../object-shape.js';
+import { queueOptionProblems } from '../tools/queue-module-definition.js';
 
 /** The worker options this module sets itself: the rest of BullMQ's WorkerOptions are the app's. */
 export type TaskWorkerOptions = Omit<WorkerOptions, 'connection' | 'prefix' | 'autorun'>;
@@ -32,13 +32,6 @@ export interface TasksQueueModuleOptions {
   fair?: boolean | Readonly<Record<string, boolean>>;
 }
 
-/** Whether the queue of that name takes fair turns (see `TasksQueueModuleOptions.fair`). */
-export function isFairQueue(options: TasksQueueModuleOptions, queue: string): boolean {
-  const { fair } = options;
-  if (fair === undefined || typeof fair === 'boolean') return fair ?? true;
-  return Object.hasOwn(fair, queue) ? fair[queue] !== false : true;
-}
-
 const OPTION_KEYS: ReadonlySet<string> = new Set(
   Object.keys({ worker: true, workers: true, fair: true } satisfies Record<
     keyof TasksQueueModuleOptions,
@@ -51,33 +44,13 @@ const OPTION_KEYS: ReadonlySet<string> = new Set(
  * an unknown option included (a `@TaskTool()` option says where it belongs).
  */
 export function checkQueueOptions(given: unknown): void {
-  const p = new OptionProblems('TasksQueueModule options');
-  const options = given ?? {};
-  if (!isObject(options)) {
-    p.add(`TasksQueueModule options must be an object, got ${show(options)}`);
-    return p.throwIfAny();
-  }
-  p.unknownKeys('', options, OPTION_KEYS, (key) =>
-    isTaskToolOption(key) ? taskToolOptionHint(key, 'TasksQueueModule') : undefined,
-  );
-  const { worker, workers, fair } = options;
-  if (worker !== undefined && typeof worker !== 'boolean') {
-    p.add(`worker must be true or false, got ${show(worker)}`);
-  }
+  const { problems: p, options } = queueOptionProblems(given, OPTION_KEYS);
+  if (options === undefined) return p.throwIfAny();
+  const { workers } = options;
   if (workers !== undefined && (!isObject(workers) || !Object.values(workers).every(isObject))) {
     p.add(
       'workers must be an object of BullMQ worker options by queue name (e.g. ' +
         `{ reports: { concurrency: 4 } }), got ${show(workers)}`,
-    );
-  }
-  if (
-    fair !== undefined &&
-    typeof fair !== 'boolean' &&
-    !(isObject(fair) && Object.values(fair).every((value) => typeof value === 'boolean'))
-  ) {
-    p.add(
-      'TasksQueueModule option "fair" must be true, false or an object of booleans by queue ' +
-        `name (e.g. { reports: false }), got ${JSON.stringify(fair) ?? String(fair)}`,
     );
   }
   p.throwIfAny();

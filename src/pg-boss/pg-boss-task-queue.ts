@@ -12,10 +12,10 @@ import { postgresAddress } from '../postgres/postgres-connection.js';
 import type { TaskOwner } from '../task.js';
 import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
+import { isFairQueue } from '../tools/queue-module-definition.js';
 import { JobNotices } from './job-notices.js';
 import {
   checkQueueOptions,
-  isFairQueue,
   TASKS_PG_BOSS_OPTIONS,
   type TasksQueueModuleOptions,
 } from './tasks-queue.options.js';
@@ -264,7 +264,7 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
 
   /** Whether the queue of that name takes fair turns across owners. */
   isFair(name: string): boolean {
-    return isFairQueue(this.options, name);
+    return isFairQueue(this.options.fair, name);
   }
 
   /** The priority level of a tool's jobs: its `priority` job option (0 without one). */

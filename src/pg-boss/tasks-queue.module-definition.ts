@@ -1,27 +1,14 @@
-import { ConfigurableModuleBuilder, type DynamicModule } from '@nestjs/common';
-import { TaskQueue } from '../tools/task-queue.js';
+import { queueModuleDefinition } from '../tools/queue-module-definition.js';
 import { PgBossTaskQueue } from './pg-boss-task-queue.js';
 import { TASKS_PG_BOSS_OPTIONS, type TasksQueueModuleOptions } from './tasks-queue.options.js';
 import { TaskQueueWorkers } from './task-queue.workers.js';
 
 // One export at a time below, not `export const { … } = …`: see tasks.module-definition.ts.
-const definitions = new ConfigurableModuleBuilder<TasksQueueModuleOptions>({
-  moduleName: 'TasksQueue',
-  optionsInjectionToken: TASKS_PG_BOSS_OPTIONS,
-})
-  .setClassMethodName('forRoot')
-  .setExtras({}, (definition: DynamicModule): DynamicModule => ({
-    ...definition,
-    global: true,
-    providers: [
-      ...(definition.providers ?? []),
-      PgBossTaskQueue,
-      { provide: TaskQueue, useExisting: PgBossTaskQueue },
-      TaskQueueWorkers,
-    ],
-    exports: [TaskQueue],
-  }))
-  .build();
+const definitions = queueModuleDefinition<TasksQueueModuleOptions>(
+  TASKS_PG_BOSS_OPTIONS,
+  PgBossTaskQueue,
+  TaskQueueWorkers,
+);
 
 /**
  * TasksQueueModule's base class (pg-boss): `forRoot(options)` / `forRootAsync(...)`. The

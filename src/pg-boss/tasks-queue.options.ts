@@ -1,7 +1,7 @@
 import type PgBoss from 'pg-boss';
 import { show } from '../errors.js';
-import { isTaskToolOption, OptionProblems, taskToolOptionHint } from '../option-problems.js';
 import { isObject } from '../object-shape.js';
+import { queueOptionProblems } from '../tools/queue-module-definition.js';
 
 /** The injection token of the module's options. */
 export const TASKS_PG_BOSS_OPTIONS = Symbol('TASKS_PG_BOSS_OPTIONS');
@@ -62,13 +62,6 @@ export interface TasksQueueModuleOptions {
   fair?: boolean | Readonly<Record<string, boolean>>;
 }
 
-/** Whether the queue of that name takes fair turns (see `TasksQueueModuleOptions.fair`). */
-export function isFairQueue(options: TasksQueueModuleOptions, queue: string): boolean {
-  const { fair } = options;
-  if (fair === undefined || typeof fair === 'boolean') return fair ?? true;
-  return Object.hasOwn(fair, queue) ? fair[queue] !== false : true;
-}
-
 const OPTION_KEYS: ReadonlySet<string> = new Set(
   Object.keys({
     connection: true,
@@ -91,35 +84,15 @@ const WORKER_KEYS: ReadonlySet<string> = new Set(
  * unknown option included (a `@TaskTool()` option says where it belongs).
  */
 export function checkQueueOptions(given: unknown): void {
-  const p = new OptionProblems('TasksQueueModule options');
-  const options = given ?? {};
-  if (!isObject(options)) {
-    p.add(`TasksQueueModule options must be an object, got ${show(options)}`);
-    return p.throwIfAny();
-  }
-  p.unknownKeys('', options, OPTION_KEYS, (key) =>
-    isTaskToolOption(key) ? taskToolOptionHint(key, 'TasksQueueModule') : undefined,
-  );
-  const { connection, worker, workers, queues, fair } = options;
-  if (
-    fair !== undefined &&
-    typeof fair !== 'boolean' &&
-    !(isObject(fair) && Object.values(fair).every((value) => typeof value === 'boolean'))
-  ) {
-    p.add(
-      'TasksQueueModule option "fair" must be true, false or an object of booleans by queue ' +
-        `name (e.g. { reports: false }), got ${JSON.stringify(fair) ?? String(fair)}`,
-    );
-  }
+  const { problems: p, options } = queueOptionProblems(given, OPTION_KEYS);
+  if (options === undefined) return p.throwIfAny();
+  const { connection, workers, queues } = options;
   if (!(typeof connection === 'string' && connection !== '') && !isObject(connection)) {
     p.add(
       'connection must name the PostgreSQL of the queues: a connection string or pg-boss ' +
         `options ({ connectionString, schema, ... }), got ${show(connection)} ` +
         '(e.g. { connection: process.env.POSTGRES_URL })',
     );
-  }
-  if (worker !== undefined && typeof worker !== 'boolean') {
-    p.add(`worker must be true or false, got ${show(worker)}`);
   }
   if (workers !== undefined && (!isObject(workers) || !Object.values(workers).every(isObject))) {
     p.add(

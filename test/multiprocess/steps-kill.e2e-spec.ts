@@ -88,35 +88,38 @@ async function killMidStep(
   expect(result.charged!.pid).toBe(elsewhere[0]);
 }
 
-describe('steps are not done twice when a process is killed mid-step', () => {
-  it('on Redis: a BullMQ job run again by another worker, a durable call resumed by another instance', async () => {
-    const env = { REDIS_URL: redis.url, PREFIX: 'stepskill:', LEASE_MS: String(LEASE_MS) };
-    const api = await startFixture({ ...env, ROLE: 'api' });
-    const [hanging, victimApi] = await Promise.all([
-      startFixture({ ...env, ROLE: 'worker', HANG: '1' }),
-      startFixture({ ...env, ROLE: 'api', HANG: '1' }),
-    ]);
-    const worker = () => startFixture({ ...env, ROLE: 'worker' });
-    await killMidStep(api, hanging, 'q_steps', api, worker);
-    await killMidStep(victimApi, victimApi, 'p_steps', api);
-  }, 90_000);
-
-  it('on PostgreSQL alone: a pg-boss job run again by another worker, a durable call resumed', async () => {
-    const env = {
+/** Each deployment's environment: its store, and its queue's runner. */
+const DEPLOYMENTS: [string, () => Record<string, string>][] = [
+  [
+    'on Redis: a BullMQ job run again by another worker, a durable call resumed by another instance',
+    () => ({ REDIS_URL: redis.url, PREFIX: 'stepskill:' }),
+  ],
+  [
+    'on PostgreSQL alone: a pg-boss job run again by another worker, a durable call resumed',
+    () => ({
       POSTGRES_URL: postgres.url,
       PG_SCHEMA: 'stepskill',
       PGBOSS_SCHEMA: 'stepskill_boss',
       RUNNER: 'pg-boss',
-      LEASE_MS: String(LEASE_MS),
-    };
-    // The first instance alone: it makes the schemas the others find.
-    const api = await startFixture({ ...env, ROLE: 'api' });
-    const [hanging, victimApi] = await Promise.all([
-      startFixture({ ...env, ROLE: 'worker', HANG: '1' }),
-      startFixture({ ...env, ROLE: 'api', HANG: '1' }),
-    ]);
-    const worker = () => startFixture({ ...env, ROLE: 'worker' });
-    await killMidStep(api, hanging, 'q_steps', api, worker);
-    await killMidStep(victimApi, victimApi, 'p_steps', api);
-  }, 90_000);
+    }),
+  ],
+];
+
+describe('steps are not done twice when a process is killed mid-step', () => {
+  it.each(DEPLOYMENTS)(
+    '%s',
+    async (_name, deployment) => {
+      const env = { ...deployment(), LEASE_MS: String(LEASE_MS) };
+      // The first instance alone: it makes the schemas the others find.
+      const api = await startFixture({ ...env, ROLE: 'api' });
+      const [hanging, victimApi] = await Promise.all([
+        startFixture({ ...env, ROLE: 'worker', HANG: '1' }),
+        startFixture({ ...env, ROLE: 'api', HANG: '1' }),
+      ]);
+      const worker = () => startFixture({ ...env, ROLE: 'worker' });
+      await killMidStep(api, hanging, 'q_steps', api, worker);
+      await killMidStep(victimApi, victimApi, 'p_steps', api);
+    },
+    90_000,
+  );
 });
