@@ -4,7 +4,12 @@ import { TaskChangeListeners } from './notify/task-change.listeners.js';
 import { InvalidTaskParamsError, TaskInternalError } from './errors.js';
 import { TaskNotifier } from './notify/task-notifier.js';
 import { WaiterFeed } from './notify/waiter-feed.js';
-import { hasLeases, type TaskListPage, TaskStore } from './store/task-store.js';
+import {
+  hasLeases,
+  type TaskListPage,
+  TaskStore,
+  type TaskStoreLeases,
+} from './store/task-store.js';
 import {
   type CallToolResult,
   cancelTask,
@@ -218,11 +223,7 @@ export class TasksService implements OnApplicationShutdown {
   private async wake(holder: string): Promise<void> {
     const store = this.store;
     if (!hasLeases(store)) return;
-    try {
-      await store.renewLease(holder, 1);
-    } catch (error) {
-      throw this.writer.fault(error);
-    }
+    await this.parkLease(store, holder, 1);
     this.whenWoken?.();
   }
 
@@ -441,17 +442,22 @@ export class TasksService implements OnApplicationShutdown {
     if (!this.leased || !hasLeases(store)) {
       throw new TaskInternalError('A task parks only on an instance that holds it under a lease');
     }
-    try {
-      // The lease first: should the move then fail, it runs out holding nothing, and is forgotten.
-      await store.renewLease(parkId(taskId), Math.max(1, Math.ceil(until - Date.now())));
-    } catch (error) {
-      throw this.writer.fault(error);
-    }
+    // The lease first: should the move then fail, it runs out holding nothing, and is forgotten.
+    await this.parkLease(store, parkId(taskId), Math.max(1, Math.ceil(until - Date.now())));
     return await this.writer.transition(
       taskId,
       (task, now) => parkTask(task, this.instanceId, now, options.waitingFor),
       { announce: false, known: options.known, hold: true },
     );
+  }
+
+  /** Sets a park's lease (see `park`) to run out `ms` from now; a store fault is answered as one. */
+  private async parkLease(store: TaskStoreLeases, holder: string, ms: number): Promise<void> {
+    try {
+      await store.renewLease(holder, ms);
+    } catch (error) {
+      throw this.writer.fault(error);
+    }
   }
 
   /** Keeps answers a durable call's method took, for a later run (see `TaskRecord.answers`). */

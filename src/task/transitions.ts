@@ -86,6 +86,16 @@ function next(task: TaskRecord, changes: Partial<TaskRecord>, now: number): Task
 }
 
 /**
+ * Copies `task` with `changes` and the next version, `lastUpdatedAt` kept: a change the wire does
+ * not show (a step journaled, a task held by another instance).
+ */
+function nextUnseen(task: TaskRecord, changes: Partial<TaskRecord>, now: number): TaskRecord {
+  const copy: Mutable<TaskRecord> = Object.assign({}, task, changes);
+  copy.version = nextVersion(task.version, now);
+  return copy;
+}
+
+/**
  * A terminal record keeps no pending input, cancellation request, journal of steps, or what a
  * durable call kept to run again. A task that has none (most
  * tasks) is copied once, without the rest pattern's copy before it.
@@ -278,9 +288,7 @@ export function recordStepTask(
   if (task.steps !== undefined && Object.hasOwn(task.steps, name)) return task;
   const steps: Record<string, TaskStepEntry> = Object.assign({}, task.steps);
   Object.defineProperty(steps, name, { value: entry, enumerable: true, writable: true });
-  const copy: Mutable<TaskRecord> = Object.assign({}, task, { steps });
-  copy.version = nextVersion(task.version, now);
-  return copy;
+  return nextUnseen(task, { steps }, now);
 }
 
 /**
@@ -298,12 +306,8 @@ export function resumeTask(
   if (isTerminal(task.status)) return new TaskTerminalError(task.status);
   if (task.heldBy !== from) return task;
   // Woken from a park (a long sleep), the call did not stop: its runs stay as they were.
-  const copy: Mutable<TaskRecord> = Object.assign({}, task, {
-    heldBy: instanceId,
-    runs: from !== undefined && isParkId(from) ? (task.runs ?? 1) : (task.runs ?? 1) + 1,
-  });
-  copy.version = nextVersion(task.version, now);
-  return copy;
+  const runs = (task.runs ?? 1) + (from !== undefined && isParkId(from) ? 0 : 1);
+  return nextUnseen(task, { heldBy: instanceId, runs }, now);
 }
 
 /** Keeps the answers a durable call's method took (see `TaskRecord.answers`), for a later run. */
@@ -313,11 +317,7 @@ export function keepAnswersTask(
   now: number,
 ): TransitionResult {
   if (isTerminal(task.status)) return new TaskTerminalError(task.status);
-  const copy: Mutable<TaskRecord> = Object.assign({}, task, {
-    answers: Object.assign({}, task.answers, answers),
-  });
-  copy.version = nextVersion(task.version, now);
-  return copy;
+  return nextUnseen(task, { answers: Object.assign({}, task.answers, answers) }, now);
 }
 
 /** What the ids of parked tasks' holders start with (see `parkId`). */
@@ -353,7 +353,5 @@ export function parkTask(
   if (task.heldBy !== from) return task;
   // Answered meanwhile: nothing to wait for, so no park (the answer's write saw no park to wake).
   if (waitingFor !== undefined && isAnswered(task, waitingFor)) return task;
-  const copy: Mutable<TaskRecord> = Object.assign({}, task, { heldBy: parkId(task.taskId) });
-  copy.version = nextVersion(task.version, now);
-  return copy;
+  return nextUnseen(task, { heldBy: parkId(task.taskId) }, now);
 }

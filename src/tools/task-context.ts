@@ -7,6 +7,7 @@ import {
   isTerminal,
   type TaskOwner,
   type TaskRecord,
+  type TaskStepEntry,
   validateProgressMessage,
 } from '../task.js';
 import type { TasksService } from '../tasks.service.js';
@@ -100,7 +101,7 @@ export interface TaskContext {
 }
 
 /** The answers of a tool that asked for none first: one frozen object for every call. */
-const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
+export const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
 
 /** What a context needs of its running call (see RunningCall in running-call.ts). */
 export interface ContextCall {
@@ -192,27 +193,17 @@ export class RunningTaskContext implements TaskContext {
   ): Promise<Awaited<T>> {
     checkStepName(name);
     const checked = stepOptions(name, options);
-    const steps = this.reach(name);
-    const recorded = this.call.latest?.steps;
-    if (recorded !== undefined && Object.hasOwn(recorded, name)) {
-      steps.replaying.delete(name);
-      return copyOf(recorded[name]!.value) as Awaited<T>;
-    }
-    // A step that runs: whatever an earlier run reached beyond it is not replayed ground.
-    steps.replaying.clear();
-    const value = jsonOf(
-      name,
-      await attempt(name, run, checked, this.call.signal, this.call.latest?.toolName),
-    );
-    const written = await this.write(() =>
-      this.tasks.recordStep(this.taskId, name, value === undefined ? {} : { value }, {
-        known: this.call.latest,
-      }),
-    );
-    this.call.saw?.(written);
-    // Another run of the method may have recorded it first: its value is the one that stays.
-    const kept = written.steps?.[name];
-    return (kept === undefined || kept.value === value ? value : copyOf(kept.value)) as Awaited<T>;
+    let made: TaskStepEntry | undefined;
+    const entry = await this.journaled(name, async () => {
+      const value = jsonOf(
+        name,
+        await attempt(name, run, checked, this.call.signal, this.call.latest?.toolName),
+      );
+      return (made = value === undefined ? {} : { value });
+    });
+    // The value this run made is its own; one journaled (by an earlier run, or by another run that
+    // recorded it first) is copied: the record's own is shared.
+    return (entry === made ? made.value : copyOf(entry.value)) as Awaited<T>;
   }
 
   idempotencyKey(name: string): string {
@@ -222,25 +213,7 @@ export class RunningTaskContext implements TaskContext {
   async sleep(name: string, ms: number): Promise<void> {
     checkStepName(name);
     checkSleepMs(name, ms);
-    const steps = this.reach(name);
-    const recorded = this.call.latest?.steps;
-    let until: number | undefined;
-    if (recorded !== undefined && Object.hasOwn(recorded, name)) {
-      steps.replaying.delete(name);
-      until = recorded[name]!.until;
-    } else {
-      steps.replaying.clear();
-      const written = await this.write(() =>
-        this.tasks.recordStep(
-          this.taskId,
-          name,
-          { until: Date.now() + ms },
-          { known: this.call.latest },
-        ),
-      );
-      this.call.saw?.(written);
-      until = written.steps?.[name]?.until;
-    }
+    const { until } = await this.journaled(name, async () => ({ until: Date.now() + ms }));
     if (until === undefined) {
       throw new TasksConfigError(
         `Step ${JSON.stringify(name)} was a step, not a sleep, in an earlier run`,
@@ -249,6 +222,31 @@ export class RunningTaskContext implements TaskContext {
     // A long sleep of a durable call leaves memory: the task wakes on an instance at its end.
     if (await this.parks(until)) throw new TaskParked();
     await pauseUntil(until, this.call.signal);
+  }
+
+  /**
+   * The journal's entry of the step (or sleep) `name`, reached by this run: the one an earlier run
+   * recorded, else `make()`'s, recorded now in one write (or the entry of another run that recorded
+   * it first). One reached twice in one run is the tool's bug.
+   */
+  private async journaled(
+    name: string,
+    make: () => Promise<TaskStepEntry>,
+  ): Promise<TaskStepEntry> {
+    const steps = this.reach(name);
+    const recorded = this.call.latest?.steps;
+    if (recorded !== undefined && Object.hasOwn(recorded, name)) {
+      steps.replaying.delete(name);
+      return recorded[name]!;
+    }
+    // A step that runs: whatever an earlier run reached beyond it is not replayed ground.
+    steps.replaying.clear();
+    const entry = await make();
+    const written = await this.write(() =>
+      this.tasks.recordStep(this.taskId, name, entry, { known: this.call.latest }),
+    );
+    this.call.saw?.(written);
+    return written.steps?.[name] ?? entry;
   }
 
   /** Whether the call has parked (see `parks`): its outcome, whatever it is, is dropped. */
@@ -421,11 +419,10 @@ export class JobTaskContext extends RunningTaskContext {
       readonly answers: Readonly<Record<string, InputResponse>>;
       keepAnswers(answers: Readonly<Record<string, InputResponse>>): Promise<void>;
     },
-    /** Held by this instance's lease (a durable in-process call), not by a queue. */
-    private readonly leased = false,
     /**
-     * A durable call's park (TasksService.park) and the shortest sleep that parks; none for a
-     * queue job (its sleep holds its worker's slot).
+     * A durable in-process call's park (TasksService.park) and the shortest sleep that parks:
+     * such a call is held by this instance's lease. None for a queue job (held by no instance;
+     * its sleep holds its worker's slot).
      */
     private readonly parking?: {
       readonly afterMs: number;
@@ -487,7 +484,7 @@ export class JobTaskContext extends RunningTaskContext {
 
   /** A queue job's task is held by no instance (the queue runs the job again instead). */
   protected override release(): void {
-    if (this.leased) super.release();
+    if (this.parking !== undefined) super.release();
   }
 
   protected override async took(taken: Readonly<Record<string, InputResponse>>): Promise<void> {

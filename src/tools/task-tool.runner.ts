@@ -33,7 +33,7 @@ import { isRefusal, type OwnerSlot, OwnerSlots } from '../owner-slots.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
-import { JobTaskContext, RunningTaskContext } from './task-context.js';
+import { JobTaskContext, NO_ANSWERS, RunningTaskContext } from './task-context.js';
 import { type QueuedCall, TaskQueue, toolQueue } from './task-queue.js';
 import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
@@ -64,9 +64,6 @@ export const MAX_RUNS = 4;
  * its method runs again up to the question, which parks it again. An answer wakes it at once.
  */
 const INPUT_PARK_MS = 3_600_000;
-
-/** No answers taken yet. */
-const NO_ANSWERS: Readonly<Record<string, InputResponse>> = Object.freeze({});
 
 /**
  * Runs `@TaskTool` methods. The task is created and stored first; the method then runs in the
@@ -590,7 +587,6 @@ export class TaskToolRunner
                 call.saw(await this.tasks.keepAnswers(taskId, answers, { known: call.latest }));
               },
             },
-            true,
             this.parking(taskId, call),
           );
     call.traced = this.telemetry?.startRun(tool.name, taskId, parent);
