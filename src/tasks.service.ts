@@ -201,13 +201,25 @@ export class TasksService implements OnApplicationShutdown {
       (task, now) => updateTask(task, responses, now),
       { owner },
     );
-    // A durable call parked for this input: its park's lease runs out now, and it wakes.
-    const holder = record.heldBy;
-    if (record.status === 'working' && holder !== undefined && isParkId(holder)) {
-      await this.wake(holder);
-    }
+    if (record.status === 'working') await this.wakeParked(record);
     return record;
   }
+
+  /**
+   * Wakes a parked task (its answers came, or it was cancelled): a durable call's park's lease
+   * runs out now; a queue job's is woken through `wakeJob`.
+   */
+  private async wakeParked(record: TaskRecord): Promise<void> {
+    const holder = record.heldBy;
+    if (holder === undefined) await this.wakeJob?.(record);
+    else if (isParkId(holder)) await this.wake(holder);
+  }
+
+  /**
+   * Wakes the parked job of a queue-run tool's task (see TaskToolRunner); nothing for a task
+   * without one. Set by the tool runner when the app has a task queue.
+   */
+  wakeJob: ((record: TaskRecord) => Promise<void>) | undefined;
 
   /**
    * Called once a parked task's lease was made to run out (see `wake`): TasksLease sweeps soon.
@@ -230,9 +242,15 @@ export class TasksService implements OnApplicationShutdown {
   /** Cancels the task (at once, or as a request in cooperative mode); a finished task is kept. */
   async cancel(taskId: string, owner: TaskOwner): Promise<TaskRecord> {
     const mode = this.config.cancellation;
-    return await this.writer.transition(taskId, (task, now) => cancelTask(task, mode, now), {
-      owner,
-    });
+    const record = await this.writer.transition(
+      taskId,
+      (task, now) => cancelTask(task, mode, now),
+      { owner },
+    );
+    // A parked task hears it now, not when it wakes: it acknowledges a cooperative cancel, and a
+    // cancelled one's park is put away. The cancel stands without it: the task wakes in time.
+    if (record.toolName !== undefined) await this.wakeParked(record).catch(() => undefined);
+    return record;
   }
 
   /** Whether the store can list tasks (`list`); the 2025-11-25 `tasks/list` depends on it. */

@@ -3,7 +3,6 @@ import {
   type InputRequest,
   type InputResponse,
   isAnswered,
-  isParkId,
   isTerminal,
   type TaskOwner,
   type TaskRecord,
@@ -29,13 +28,14 @@ import {
 } from './task-steps.js';
 
 /**
- * What a durable call's method is stopped with when its task parks (a long `sleep`): the call
- * leaves memory, and the task wakes on an instance when the sleep ends (the method runs again, its
- * steps and the sleep's end journaled). A method that catches it should rethrow it.
+ * What a method is stopped with when its task parks (a long `sleep`, an input request of a
+ * durable call or of a queue job, see docs/durable-steps.md): the call leaves memory, and the
+ * task wakes on an instance (or a worker) when the sleep ends or the answers come; the method runs
+ * again, its steps and the sleep's end journaled. A method that catches it should rethrow it.
  */
 export class TaskParked extends Error {
   constructor() {
-    super('The call parked until its sleep ends: the task wakes on an instance then');
+    super('The call parked: its task wakes when its sleep ends or its answers come');
     this.name = 'TaskParked';
   }
 }
@@ -139,7 +139,7 @@ export class RunningTaskContext implements TaskContext {
     private readonly waiters: WaiterFeed,
     readonly taskId: string,
     readonly owner: Required<TaskOwner>,
-    private readonly call: ContextCall,
+    protected readonly call: ContextCall,
     readonly inline: boolean,
     private readonly pollMs: number | null,
   ) {}
@@ -391,6 +391,25 @@ export class RunningTaskContext implements TaskContext {
   protected async took(_taken: Readonly<Record<string, InputResponse>>): Promise<void> {}
 }
 
+/**
+ * How a call parks its task: the method leaves memory (TaskParked), and the task's method runs
+ * again from its journal when the sleep ends or the answers come. A durable in-process call parks
+ * on a lease of the task's own (TasksService.park); a queue job goes back to its queue (JobPark).
+ */
+export interface TaskParking {
+  /** The shortest sleep that parks. */
+  readonly afterMs: number;
+  /** The longest park for input (then the task wakes, and parks again if still unanswered). */
+  readonly inputMs: number;
+  /** Whether the task is held by this instance's lease (an in-process call, not a queue job). */
+  readonly held: boolean;
+  /**
+   * Parks the task until `until`, or until the answers to `waitingFor` come: false when it did
+   * not, for they are all answered already (the method then takes them).
+   */
+  park(until: number, waitingFor?: readonly string[]): Promise<boolean>;
+}
+
 /** Sets an own property whatever its name (`__proto__` included). */
 function define(target: object, key: string, value: unknown): void {
   Object.defineProperty(target, key, { value, enumerable: true, writable: true });
@@ -420,16 +439,11 @@ export class JobTaskContext extends RunningTaskContext {
       keepAnswers(answers: Readonly<Record<string, InputResponse>>): Promise<void>;
     },
     /**
-     * A durable in-process call's park (TasksService.park) and the shortest sleep that parks:
-     * such a call is held by this instance's lease. None for a queue job (held by no instance;
-     * its sleep holds its worker's slot).
+     * How the call parks, when it can (see TaskParking): a durable in-process call, held by this
+     * instance's lease, or a queue job whose worker parks jobs. None for another job (held by no
+     * instance; its sleep and its input requests hold its worker's slot).
      */
-    private readonly parking?: {
-      readonly afterMs: number;
-      /** The longest park for input (then the task wakes, and parks again if still unanswered). */
-      readonly inputMs: number;
-      park(until: number, waitingFor?: readonly string[]): Promise<TaskRecord>;
-    },
+    private readonly parking?: TaskParking,
   ) {
     super(tasks, waiters, taskId, owner, call, false, pollMs);
     this.asked = new Set(asked);
@@ -445,7 +459,8 @@ export class JobTaskContext extends RunningTaskContext {
     if (fresh.length > 0) {
       const ask = {} as Record<string, InputRequest>;
       for (const key of fresh) define(ask, key, requests[key]);
-      await this.write(() => this.tasks.requireInput(this.taskId, ask, options));
+      // Seen, so that a park for input knows the question is out (and not yet answered).
+      this.call.saw?.(await this.write(() => this.tasks.requireInput(this.taskId, ask, options)));
     }
     const waiting = keys.filter((key) => !Object.hasOwn(this.kept, key));
     // A durable call does not wait in memory: it parks until the answers come.
@@ -468,8 +483,9 @@ export class JobTaskContext extends RunningTaskContext {
   private async parksForInput(waiting: readonly string[]): Promise<boolean> {
     const parking = this.parking;
     if (parking === undefined) return false;
-    const parked = await this.write(() => parking.park(Date.now() + parking.inputMs, waiting));
-    if (parked.heldBy === undefined || !isParkId(parked.heldBy)) return false;
+    if (!(await this.write(() => parking.park(Date.now() + parking.inputMs, waiting)))) {
+      return false;
+    }
     this.parked = true;
     return true;
   }
@@ -484,7 +500,7 @@ export class JobTaskContext extends RunningTaskContext {
 
   /** A queue job's task is held by no instance (the queue runs the job again instead). */
   protected override release(): void {
-    if (this.parking !== undefined) super.release();
+    if (this.parking?.held === true) super.release();
   }
 
   protected override async took(taken: Readonly<Record<string, InputResponse>>): Promise<void> {

@@ -36,6 +36,12 @@ export abstract class TaskQueue {
     call: QueuedCall,
     owner: Required<TaskOwner>,
   ): Promise<void>;
+  /**
+   * Makes the parked job of a task run now (see JobPark): its answer came, or it was cancelled.
+   * Nothing when the task has no parked job on `queue`. A queue without it parks no job: a
+   * sleep or an input request holds the worker's slot.
+   */
+  wake?(queue: Readonly<TaskToolQueue>, taskId: string): Promise<void>;
 }
 
 /** The queue of a tool, in one form. */

@@ -58,14 +58,34 @@ export interface TaskJob {
   readonly answers: Readonly<Record<string, InputResponse>>;
   /** Keeps the answers taken so far with the job, for a later run. */
   keepAnswers(answers: Readonly<Record<string, InputResponse>>): Promise<void>;
+  /**
+   * Set by a worker that can park its jobs (see JobPark): the shortest `task.sleep` that parks.
+   * Without it (or without `TaskQueue.wake`), a sleep and an input request hold the worker's slot.
+   */
+  readonly parkAfterMs?: number;
+  /** This run follows a park (the job woke), not a run that stopped: it is no restart. */
+  readonly woken?: boolean;
+}
+
+/**
+ * A job that parked: its method left the worker's slot in a long `task.sleep`, or to wait for
+ * input. The worker moves the job back to its queue, to run `until` (epoch ms) without spending
+ * a run (its next run is `woken`), then calls `TaskToolRunner.parked`, which wakes it at once
+ * should the answer (or a cancel) have come meanwhile. `TaskQueue.wake` wakes it sooner: an
+ * answer's `tasks/update`, a cancel.
+ */
+export interface JobPark {
+  readonly until: number;
+  /** The input keys the method waits for, when it parked for input. */
+  readonly waitingFor?: readonly string[];
 }
 
 /**
  * What a queue worker does with a job after `runJob`: nothing more (`settled`), run it again as
- * a failed attempt (`retry`), or put it back for another worker as it was (`stopped`: this
- * process is shutting down and stopped the method).
+ * a failed attempt (`retry`), put it back for another worker as it was (`stopped`: this
+ * process is shutting down and stopped the method), or park it (a JobPark).
  */
-export type JobOutcome = 'settled' | 'retry' | 'stopped';
+export type JobOutcome = 'settled' | 'retry' | 'stopped' | JobPark;
 
 /** The requests of the tool's `requireInputFirst` for this input, or none. */
 export async function firstInputRequests(

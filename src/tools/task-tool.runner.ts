@@ -20,6 +20,7 @@ import {
   type CallToolResult,
   expiresAt,
   type InputRequest,
+  isAnswered,
   isCancellationRequested,
   isTerminal,
   type InputResponse,
@@ -33,7 +34,12 @@ import { isRefusal, type OwnerSlot, OwnerSlots } from '../owner-slots.js';
 import { TASKS_CONFIG } from '../tasks.constants.js';
 import type { TasksConfig } from '../interfaces/tasks-module-options.interface.js';
 import { TasksService } from '../tasks.service.js';
-import { JobTaskContext, NO_ANSWERS, RunningTaskContext } from './task-context.js';
+import {
+  JobTaskContext,
+  NO_ANSWERS,
+  RunningTaskContext,
+  type TaskParking,
+} from './task-context.js';
 import { type QueuedCall, TaskQueue, toolQueue } from './task-queue.js';
 import { type TaskToolDefinition, TaskToolRegistry } from './task-tool.registry.js';
 import { WaiterFeed } from '../notify/waiter-feed.js';
@@ -46,6 +52,7 @@ import {
   firstInputRequests,
   inlineResult,
   type JobOutcome,
+  type JobPark,
   type StartCallOptions,
   type TaskJob,
   type ToolCall,
@@ -111,6 +118,7 @@ export class TaskToolRunner
     @Optional() private readonly telemetry?: TasksTelemetry,
   ) {
     super();
+    if (queue?.wake !== undefined) tasks.wakeJob = (record) => this.wakeJob(record);
     const max = config.maxTasksPerOwner;
     if (max !== null) {
       // Per owner only: the store's `maxRows` bounds the calls of every owner together.
@@ -217,12 +225,13 @@ export class TaskToolRunner
       running.stop();
       return 'stopped';
     }
-    if (job.run > 1) {
+    if (job.run > 1 && job.woken !== true) {
       await this.settler.settle(
         this.tasks.progress(taskId, `Restarted (run ${job.run}): the previous run stopped`),
       );
     }
     running.expireAt(expiresAt(record));
+    let park: JobPark | undefined;
     const context = new JobTaskContext(
       this.tasks,
       this.waiters,
@@ -232,6 +241,7 @@ export class TaskToolRunner
       pollMs,
       record.usedInputKeys ?? [],
       job,
+      this.jobParking(job, running, (parked) => (park = parked)),
     );
     running.traced = this.telemetry?.startRun(
       tool.name,
@@ -270,7 +280,75 @@ export class TaskToolRunner
     } finally {
       this.jobs.delete(taskId);
     }
+    if (context.isParked && park !== undefined) return park;
     return this.shuttingDown && running.aborted && !context.isHandedOff ? 'stopped' : outcome;
+  }
+
+  /**
+   * How a job parks, when its worker parks jobs (`TaskJob.parkAfterMs`) and the queue wakes them
+   * (`TaskQueue.wake`): the park is noted for `runJob` to answer, and the worker moves the job.
+   * A park for input whose answers the task has already taken in is refused: the method takes
+   * them.
+   */
+  private jobParking(
+    job: TaskJob,
+    running: RunningCall,
+    parked: (park: JobPark) => void,
+  ): TaskParking | undefined {
+    const afterMs = job.parkAfterMs;
+    if (afterMs === undefined || this.queue?.wake === undefined) return undefined;
+    return {
+      afterMs,
+      inputMs: INPUT_PARK_MS,
+      held: false,
+      park: async (until, waitingFor) => {
+        const latest = running.latest;
+        if (waitingFor !== undefined && latest !== undefined && isAnswered(latest, waitingFor)) {
+          return false;
+        }
+        parked(waitingFor === undefined ? { until } : { until, waitingFor });
+        return true;
+      },
+    };
+  }
+
+  /**
+   * Called by a worker once it has moved a parked job back to its queue (see JobPark): should the
+   * answers (or a cancel) have come while it parked, before the queue could be woken for them,
+   * the job is woken now. One store read.
+   */
+  async parked(tool: TaskToolDefinition, taskId: string, park: JobPark): Promise<void> {
+    let record: TaskRecord;
+    try {
+      record = await this.tasks.status(taskId);
+    } catch (error) {
+      if (error instanceof TaskNotFoundError) return;
+      throw error;
+    }
+    const due =
+      isTerminal(record.status) ||
+      isCancellationRequested(record) ||
+      (park.waitingFor !== undefined && isAnswered(record, park.waitingFor));
+    if (due) await this.queue!.wake!(toolQueue(tool.options.queue!), taskId);
+  }
+
+  /**
+   * Wakes the parked job of a queue-run tool's task, after `tasks/update` brought its last answer
+   * or the task was cancelled (TasksService calls it). Nothing for a task of another tool, or when
+   * its job is not parked. A queue that cannot be reached is answered as a fault: the client that
+   * sends its answer again wakes the job then.
+   */
+  private async wakeJob(record: TaskRecord): Promise<void> {
+    const { toolName } = record;
+    const tool = toolName === undefined ? undefined : this.registry.get(toolName);
+    const queue = tool?.options.queue;
+    if (queue === undefined || this.queue?.wake === undefined) return;
+    try {
+      await this.queue.wake(toolQueue(queue), record.taskId);
+    } catch (error) {
+      this.logger.error(`Task tool ${tool!.name} could not wake its parked job: ${String(error)}`);
+      throw new TaskInternalError('Task queue unavailable', { cause: error });
+    }
   }
 
   /**
@@ -367,22 +445,19 @@ export class TaskToolRunner
   private parking(
     taskId: string,
     call: RunningCall,
-  ):
-    | {
-        afterMs: number;
-        inputMs: number;
-        park(until: number, waitingFor?: readonly string[]): Promise<TaskRecord>;
-      }
-    | undefined {
+  ): TaskParking | undefined {
     const { lease } = this.config;
     if (!this.tasks.leased || lease === false) return undefined;
     return {
       afterMs: 2 * lease.ttlMs,
       inputMs: INPUT_PARK_MS,
+      held: true,
       park: async (until, waitingFor) => {
         const parked = await this.tasks.park(taskId, until, { known: call.latest, waitingFor });
         call.saw(parked);
-        return parked;
+        // A park for input whose answers all came is refused (see TasksService.park); a sleep's
+        // task no longer held here has moved, and this run stops (TaskMoved) either way.
+        return waitingFor === undefined || (parked.heldBy !== undefined && isParkId(parked.heldBy));
       },
     };
   }
