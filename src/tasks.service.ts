@@ -62,6 +62,15 @@ import { TasksTelemetry } from './telemetry/tasks.telemetry.js';
 
 export type { ListAllTasksOptions, ListTasksOptions } from './tasks.listing.js';
 
+/**
+ * The longest sleep whose park this process times itself (see `park`): a timer per parked task
+ * is kept in memory, so only the near ones get one; a longer one wakes at a renewal's sweep.
+ */
+const LOCAL_WAKE_MAX_MS = 3_600_000;
+
+/** How long after a park's lease has run out its timer asks for a sweep (clocks differ a little). */
+const LOCAL_WAKE_MARGIN_MS = 10;
+
 export interface CreateTaskParams {
   /** Lifetime in ms; `null` = unlimited. Default: the module's `defaultTtlMs`; capped by `maxTtlMs`. */
   ttlMs?: number | null;
@@ -461,12 +470,19 @@ export class TasksService implements OnApplicationShutdown {
       throw new TaskInternalError('A task parks only on an instance that holds it under a lease');
     }
     // The lease first: should the move then fail, it runs out holding nothing, and is forgotten.
-    await this.parkLease(store, parkId(taskId), Math.max(1, Math.ceil(until - Date.now())));
-    return await this.writer.transition(
+    const ms = Math.max(1, Math.ceil(until - Date.now()));
+    await this.parkLease(store, parkId(taskId), ms);
+    const parked = await this.writer.transition(
       taskId,
       (task, now) => parkTask(task, this.instanceId, now, options.waitingFor),
       { announce: false, known: options.known, hold: true },
     );
+    // A sleep wakes at its end while this process lives, not at the next renewal's sweep (up to
+    // a third of a lease later); should it die, another instance's sweep wakes the task.
+    if (options.waitingFor === undefined && ms <= LOCAL_WAKE_MAX_MS) {
+      setTimeout(() => this.whenWoken?.(), ms + LOCAL_WAKE_MARGIN_MS).unref();
+    }
+    return parked;
   }
 
   /** Sets a park's lease (see `park`) to run out `ms` from now; a store fault is answered as one. */

@@ -415,6 +415,12 @@ export class TaskToolRunner
     const moved = await this.tasks.resumeHeld(record.taskId, { known: record, from });
     // Another instance took it over first: it is no longer the dead one's either way.
     if (moved.heldBy !== this.tasks.instanceId || moved.version === record.version) return true;
+    // Its cancel was asked (cooperative mode) while it parked, or while its instance was dying:
+    // the cancel is acknowledged, the method does not run again.
+    if (isCancellationRequested(moved)) {
+      await this.settler.acknowledgeCancel(moved.taskId);
+      return true;
+    }
     const slots = this.runningSlots?.take(moved.owner);
     if (!waking) {
       this.logger.log(
@@ -442,10 +448,7 @@ export class TaskToolRunner
    * least two leases parks (a parked task wakes at a lease renewal's sweep, every third of a
    * lease, so a shorter one would wake late by much of its length). None without a lease.
    */
-  private parking(
-    taskId: string,
-    call: RunningCall,
-  ): TaskParking | undefined {
+  private parking(taskId: string, call: RunningCall): TaskParking | undefined {
     const { lease } = this.config;
     if (!this.tasks.leased || lease === false) return undefined;
     return {

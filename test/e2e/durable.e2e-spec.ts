@@ -128,7 +128,11 @@ class DurableTools {
   }
 }
 
-function durableModule(parts: TasksModuleExtras, lease = true): Type<unknown> {
+function durableModule(
+  parts: TasksModuleExtras,
+  lease = true,
+  cancellation: 'immediate' | 'cooperative' = 'immediate',
+): Type<unknown> {
   @Module({
     imports: [
       TasksModule.forRoot({
@@ -136,6 +140,7 @@ function durableModule(parts: TasksModuleExtras, lease = true): Type<unknown> {
         janitor: false,
         lease: lease && { ttlMs: LEASE_MS },
         shutdown: { drainMs: 0 },
+        cancellation,
         ...parts,
       }),
     ],
@@ -168,8 +173,10 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
     await storage?.stop();
   });
 
-  const start = async (): Promise<Instance> => {
-    const running = await startApp(durableModule(storage.parts()), 'express');
+  const start = async (
+    cancellation: 'immediate' | 'cooperative' = 'immediate',
+  ): Promise<Instance> => {
+    const running = await startApp(durableModule(storage.parts(), true, cancellation), 'express');
     const instance = {
       running,
       url: running.url,
@@ -336,6 +343,32 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
       `durable (${name}): a 3,000 ms sleep parked; the task completed ${wokeAfter} ms after the call`,
     );
     expect(wokeAfter).toBeLessThan(3_000 + 4 * LEASE_MS);
+  }, 20_000);
+
+  it('a cancel reaches a parked task at once: a cooperative one is acknowledged, not at the wake', async () => {
+    const a = await start('cooperative');
+    const b = await start('cooperative');
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
+    const taskId = await callTool(a.url, 'nap', { ms: 60_000 });
+    await eventually(
+      async () => ((await b.service.status(taskId)).heldBy?.startsWith('park:') ? true : undefined),
+      2_000,
+      'the park',
+    );
+    const cancelledAt = Date.now();
+    const { body } = await rpc(b.url, 'tasks/cancel', { taskId }, { principal: 'alice' });
+    expect(body.error).toBeUndefined();
+    const task = await ended(b, taskId, 3_000);
+    const tookMs = Date.now() - cancelledAt;
+    expect(task.status).toBe('cancelled');
+    // The method did not run on past its sleep, nor start again.
+    expect(calls.get(`${taskId}/before`)).toBe(1);
+    expect(calls.get(`${taskId}/after`)).toBeUndefined();
+    expect(runs.get(taskId)).toBe(1);
+    console.log(
+      `durable (${name}): a parked task's cooperative cancel acknowledged in ${tookMs} ms`,
+    );
+    expect(tookMs).toBeLessThan(LEASE_MS);
   }, 20_000);
 
   it('names the durable tools nothing would resume, in one WARN at boot, on an instance without a lease', async () => {
