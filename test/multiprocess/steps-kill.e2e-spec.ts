@@ -123,3 +123,67 @@ describe('steps are not done twice when a process is killed mid-step', () => {
     90_000,
   );
 });
+
+/**
+ * A queue job that parks (issue 39, item 2) leaves its worker: the worker can die, and every other
+ * worker with it, and a worker started later runs the job on from its journal when the sleep ends
+ * or the answer comes.
+ */
+describe('a parked queue job outlives every worker', () => {
+  it.each(DEPLOYMENTS.map(([name, deployment]) => [name.split(':')[0]!, deployment] as const))(
+    '%s',
+    async (_name, deployment) => {
+      const env = { ...deployment(), PREFIX: 'parkkill:', PG_SCHEMA: 'parkkill' };
+      if (env.PGBOSS_SCHEMA !== undefined) env.PGBOSS_SCHEMA = 'parkkill_boss';
+      const api = await startFixture({ ...env, ROLE: 'api' });
+      const first = await startFixture({ ...env, ROLE: 'worker' });
+      const start = async (tool: string, args: Record<string, unknown> = {}) => {
+        const answer = await call(api, 'tools/call', { name: tool, arguments: args });
+        const taskId = (answer.result as { taskId?: string } | undefined)?.taskId;
+        if (taskId === undefined) throw new Error(`tools/call ${tool}: ${JSON.stringify(answer)}`);
+        return taskId;
+      };
+      const parked = (taskId: string) => (event: FixtureEvent) =>
+        event.event === 'parked' && event.taskId === taskId;
+
+      // A 3 s sleep parks; its worker (the only one) is killed; one started later wakes it.
+      const calledAt = Date.now();
+      const nap = await start('q_nap', { ms: 3_000 });
+      await first.waitFor(parked(nap));
+      // An input request parks too, on the same worker.
+      const ask = await start('q_ask_park');
+      await first.waitFor(parked(ask));
+      await first.kill();
+      const second = await startFixture({ ...env, ROLE: 'worker' });
+      // Answered after the worker that asked died: the job wakes on the new one.
+      const answeredAt = Date.now();
+      const update = await call(api, 'tasks/update', {
+        taskId: ask,
+        inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } },
+      });
+      expect(update.error).toBeUndefined();
+      const greeted = await pollTask(api, ask, (task) => TERMINAL.has(String(task.status)));
+      const greetMs = Date.now() - answeredAt;
+      expect(greeted.status).toBe('completed');
+      expect((greeted.result as { content: { text: string }[] }).content[0]!.text).toBe(
+        `hello Ada from ${second.pid}`,
+      );
+      const napped = await pollTask(api, nap, (task) => TERMINAL.has(String(task.status)));
+      const napMs = Date.now() - calledAt;
+      expect(napped.status).toBe('completed');
+      const { before, after } = JSON.parse(
+        (napped.result as { content: { text: string }[] }).content[0]!.text,
+      ) as Record<string, { at: number; pid: number }>;
+      expect(before!.pid).toBe(first.pid);
+      expect(after!.pid).toBe(second.pid);
+      expect(after!.at - before!.at).toBeGreaterThanOrEqual(3_000);
+      const steps = stepsOf(all, nap);
+      expect(steps.filter((event) => event.step === 'before')).toHaveLength(1);
+      console.log(
+        `parked queue job (${_name}): answer to completed ${greetMs} ms; a 3,000 ms sleep ` +
+          `completed ${napMs} ms after the call`,
+      );
+    },
+    60_000,
+  );
+});
