@@ -46,6 +46,25 @@ const PARK_TIMER_SLACK_MS = 25;
 /** pg-boss's retention of a job without one of its own, its queue's or its constructor's. */
 const DEFAULT_RETENTION = '14 days';
 
+/**
+ * The UPDATE that parks a job (see `TaskQueueWorkers.park`), on pg-boss's tables in `schema`.
+ * Parameters: the queue, the job's id, the milliseconds left to the park's end, the job's own
+ * retention and the constructor's (intervals, or null). The new data's `parkedAt` is the retry
+ * count before this statement (PostgreSQL reads every SET's right side from the row as it was).
+ */
+function parkSql(schema: string): string {
+  const start = `now() + $3 * interval '1 millisecond'`;
+  const retention =
+    `COALESCE($4::interval, (SELECT retention_minutes * interval '1 minute' ` +
+    `FROM "${schema}".queue WHERE name = $1), $5::interval, interval '${DEFAULT_RETENTION}')`;
+  return (
+    `UPDATE "${schema}".job SET state = 'retry', retry_count = retry_count - 1, ` +
+    `start_after = ${start}, keep_until = GREATEST(keep_until, ${start} + ${retention}), ` +
+    `data = data || jsonb_build_object('parkedAt', retry_count) ` +
+    `WHERE name = $1 AND id = $2 AND state = 'active'`
+  );
+}
+
 /** pg-boss's default polling interval (2 s). */
 const POLLING_MS = 2_000;
 
@@ -325,22 +344,13 @@ export class TaskQueueWorkers
     const leftMs = Math.max(0, park.until - Date.now());
     const { rowCount } = (await this.queues.boss
       .getDb()
-      .executeSql(
-        `UPDATE ${this.table()} SET state = 'retry', retry_count = retry_count - 1, ` +
-          `start_after = now() + $3 * interval '1 millisecond', ` +
-          `keep_until = GREATEST(keep_until, now() + $3 * interval '1 millisecond' + COALESCE(` +
-          `$4::interval, (SELECT retention_minutes * interval '1 minute' FROM ` +
-          `"${this.queues.schema}".queue WHERE name = $1), $5::interval, interval '${DEFAULT_RETENTION}')), ` +
-          `data = data || jsonb_build_object('parkedAt', retry_count) ` +
-          `WHERE name = $1 AND id = $2 AND state = 'active'`,
-        [
-          queue,
-          job.id,
-          leftMs,
-          retentionInterval(toolQueue(tool.options.queue!).jobOptions),
-          retentionInterval(this.options.connection),
-        ],
-      )) as { rowCount?: number | null };
+      .executeSql(parkSql(this.queues.schema), [
+        queue,
+        job.id,
+        leftMs,
+        retentionInterval(toolQueue(tool.options.queue!).jobOptions),
+        retentionInterval(this.options.connection),
+      ])) as { rowCount?: number | null };
     // No longer active (pg-boss expired it meanwhile): pg-boss runs it again as a restart.
     if ((rowCount ?? 0) === 0) return;
     if (leftMs < PARK_TIMER_MAX_MS) {

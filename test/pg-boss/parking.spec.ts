@@ -19,7 +19,7 @@ import {
   TasksModule,
   TasksService,
 } from '../../src/index.js';
-import { TasksQueueModule } from '../../src/pg-boss/index.js';
+import { PgBossTaskQueue, TasksQueueModule } from '../../src/pg-boss/index.js';
 import { taskJobId } from '../../src/pg-boss/pg-boss-task-queue.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import type { JobOutcome } from '../../src/tools/task-tool.calls.js';
@@ -89,6 +89,17 @@ class ParkTools {
   async sleeper(_input: unknown, task: TaskContext) {
     called(task.taskId, 'run');
     await task.sleep('long', 60_000);
+    return { content: [] };
+  }
+
+  /** Kept a second by pg-boss once sent (its own retention), unless its park keeps it longer. */
+  @TaskTool({
+    name: 'month_sleeper',
+    queue: { name: 'parks', jobOptions: { retentionSeconds: 1 } },
+  })
+  async monthSleeper(_input: unknown, task: TaskContext) {
+    called(task.taskId, 'run');
+    await task.sleep('month', 30 * 86_400_000);
     return { content: [] };
   }
 
@@ -320,6 +331,26 @@ describe('parked pg-boss jobs', () => {
     expect((await app.get(TasksService).status(taskId)).status).toBe('cancelled');
     // The method did not run again for the cancel.
     expect(callsOf(taskId, 'run')).toHaveLength(1);
+  });
+
+  it("a 30-day sleep outlives pg-boss's maintenance: the park keeps the job past its end", async () => {
+    const { app, bossSchema } = await boot([ParkTools, Heard]);
+    const taskId = await call(app, 'month_sleeper');
+    const parked = await parkedJob(bossSchema, taskId);
+    expect(parked?.starts_in).toBeGreaterThan(30 * 86_400_000 - 60_000);
+    // The job's own retention (1 s) counted from the park's end, not from its sending.
+    expect(parked!.kept_for - parked!.starts_in).toBeGreaterThanOrEqual(900);
+    await sleep(1_200);
+    // pg-boss's maintenance deletes (archives) a waiting job whose keep_until has passed.
+    await app.get(PgBossTaskQueue).boss.maintain();
+    expect(await jobOf(bossSchema, taskId)).toMatchObject({
+      state: 'retry',
+      data: { parkedAt: 0 },
+    });
+    await app.get(TasksService).cancel(taskId, ALICE);
+    expect((await until(app, taskId, (task) => task.status === 'cancelled')).status).toBe(
+      'cancelled',
+    );
   });
 
   it("a tool's own jobOptions.id fails the boot, naming the tool", async () => {
