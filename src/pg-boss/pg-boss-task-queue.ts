@@ -28,6 +28,45 @@ export interface PgBossJobData extends QueuedCall {
    * owner's jobs that wait or run are counted.
    */
   ownerKey?: string;
+  /**
+   * Set when a run parked the job (a long `task.sleep`, a wait for input): the job's retry count
+   * as that run had it. The park gives the count back (a park spends no retry), so the next
+   * fetch, which counts the start again, finds the same count there: that run is `woken`. Any
+   * other start after it (pg-boss ran the job again after a crash or a throw) has a higher count,
+   * and is a restart.
+   */
+  parkedAt?: number;
+}
+
+/**
+ * The pg-boss job id of a task's job: a UUID made from the task id (the first 16 bytes of its
+ * SHA-256, with the version and variant bits of a version 8 UUID), so that `wake` finds the job
+ * from the task id alone, by the job table's primary key (pg-boss 10's `job.id` is a uuid).
+ */
+export function taskJobId(taskId: string): string {
+  const bytes = createHash('sha256').update(taskId).digest().subarray(0, 16);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x80;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return (
+    `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-` +
+    `${hex.slice(16, 20)}-${hex.slice(20)}`
+  );
+}
+
+/**
+ * The retention pg-boss gives a job, as a PostgreSQL interval, from its `retentionDays`,
+ * `retentionHours`, `retentionMinutes` or `retentionSeconds` (the first given, in that order, as
+ * pg-boss reads them: a tool's job options, or the constructor's defaults); null for none.
+ */
+export function retentionInterval(options: unknown): string | null {
+  if (typeof options !== 'object' || options === null) return null;
+  const given = options as Record<string, unknown>;
+  for (const unit of ['Days', 'Hours', 'Minutes', 'Seconds'] as const) {
+    const value = given[`retention${unit}`];
+    if (typeof value === 'number') return `${value} ${unit.toLowerCase()}`;
+  }
+  return null;
 }
 
 /**
@@ -272,8 +311,24 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
     return (queue.jobOptions as PgBoss.SendOptions | undefined)?.priority ?? 0;
   }
 
+  /**
+   * Checks a tool's job options at boot: a job id of its own fails it (each job's id is made from
+   * its task's, see `taskJobId`: one fixed id would be refused from the second call on), and so
+   * does a `priority` that leaves no room for the ranks on a fair queue.
+   */
+  checkJobOptions(tool: string, queue: Readonly<TaskToolQueue>): void {
+    if (queue.jobOptions !== undefined && Object.hasOwn(queue.jobOptions, 'id')) {
+      throw new TasksConfigError(
+        `Task tool "${tool}" sets jobOptions.id on queue "${queue.name}": each job's id is made ` +
+          "from its task's (so that an answer or a cancel finds a parked job), and one id of the " +
+          "tool's own would be refused from its second call on; remove it",
+      );
+    }
+    this.checkFairLevel(tool, queue);
+  }
+
   /** A tool on a fair queue whose `priority` leaves no room for the ranks fails the boot. */
-  checkFairLevel(tool: string, queue: Readonly<TaskToolQueue>): void {
+  private checkFairLevel(tool: string, queue: Readonly<TaskToolQueue>): void {
     if (!this.isFair(queue.name)) return;
     const level = this.priorityLevel(queue);
     if (Number.isInteger(level) && Math.abs(level) <= FAIR_MAX_LEVEL) return;
@@ -292,7 +347,10 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
   ): Promise<void> {
     await this.ensureQueue(queue.name);
     const data: PgBossJobData = { ...call };
-    const options = { ...(queue.jobOptions as PgBoss.SendOptions | undefined) };
+    const options: PgBoss.SendOptions = {
+      ...(queue.jobOptions as PgBoss.SendOptions | undefined),
+      id: taskJobId(call.taskId),
+    };
     if (!this.isFair(queue.name)) return await this.send(queue.name, data, options);
     // The owner's rank is read from pg-boss's own rows (its jobs that wait or run): nothing of
     // this module's to keep or to heal (OWNER_INDEX, made at boot, serves the count). One owner's
@@ -329,13 +387,37 @@ export class PgBossTaskQueue extends TaskQueue implements OnModuleInit, OnApplic
   ): Promise<void> {
     const id = await this.boss.send(name, data, options);
     if (id === null) {
-      // pg-boss answers null when a policy (singleton, stately, a singletonKey) keeps the job out.
+      // pg-boss answers null when a policy (singleton, stately, a singletonKey) keeps the job out,
+      // or when the queue has a job of that id (of the same task) already.
       throw new Error(
-        `pg-boss did not take the job on queue "${name}" (a singleton policy or key kept it out)`,
+        `pg-boss did not take the job on queue "${name}" (a singleton policy or key kept it ` +
+          'out, or the task has a job there already)',
       );
     }
+    this.announce(name);
+  }
+
+  /** Tells the workers a job of `queue` may be taken now: this process's, and every other's. */
+  private announce(name: string): void {
     this.onSent?.(name);
     this.notices.sent(name);
+  }
+
+  /**
+   * Makes the task's parked job run now (its answer came, or it was cancelled): one UPDATE of the
+   * job's row, by its id (made from the task id), that waits to start later; then an idle slot of
+   * every worker looks, as for a job sent. Nothing when no such row is there: the job runs, waits
+   * to start now already, ended, or is gone.
+   */
+  override async wake(queue: Readonly<TaskToolQueue>, taskId: string): Promise<void> {
+    const { rowCount } = (await this.boss
+      .getDb()
+      .executeSql(
+        `UPDATE "${this.schema}".job SET start_after = now() WHERE name = $1 AND id = $2 ` +
+          `AND state < 'active' AND start_after > now()`,
+        [queue.name, taskJobId(taskId)],
+      )) as { rowCount?: number | null };
+    if ((rowCount ?? 0) > 0) this.announce(queue.name);
   }
 
   /**

@@ -14,13 +14,56 @@ import type { InputResponse } from '../task.js';
 import { TasksService } from '../tasks.service.js';
 import { toolQueue } from '../tools/task-queue.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
-import type { JobOutcome, TaskJob } from '../tools/task-tool.calls.js';
+import type { JobOutcome, JobPark, TaskJob } from '../tools/task-tool.calls.js';
+import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
-import { PgBossTaskQueue, type PgBossJobData } from './pg-boss-task-queue.js';
+import { PgBossTaskQueue, type PgBossJobData, retentionInterval } from './pg-boss-task-queue.js';
 import { TASKS_PG_BOSS_OPTIONS, type TasksQueueModuleOptions } from './tasks-queue.options.js';
 
 /** How long a job given back at shutdown waits before another worker may take it. */
 const PUT_BACK_DELAY_MS = 1_000;
+
+/**
+ * The shortest `task.sleep` that parks its job (see `park`): the job leaves its slot and goes back
+ * to the queue until the sleep ends. A shorter one waits in the slot.
+ */
+const PARK_AFTER_MS = 1_000;
+
+/**
+ * The longest park that a local timer wakes (see `park`): the slots of the process that parked a
+ * job look for it as its park ends. A longer one is found by the slots' polls, so that a process
+ * holds no timer per job for hours or days.
+ */
+const PARK_TIMER_MAX_MS = 3_600_000;
+
+/**
+ * How long after a park's end its timer wakes a slot: the job's start is set by the database's
+ * clock, from the park's length, as the timer is set; the statement reaches the database a moment
+ * later, and pg-boss fetches a job only once its start has passed.
+ */
+const PARK_TIMER_SLACK_MS = 25;
+
+/** pg-boss's retention of a job without one of its own, its queue's or its constructor's. */
+const DEFAULT_RETENTION = '14 days';
+
+/**
+ * The UPDATE that parks a job (see `TaskQueueWorkers.park`), on pg-boss's tables in `schema`.
+ * Parameters: the queue, the job's id, the milliseconds left to the park's end, the job's own
+ * retention and the constructor's (intervals, or null). The new data's `parkedAt` is the retry
+ * count before this statement (PostgreSQL reads every SET's right side from the row as it was).
+ */
+function parkSql(schema: string): string {
+  const start = `now() + $3 * interval '1 millisecond'`;
+  const retention =
+    `COALESCE($4::interval, (SELECT retention_minutes * interval '1 minute' ` +
+    `FROM "${schema}".queue WHERE name = $1), $5::interval, interval '${DEFAULT_RETENTION}')`;
+  return (
+    `UPDATE "${schema}".job SET state = 'retry', retry_count = retry_count - 1, ` +
+    `start_after = ${start}, keep_until = GREATEST(keep_until, ${start} + ${retention}), ` +
+    `data = data || jsonb_build_object('parkedAt', retry_count) ` +
+    `WHERE name = $1 AND id = $2 AND state = 'active'`
+  );
+}
 
 /** pg-boss's default polling interval (2 s). */
 const POLLING_MS = 2_000;
@@ -64,6 +107,8 @@ export class TaskQueueWorkers
   private readonly wakes = new Map<string, number>();
   /** The timers of the sweeps (see `sweep`). */
   private readonly sweeps: NodeJS.Timeout[] = [];
+  /** The timers that wake a slot as a short park ends (see `park`). */
+  private readonly parks = new Set<NodeJS.Timeout>();
 
   constructor(
     @Inject(TASKS_PG_BOSS_OPTIONS) private readonly options: TasksQueueModuleOptions,
@@ -90,7 +135,7 @@ export class TaskQueueWorkers
       if (tool.options.queue === undefined) continue;
       const queue = toolQueue(tool.options.queue);
       names.add(queue.name);
-      this.queues.checkFairLevel(tool.name, queue);
+      this.queues.checkJobOptions(tool.name, queue);
     }
     // Every queue is made (or given its options) in a process that takes calls as in a worker.
     await Promise.all([...names].map((name) => this.queues.ensureQueue(name)));
@@ -128,6 +173,8 @@ export class TaskQueueWorkers
   onModuleDestroy(): void {
     this.stopped = true;
     for (const timer of this.sweeps) clearInterval(timer);
+    for (const timer of this.parks) clearTimeout(timer);
+    this.parks.clear();
     for (const queue of this.idle.keys()) this.wakeAll(queue);
   }
 
@@ -256,6 +303,9 @@ export class TaskQueueWorkers
           lastRun: job.retryCount >= job.retryLimit,
           answers: (job.data.answers ?? {}) as Readonly<Record<string, InputResponse>>,
           keepAnswers: (answers) => this.keepAnswers(queue, job, answers),
+          parkAfterMs: PARK_AFTER_MS,
+          // The count a park left (see PgBossJobData.parkedAt): this start follows it.
+          woken: job.data.parkedAt === job.retryCount,
         };
         outcome = await runner.runJob(tool, job.data, run);
       }
@@ -267,7 +317,51 @@ export class TaskQueueWorkers
       await boss.fail(queue, job.id, {
         message: `Task tool ${tool.name} failed; pg-boss retries it`,
       });
-    } else await this.putBack(queue, job);
+    } else if (outcome === 'stopped') await this.putBack(queue, job);
+    else await this.park(queue, job, tool, runner, outcome);
+  }
+
+  /**
+   * Parks a job whose method left its slot (a long sleep, a wait for input): one UPDATE moves it
+   * back to the queue, to start at the park's end. Like `putBack` it spends no retry (the count
+   * goes one back, as the next fetch counts the start again), and it marks the job (`parkedAt`)
+   * so that the next start is `woken`, with the same run number. The job's `keep_until` is moved
+   * to at least the park's end plus the job's retention, the one pg-boss gave it (the tool's
+   * `retention*` job option, else its queue's `retentionMinutes`, else the constructor's, else 14
+   * days): pg-boss's maintenance deletes a waiting job past its `keep_until`, and a 30-day sleep
+   * must outlive it. Then the runner wakes the job at once should its answers (or a cancel) have
+   * come meanwhile; and for a park under PARK_TIMER_MAX_MS a timer of this process wakes an idle
+   * slot of the queue as it ends, rather than at the next poll.
+   */
+  private async park(
+    queue: string,
+    job: TaskPgJob,
+    tool: TaskToolDefinition,
+    runner: TaskToolRunner,
+    park: JobPark,
+  ): Promise<void> {
+    // The start, by the database's clock, in as long as is left by this process's.
+    const leftMs = Math.max(0, park.until - Date.now());
+    const { rowCount } = (await this.queues.boss
+      .getDb()
+      .executeSql(parkSql(this.queues.schema), [
+        queue,
+        job.id,
+        leftMs,
+        retentionInterval(toolQueue(tool.options.queue!).jobOptions),
+        retentionInterval(this.options.connection),
+      ])) as { rowCount?: number | null };
+    // No longer active (pg-boss expired it meanwhile): pg-boss runs it again as a restart.
+    if ((rowCount ?? 0) === 0) return;
+    if (leftMs < PARK_TIMER_MAX_MS) {
+      const timer = setTimeout(() => {
+        this.parks.delete(timer);
+        this.wake(queue);
+      }, leftMs + PARK_TIMER_SLACK_MS);
+      timer.unref();
+      this.parks.add(timer);
+    }
+    await runner.parked(tool, job.data.taskId, park);
   }
 
   /**

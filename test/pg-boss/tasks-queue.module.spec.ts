@@ -81,8 +81,9 @@ class AskTools {
     const run = countRun(task.taskId);
     const { name: answer } = await task.requireInput({ name: elicit('Your name?') });
     const name = String((answer as { content?: { name?: string } }).content?.name);
-    // The first run dies after the answer: the second gets it back without asking again.
-    if (run === 1) throw new Error('the run stops after the answer');
+    // The first run parks at the question, and the answer wakes it (the same run, the method
+    // called again): that run dies after the answer, and the next gets it back without asking.
+    if (run === 2) throw new Error('the run stops after the answer');
     return { content: [{ type: 'text' as const, text: `hello ${name}` }] };
   }
 }
@@ -461,7 +462,7 @@ describe('TasksQueueModule (pg-boss)', () => {
     const task = await until(api, record.taskId, ended);
     expect(task.status).toBe('completed');
     expect(task.result).toMatchObject({ content: [{ type: 'text', text: 'hello Ada' }] });
-    expect(runs.get(record.taskId)).toBe(2);
+    expect(runs.get(record.taskId)).toBe(3);
     const [job] = await jobs(options.schema, 'asks');
     expect(job).toMatchObject({ state: 'completed', retry_count: 1 });
     expect((job!.data as { answers?: unknown }).answers).toEqual({ name: accept('Ada') });
