@@ -11,17 +11,19 @@ import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { BullModule, getQueueToken } from '@nestjs/bullmq';
 import { Test } from '@nestjs/testing';
 import { Job, type Queue, type RedisClient } from 'bullmq';
+import { Redis } from 'ioredis';
 import { BullTaskQueue, TasksQueueModule } from '../../src/bullmq/index.js';
+import { fairOwnerKey, ownerSetKey } from '../../src/bullmq/fair-turns.js';
 import {
   OnTaskChange,
   type TaskContext,
-  type TaskOwner,
   type TaskRecord,
   TaskTool,
   TasksModule,
   TasksService,
 } from '../../src/index.js';
-import type { CancellationMode } from '../../src/interfaces/tasks-module-options.interface.js';
+import type { TaskOwner } from '../../src/entries/store.js';
+import type { CancellationMode } from '../../src/task/record.js';
 import { RedisTaskStore, redisNotifier } from '../../src/redis/index.js';
 import type { JobOutcome } from '../../src/tools/task-tool.calls.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
@@ -106,6 +108,7 @@ class ParkTools {
 }
 
 let redis: TestRedis;
+let raw: Redis;
 const apps: INestApplicationContext[] = [];
 let app: INestApplicationContext;
 const alice: TaskOwner = { principal: 'alice', tenant: null };
@@ -176,11 +179,13 @@ const parked = (on: INestApplicationContext, taskId: string) =>
 
 beforeAll(async () => {
   redis = await startTestRedis({ persistence: false });
+  raw = new Redis(redis.url);
   app = await boot(`park-${process.pid}`);
 });
 
 afterAll(async () => {
   while (apps.length > 0) await apps.pop()!.close();
+  raw?.disconnect();
   await redis?.stop();
 });
 
@@ -267,6 +272,9 @@ describe('a parked BullMQ job', () => {
       const on = mode === 'immediate' ? app : await boot(`park-coop-${process.pid}`, mode);
       const taskId = await start(on, 'long_nap');
       await parked(on, taskId);
+      const turns = ownerSetKey(queueOf(on), fairOwnerKey(alice));
+      // A parked job keeps its owner's turn on the fair queue: it has not ended.
+      expect(await raw.zrange(turns, '0', '-1')).toEqual([taskId]);
       const cancelled = Date.now();
       const answer = await on.get(TasksService).cancel(taskId, alice);
       expect(answer.status).toBe(mode === 'immediate' ? 'cancelled' : 'working');
@@ -281,14 +289,10 @@ describe('a parked BullMQ job', () => {
       );
       // The woken run ended without the method running again.
       expect(runs.get(taskId)).toBe(1);
-      // Its owner's turn on the fair queue is given back.
+      // Its owner's turn is given back as the job completes.
       await until(
-        async () =>
-          (await (await queueOf(on).getBackend().client).keys(queueOf(on).toKey('fair:*')))
-            .length === 0
-            ? true
-            : undefined,
-        'the turn back',
+        async () => ((await raw.zcard(turns)) === 0 ? true : undefined),
+        'the turn',
         1_000,
       );
     },
