@@ -42,7 +42,7 @@ const PARK_AFTER_MS = 1_000;
  * TaskToolRunner.runJob. At shutdown they stop taking jobs as the runner's drain starts, and let
  * the jobs they run finish within it (`shutdown.drainMs`); the runner then stops the methods
  * still running, and their jobs go back to the queue (delayed a second) for another worker; the
- * workers close last. A job whose method sleeps (`task.sleep`, 1 s or more) or waits for input
+ * workers close last. A job whose method sleeps (`task.sleep`, over a second) or waits for input
  * parks: it leaves its slot, back in the queue's delayed set until the sleep's end (an hour for
  * input), and is woken sooner by its answer or a cancel (BullTaskQueue.wake).
  */
