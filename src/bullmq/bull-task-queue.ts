@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getQueueToken } from '@nestjs/bullmq';
-import type { Job, JobsOptions, Queue } from 'bullmq';
+import { ErrorCode, type Job, type JobsOptions, type Queue } from 'bullmq';
 import { TasksConfigError } from '../errors.js';
 import type { TaskOwner } from '../task.js';
 import { type QueuedCall, TaskQueue } from '../tools/task-queue.js';
@@ -18,14 +18,23 @@ export interface TaskJobData extends QueuedCall {
    * the job gives back when it ends.
    */
   ownerKey?: string;
+  /**
+   * How many times the job parked (see `TaskQueueWorkers`): BullMQ counts a start of the job
+   * after each park in `attemptsStarted`, and the run number the method sees leaves them out.
+   */
+  parks?: number;
+  /** The job's `attemptsStarted` when it last parked: the next start is its wake, not a restart. */
+  parkedAt?: number;
 }
 
 /**
  * The TaskQueue on the app's BullMQ queues (registered with `@nestjs/bullmq`). A job is named
- * after its tool; its options are the queue's `defaultJobOptions` and the tool's `jobOptions`.
- * Unless either says otherwise, a completed job is removed (the result lives in the task). On a
- * fair queue (the default, see `TasksQueueModuleOptions.fair`) the job's priority is its owner's
- * turn (see FairTurns), within the level its `priority` option sets.
+ * after its tool, and its id is its task's id (so that `wake` finds it from the task alone); its
+ * options are the queue's `defaultJobOptions` and the tool's `jobOptions` (a tool's `jobId` fails
+ * the boot, see TaskQueueWorkers). Unless either says otherwise, a completed job is removed (the
+ * result lives in the task). On a fair queue (the default, see `TasksQueueModuleOptions.fair`)
+ * the job's priority is its owner's turn (see FairTurns), within the level its `priority` option
+ * sets.
  */
 @Injectable()
 export class BullTaskQueue extends TaskQueue {
@@ -83,22 +92,41 @@ export class BullTaskQueue extends TaskQueue {
     ) {
       options.removeOnComplete = true;
     }
+    // A task id (43 base64url characters) has no ':' and is never an integer, as BullMQ requires
+    // of a custom id; and no two tasks share one, so no add is dropped as a duplicate.
+    options.jobId = call.taskId;
     const data: TaskJobData = { ...call };
     if (this.isFair(queue.name)) {
       // One round trip before the add: the owner's rank, with the job's id in its set.
-      const turn = await this.turns.take(target, owner);
-      options.jobId = turn.jobId;
+      const turn = await this.turns.take(target, owner, call.taskId);
       options.priority = fairPriority(this.priorityLevel(queue), turn.rank);
       data.ownerKey = turn.ownerKey;
       try {
         await target.add(call.tool, data, options);
       } catch (error) {
-        await this.turns.give(target, turn.ownerKey, turn.jobId).catch(() => undefined);
+        await this.turns.give(target, turn.ownerKey, call.taskId).catch(() => undefined);
         throw error;
       }
       return;
     }
     await target.add(call.tool, data, options);
+  }
+
+  /**
+   * Makes the task's parked job run now: a job in BullMQ's delayed set (its id is the task's) is
+   * moved to the queue, with its priority. One round trip (BullMQ's promote script, which checks
+   * the delayed set and moves the job at once). A job that is not delayed (waiting, running,
+   * completed, gone, or never parked) is left as it is: the script answers "not in the delayed
+   * state", which is no error here. A job given back at shutdown (delayed a second) may be
+   * promoted too: it then runs at once, on any worker.
+   */
+  override async wake(queue: Readonly<TaskToolQueue>, taskId: string): Promise<void> {
+    try {
+      await this.queue(queue.name).getBackend().promote(taskId);
+    } catch (error) {
+      if ((error as { code?: unknown }).code === ErrorCode.JobNotInState) return;
+      throw error;
+    }
   }
 
   /**

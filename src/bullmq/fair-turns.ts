@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { Queue, RedisClient } from 'bullmq';
 import { BoundedMap } from '../store/bounded-map.js';
 import type { TaskOwner } from '../task.js';
@@ -99,8 +99,6 @@ interface Batch {
 
 /** A job's place among its owner's jobs on a fair queue. */
 export interface FairTurn {
-  /** The job's id (chosen here, so the owner's set names it before the job exists). */
-  jobId: string;
   /** The owner's key (see `fairOwnerKey`), which the job carries for its end. */
   ownerKey: string;
   /** 1 + how many of the owner's jobs wait or run on the queue besides it. */
@@ -144,19 +142,21 @@ export class FairTurns {
   /** The keys of recent owners (`fairOwnerKey`): the hash was the add's largest CPU cost here. */
   private readonly ownerKeys = new BoundedMap<string>(OWNER_KEYS_KEPT, OWNER_KEYS_BYTES);
 
-  /** Takes the turn of a new job of `owner` on `queue`. */
-  async take(queue: Queue, owner: TaskOwner): Promise<FairTurn> {
+  /**
+   * Takes the turn of a new job of `owner` on `queue`, whose id is `jobId` (chosen before the add,
+   * so that the owner's set names the job before it exists).
+   */
+  async take(queue: Queue, owner: TaskOwner, jobId: string): Promise<FairTurn> {
     const json = ownerJson(owner);
     let ownerKey = this.ownerKeys.get(json);
     if (ownerKey === undefined) {
       ownerKey = hashOwner(json);
       this.ownerKeys.set(json, ownerKey, 2 * json.length + 64);
     }
-    const jobId = randomUUID();
     const rank = await new Promise<number>((resolve, reject) =>
       this.batch(queue).takes.push({ key: ownerSetKey(queue, ownerKey), jobId, resolve, reject }),
     );
-    return { jobId, ownerKey, rank };
+    return { ownerKey, rank };
   }
 
   /** Gives back the turn of a job that ended (completed, or failed for good). Idempotent. */

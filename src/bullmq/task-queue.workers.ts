@@ -7,15 +7,15 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
+import { DelayedError, type Job, type JobsOptions, UnrecoverableError, Worker } from 'bullmq';
 import { ProtocolErrorCode } from '@modelcontextprotocol/server';
-import { INTERNAL_ERROR_MESSAGE, TaskTerminalError, TasksConfigError } from '../errors.js';
+import { INTERNAL_ERROR_MESSAGE, show, TaskTerminalError, TasksConfigError } from '../errors.js';
 import type { InputResponse } from '../task.js';
 import { TasksService } from '../tasks.service.js';
 import { toolQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
-import { TaskToolRegistry } from '../tools/task-tool.registry.js';
-import type { TaskJob } from '../tools/task-tool.calls.js';
+import { type TaskToolDefinition, TaskToolRegistry } from '../tools/task-tool.registry.js';
+import type { JobPark, TaskJob } from '../tools/task-tool.calls.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { BullTaskQueue, type TaskJobData } from './bull-task-queue.js';
 import { FAIR_MAX_LEVEL, FAIR_RANKS } from './fair-turns.js';
@@ -30,12 +30,21 @@ import {
 const PUT_BACK_DELAY_MS = 1_000;
 
 /**
+ * The shortest `task.sleep` of a job that parks (`TaskJob.parkAfterMs`): a shorter one waits in
+ * its slot, where a park would cost more than it frees (two Redis scripts, a store read, and the
+ * job's turn behind the jobs that wait when it wakes).
+ */
+const PARK_AFTER_MS = 1_000;
+
+/**
  * The BullMQ Workers of this process: one per queue that a `@TaskTool` names, started once the
  * app is ready (never before its providers are), each running its jobs through
  * TaskToolRunner.runJob. At shutdown they stop taking jobs as the runner's drain starts, and let
  * the jobs they run finish within it (`shutdown.drainMs`); the runner then stops the methods
  * still running, and their jobs go back to the queue (delayed a second) for another worker; the
- * workers close last.
+ * workers close last. A job whose method sleeps (`task.sleep`, over a second) or waits for input
+ * parks: it leaves its slot, back in the queue's delayed set until the sleep's end (an hour for
+ * input), and is woken sooner by its answer or a cancel (BullTaskQueue.wake).
  */
 @Injectable()
 export class TaskQueueWorkers
@@ -67,6 +76,7 @@ export class TaskQueueWorkers
       names.add(queue.name);
       // Every named queue must be registered, in a process that takes calls as in a worker.
       this.queues.queue(queue.name);
+      checkJobId(tool.name, queue);
       if (this.queues.isFair(queue.name)) checkFairLevel(tool.name, queue, this.queues);
     }
     const queues = [...names].map((name) => this.queues.queue(name));
@@ -82,9 +92,9 @@ export class TaskQueueWorkers
     const runner = this.modules.get(TaskToolRunner, { strict: false });
     const tasks = this.modules.get(TasksService, { strict: false });
     for (const queue of queues) {
-      const worker = new Worker<TaskJobData>(
+      const worker: Worker<TaskJobData> = new Worker<TaskJobData>(
         queue.name,
-        (job, token) => this.process(registry, runner, job, token),
+        (job, token) => this.process(registry, runner, worker, job, token),
         {
           ...this.options.workers?.[queue.name],
           connection: queue.opts.connection,
@@ -139,6 +149,7 @@ export class TaskQueueWorkers
   private async process(
     registry: TaskToolRegistry,
     runner: TaskToolRunner,
+    worker: Worker<TaskJobData>,
     job: Job<TaskJobData>,
     token: string | undefined,
   ): Promise<void> {
@@ -150,15 +161,62 @@ export class TaskQueueWorkers
     // A process that is shutting down runs nothing more (its idle slots may still fetch a job).
     if (runner.stopping) return await this.putBack(job, token);
     const attempts = job.opts.attempts ?? 1;
+    const { parks = 0, parkedAt } = job.data;
     const run: TaskJob = {
-      run: job.attemptsStarted,
+      // Each start counts in attemptsStarted, a wake's too: a park is no run of its own, and a
+      // crash of a run that woke still counts as one (its next start is not parkedAt + 1).
+      run: job.attemptsStarted - parks,
+      woken: parkedAt !== undefined && job.attemptsStarted === parkedAt + 1,
       lastRun: job.attemptsMade + 1 >= attempts,
       answers: (job.data.answers ?? {}) as Readonly<Record<string, InputResponse>>,
       keepAnswers: (answers) => job.updateData({ ...job.data, answers }),
+      // Only a job whose id is its task's can be woken by its answer (`wake` finds it by that id):
+      // a job added by an earlier version of the app, under an id of BullMQ's, does not park.
+      ...(job.id === job.data.taskId && { parkAfterMs: PARK_AFTER_MS }),
     };
     const outcome = await runner.runJob(tool, job.data, run);
     if (outcome === 'retry') throw new Error(`Task tool ${tool.name} failed; the queue retries it`);
     if (outcome === 'stopped') await this.putBack(job, token);
+    if (typeof outcome === 'object') await this.park(runner, tool, worker, job, token, outcome);
+  }
+
+  /**
+   * Parks a job (see JobPark): back to the queue's delayed set until `park.until`, without
+   * spending an attempt, its data noting the park (`parks`, `parkedAt`) in the same script, so
+   * that no start of the job can see the move without the note. Its turn on a fair queue stays
+   * with it: it has not ended. Then the runner wakes it at once should its answers (or a cancel)
+   * have come while it was still active, when `wake` could not move it.
+   */
+  private async park(
+    runner: TaskToolRunner,
+    tool: TaskToolDefinition,
+    worker: Worker<TaskJobData>,
+    job: Job<TaskJobData>,
+    token: string | undefined,
+    park: JobPark,
+  ): Promise<never> {
+    const data: TaskJobData = {
+      ...job.data,
+      parks: (job.data.parks ?? 0) + 1,
+      parkedAt: job.attemptsStarted,
+    };
+    const now = Date.now();
+    // What job.moveToDelayed does (skipAttempt), with the data written by the same script.
+    await worker.getBackend().moveToDelayed(job.id!, now, Math.max(0, park.until - now), token, {
+      skipAttempt: true,
+      fieldsToUpdate: { data: JSON.stringify(data) },
+    });
+    job.data = data;
+    try {
+      await runner.parked(tool, data.taskId, park);
+    } catch (error) {
+      // The job is parked either way: it wakes at `until`, or sooner with the next answer's write.
+      this.logger.warn(
+        `Queue ${job.queueName}: a parked job could not check for answers that came meanwhile: ` +
+          String(error),
+      );
+    }
+    throw new DelayedError();
   }
 
   /**
@@ -207,6 +265,20 @@ export class TaskQueueWorkers
       this.logger.error(`Queue ${job.queueName}: could not fail a task: ${String(failure)}`);
     }
   }
+}
+
+/**
+ * A job's id is its task's (see BullTaskQueue.enqueue): a tool whose `jobOptions` name an id of
+ * their own would make every call one job (BullMQ drops an add whose id it holds, without an
+ * error), so it fails the boot.
+ */
+function checkJobId(tool: string, queue: Readonly<TaskToolQueue>): void {
+  const jobId = (queue.jobOptions as JobsOptions | undefined)?.jobId;
+  if (jobId === undefined) return;
+  throw new TasksConfigError(
+    `Task tool "${tool}" sets jobId ${show(jobId)} in its jobOptions (queue ` +
+      `"${queue.name}"): a task's job takes the task's id, one job per call; remove jobId`,
+  );
 }
 
 /**

@@ -29,6 +29,14 @@ class KeptTools {
   }
 }
 
+@Injectable()
+class OneJobTools {
+  @TaskTool({ name: 'one_job', queue: { name: 'reports', jobOptions: { jobId: 'report' } } })
+  oneJob() {
+    return { content: [] };
+  }
+}
+
 const apps: INestApplicationContext[] = [];
 let redis: TestRedis;
 
@@ -40,13 +48,13 @@ async function boot(
     imports: imports as never[],
     providers: providers as never[],
   }).compile();
-  const app = await moduleRef.init();
-  apps.push(app);
-  return app;
+  // Closed after the test even when its boot fails: the queues it connected are closed with it.
+  apps.push(moduleRef);
+  return moduleRef.init();
 }
 
-const bootError = (imports: unknown[]) =>
-  boot(imports).then(
+const bootError = (imports: unknown[], providers?: unknown[]) =>
+  boot(imports, providers).then(
     () => {
       throw new Error('expected the boot to fail');
     },
@@ -89,6 +97,23 @@ describe('TasksQueueModule', () => {
     expect(error.message).toContain("BullModule.registerQueue({ name: 'reports' })");
   });
 
+  it("a tool's own jobId fails the boot, naming the tool: every call would be one job", async () => {
+    const error = await bootError(
+      [
+        bull(),
+        BullModule.registerQueue({ name: 'reports' }),
+        TasksModule.forRoot({ janitor: false }),
+        TasksQueueModule.forRoot({ worker: false }),
+      ],
+      [OneJobTools],
+    );
+    expect(error).toBeInstanceOf(TasksConfigError);
+    expect(error.message).toBe(
+      'Task tool "one_job" sets jobId "report" in its jobOptions (queue "reports"): a task\'s ' +
+        "job takes the task's id, one job per call; remove jobId",
+    );
+  });
+
   it('forRootAsync binds TaskQueue; a call stores its task and adds a job with the tool options', async () => {
     const app = await boot([
       bull(),
@@ -105,6 +130,8 @@ describe('TasksQueueModule', () => {
     // No worker in this process (worker: false): the job waits.
     const [job] = await queue.getJobs(['prioritized', 'waiting']);
     expect(job?.name).toBe('queued');
+    // The job's id is its task's: a wake finds it from the task alone.
+    expect(job?.id).toBe(record.taskId);
     expect(job?.data).toEqual({
       tool: 'queued',
       taskId: record.taskId,
