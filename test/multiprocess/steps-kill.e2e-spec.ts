@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { taskJobId } from '../../src/pg-boss/pg-boss-task-queue.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 import { startTestRedis, type TestRedis } from '../support/redis-server.js';
 import {
@@ -130,10 +133,29 @@ describe('steps are not done twice when a process is killed mid-step', () => {
  * or the answer comes.
  */
 describe('a parked queue job outlives every worker', () => {
+  /** Clients of the queues' Redis and PostgreSQL, to see a job parked there. */
+  let queueRedis: Redis | undefined;
+  let queuePg: pg.Client | undefined;
+
+  beforeAll(async () => {
+    queueRedis = new Redis(redis.url);
+    queuePg = new pg.Client({ connectionString: postgres.url });
+    await queuePg.connect();
+  });
+
+  afterAll(async () => {
+    queueRedis?.disconnect();
+    await queuePg?.end();
+  });
+
   it.each(DEPLOYMENTS.map(([name, deployment]) => [name.split(':')[0]!, deployment] as const))(
     '%s',
     async (_name, deployment) => {
-      const env = { ...deployment(), PREFIX: 'parkkill:', PG_SCHEMA: 'parkkill' };
+      const env: Record<string, string> = {
+        ...deployment(),
+        PREFIX: 'parkkill:',
+        PG_SCHEMA: 'parkkill',
+      };
       if (env.PGBOSS_SCHEMA !== undefined) env.PGBOSS_SCHEMA = 'parkkill_boss';
       const api = await startFixture({ ...env, ROLE: 'api' });
       const first = await startFixture({ ...env, ROLE: 'worker' });
@@ -143,16 +165,37 @@ describe('a parked queue job outlives every worker', () => {
         if (taskId === undefined) throw new Error(`tools/call ${tool}: ${JSON.stringify(answer)}`);
         return taskId;
       };
-      const parked = (taskId: string) => (event: FixtureEvent) =>
-        event.event === 'parked' && event.taskId === taskId;
+      /**
+       * Whether the task's job waits in its queue, parked: the method reports `parked` as it
+       * leaves, a moment before its worker moves the job (killed in between, the job would run
+       * again as a restart once BullMQ finds it stalled, or pg-boss's expiry).
+       */
+      const inQueue = async (taskId: string): Promise<boolean> => {
+        if (env.RUNNER !== 'pg-boss') {
+          return (await queueRedis!.zscore('parkkill:bull:work:delayed', taskId)) !== null;
+        }
+        const { rows } = await queuePg!.query<{ state: string }>(
+          'SELECT state FROM parkkill_boss.job WHERE id = $1',
+          [taskJobId(taskId)],
+        );
+        return rows[0]?.state === 'retry';
+      };
+      const parked = async (worker: FixtureProcess, taskId: string): Promise<void> => {
+        await worker.waitFor((event) => event.event === 'parked' && event.taskId === taskId);
+        const end = Date.now() + 5_000;
+        while (!(await inQueue(taskId))) {
+          if (Date.now() > end) throw new Error(`the job of ${taskId} never parked in its queue`);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      };
 
       // A 3 s sleep parks; its worker (the only one) is killed; one started later wakes it.
       const calledAt = Date.now();
       const nap = await start('q_nap', { ms: 3_000 });
-      await first.waitFor(parked(nap));
+      await parked(first, nap);
       // An input request parks too, on the same worker.
       const ask = await start('q_ask_park');
-      await first.waitFor(parked(ask));
+      await parked(first, ask);
       await first.kill();
       const second = await startFixture({ ...env, ROLE: 'worker' });
       // Answered after the worker that asked died: the job wakes on the new one.
