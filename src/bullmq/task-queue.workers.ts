@@ -76,7 +76,7 @@ export class TaskQueueWorkers
       names.add(queue.name);
       // Every named queue must be registered, in a process that takes calls as in a worker.
       this.queues.queue(queue.name);
-      checkJobId(tool.name, queue);
+      checkJobOptions(tool.name, queue, this.queues.queue(queue.name).defaultJobOptions);
       if (this.queues.isFair(queue.name)) checkFairLevel(tool.name, queue, this.queues);
     }
     const queues = [...names].map((name) => this.queues.queue(name));
@@ -268,17 +268,38 @@ export class TaskQueueWorkers
 }
 
 /**
- * A job's id is its task's (see BullTaskQueue.enqueue): a tool whose `jobOptions` name an id of
- * their own would make every call one job (BullMQ drops an add whose id it holds, without an
- * error), so it fails the boot.
+ * The job options that would make a call's job share another's, in which case BullMQ drops its
+ * add without an error and the call's task stays `working` until its TTL, without a word: its own
+ * id (a job's id is its task's, see BullTaskQueue.enqueue), and a deduplication (an add is dropped
+ * while a job of the same deduplication id is there).
  */
-function checkJobId(tool: string, queue: Readonly<TaskToolQueue>): void {
-  const jobId = (queue.jobOptions as JobsOptions | undefined)?.jobId;
-  if (jobId === undefined) return;
-  throw new TasksConfigError(
-    `Task tool "${tool}" sets jobId ${show(jobId)} in its jobOptions (queue ` +
-      `"${queue.name}"): a task's job takes the task's id, one job per call; remove jobId`,
-  );
+const MERGING_JOB_OPTIONS = ['jobId', 'deduplication'] as const;
+
+/**
+ * A tool whose `jobOptions` (or its queue's `defaultJobOptions`) set one of MERGING_JOB_OPTIONS
+ * fails the boot, naming the tool and the option.
+ */
+function checkJobOptions(
+  tool: string,
+  queue: Readonly<TaskToolQueue>,
+  defaults: JobsOptions | undefined,
+): void {
+  const own = queue.jobOptions as JobsOptions | undefined;
+  for (const option of MERGING_JOB_OPTIONS) {
+    let where: string;
+    if (own?.[option] !== undefined) {
+      where = `Task tool "${tool}" sets ${option} ${show(own[option])} in its jobOptions (queue "${queue.name}")`;
+    } else if (defaults?.[option] !== undefined) {
+      where =
+        `Queue "${queue.name}" sets ${option} ${show(defaults[option])} in its defaultJobOptions ` +
+        `(BullModule.registerQueue), which task tool "${tool}" takes`;
+    } else continue;
+    const why =
+      option === 'jobId'
+        ? "a task's job takes the task's id, one job per call"
+        : "BullMQ would drop a call's job as a duplicate of another's, and its task would never run";
+    throw new TasksConfigError(`${where}: ${why}; remove ${option}`);
+  }
 }
 
 /**

@@ -30,6 +30,17 @@ class KeptTools {
 }
 
 @Injectable()
+class DedupTools {
+  @TaskTool({
+    name: 'dedup',
+    queue: { name: 'reports', jobOptions: { deduplication: { id: 'reports' } } },
+  })
+  dedup() {
+    return { content: [] };
+  }
+}
+
+@Injectable()
 class OneJobTools {
   @TaskTool({ name: 'one_job', queue: { name: 'reports', jobOptions: { jobId: 'report' } } })
   oneJob() {
@@ -111,6 +122,38 @@ describe('TasksQueueModule', () => {
     expect(error.message).toBe(
       'Task tool "one_job" sets jobId "report" in its jobOptions (queue "reports"): a task\'s ' +
         "job takes the task's id, one job per call; remove jobId",
+    );
+  });
+
+  it("a deduplication, the tool's or its queue's default, fails the boot: calls would share a job", async () => {
+    const own = await bootError(
+      [
+        bull(),
+        BullModule.registerQueue({ name: 'reports' }),
+        TasksModule.forRoot({ janitor: false }),
+        TasksQueueModule.forRoot({ worker: false }),
+      ],
+      [DedupTools],
+    );
+    expect(own).toBeInstanceOf(TasksConfigError);
+    expect(own.message).toBe(
+      'Task tool "dedup" sets deduplication an object in its jobOptions (queue "reports"): ' +
+        "BullMQ would drop a call's job as a duplicate of another's, and its task would never " +
+        'run; remove deduplication',
+    );
+    const queued = await bootError([
+      bull(),
+      BullModule.registerQueue({
+        name: 'reports',
+        defaultJobOptions: { deduplication: { id: 'all' } },
+      }),
+      TasksModule.forRoot({ janitor: false }),
+      TasksQueueModule.forRoot({ worker: false }),
+    ]);
+    expect(queued).toBeInstanceOf(TasksConfigError);
+    expect(queued.message).toContain(
+      'Queue "reports" sets deduplication an object in its defaultJobOptions ' +
+        '(BullModule.registerQueue), which task tool "queued" takes',
     );
   });
 
