@@ -76,7 +76,7 @@ export class TaskQueueWorkers
       names.add(queue.name);
       // Every named queue must be registered, in a process that takes calls as in a worker.
       this.queues.queue(queue.name);
-      checkJobOptions(tool.name, queue, this.queues.queue(queue.name).defaultJobOptions);
+      checkJobOptions(tool.name, queue);
       if (this.queues.isFair(queue.name)) checkFairLevel(tool.name, queue, this.queues);
     }
     const queues = [...names].map((name) => this.queues.queue(name));
@@ -275,30 +275,19 @@ export class TaskQueueWorkers
  */
 const MERGING_JOB_OPTIONS = ['jobId', 'deduplication'] as const;
 
-/**
- * A tool whose `jobOptions` (or its queue's `defaultJobOptions`) set one of MERGING_JOB_OPTIONS
- * fails the boot, naming the tool and the option.
- */
-function checkJobOptions(
-  tool: string,
-  queue: Readonly<TaskToolQueue>,
-  defaults: JobsOptions | undefined,
-): void {
+/** A tool whose `jobOptions` set one of MERGING_JOB_OPTIONS fails the boot, naming it. */
+function checkJobOptions(tool: string, queue: Readonly<TaskToolQueue>): void {
   const own = queue.jobOptions as JobsOptions | undefined;
   for (const option of MERGING_JOB_OPTIONS) {
-    let where: string;
-    if (own?.[option] !== undefined) {
-      where = `Task tool "${tool}" sets ${option} ${show(own[option])} in its jobOptions (queue "${queue.name}")`;
-    } else if (defaults?.[option] !== undefined) {
-      where =
-        `Queue "${queue.name}" sets ${option} ${show(defaults[option])} in its defaultJobOptions ` +
-        `(BullModule.registerQueue), which task tool "${tool}" takes`;
-    } else continue;
+    if (own?.[option] === undefined) continue;
     const why =
       option === 'jobId'
         ? "a task's job takes the task's id, one job per call"
         : "BullMQ would drop a call's job as a duplicate of another's, and its task would never run";
-    throw new TasksConfigError(`${where}: ${why}; remove ${option}`);
+    throw new TasksConfigError(
+      `Task tool "${tool}" sets ${option} ${show(own[option])} in its jobOptions (queue ` +
+        `"${queue.name}"): ${why}; remove ${option}`,
+    );
   }
 }
 
