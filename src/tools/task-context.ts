@@ -339,13 +339,18 @@ export class RunningTaskContext implements TaskContext {
     requests: Record<K, InputRequest>,
     options: { statusMessage?: string } = {},
   ): Promise<Record<K, InputResponse>> {
+    this.checkCanAsk();
+    await this.write(() => this.tasks.requireInput(this.taskId, requests, options));
+    return await this.answersTo(Object.keys(requests) as K[]);
+  }
+
+  /** A call that runs inline cannot ask: its client has no `tasks/update` to answer with. */
+  protected checkCanAsk(): void {
     if (this.inline) {
       throw new InvalidTaskParamsError(
         'This tool needs input from the client, which requires the tasks extension',
       );
     }
-    await this.write(() => this.tasks.requireInput(this.taskId, requests, options));
-    return await this.answersTo(Object.keys(requests) as K[]);
   }
 
   /** Waits until every one of `keys` is answered, then takes the answers from the task. */
@@ -444,8 +449,10 @@ export class JobTaskContext extends RunningTaskContext {
      * instance; its sleep and its input requests hold its worker's slot).
      */
     private readonly parking?: TaskParking,
+    /** A queue job of a call that runs inline (see QueuedCall.inline). */
+    inline = false,
   ) {
-    super(tasks, waiters, taskId, owner, call, false, pollMs);
+    super(tasks, waiters, taskId, owner, call, inline, pollMs);
     this.asked = new Set(asked);
     this.kept = { ...job.answers };
   }
@@ -454,6 +461,7 @@ export class JobTaskContext extends RunningTaskContext {
     requests: Record<K, InputRequest>,
     options: { statusMessage?: string } = {},
   ): Promise<Record<K, InputResponse>> {
+    this.checkCanAsk();
     const keys = Object.keys(requests) as K[];
     const fresh = keys.filter((key) => !this.asked.has(key) && !Object.hasOwn(this.kept, key));
     if (fresh.length > 0) {

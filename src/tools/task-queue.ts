@@ -8,6 +8,11 @@ export interface QueuedCall {
   readonly taskId: string;
   /** The validated input. */
   readonly input: unknown;
+  /**
+   * Set when the client waits for the end in its request (it did not declare the tasks extension,
+   * and the tool runs inline for it): the method cannot ask for input.
+   */
+  readonly inline?: true;
   /** The answers to the tool's `requireInputFirst`, gathered before the task. */
   readonly firstInput?: Readonly<Record<string, InputResponse>>;
   /**

@@ -242,6 +242,7 @@ export class TaskToolRunner
       record.usedInputKeys ?? [],
       job,
       this.jobParking(job, running, (parked) => (park = parked)),
+      call.inline === true,
     );
     running.traced = this.telemetry?.startRun(
       tool.name,
@@ -582,7 +583,7 @@ export class TaskToolRunner
 
   /** Sends the call to the tool's queue; a queue that refuses it fails the task at once. */
   private async enqueue(
-    { tool, input, firstInput, headers }: ToolCall,
+    { tool, input, firstInput, headers, inline }: ToolCall,
     record: TaskRecord,
     parent: TraceParent | undefined,
   ): Promise<void> {
@@ -597,6 +598,7 @@ export class TaskToolRunner
           tool: tool.name,
           taskId,
           input,
+          ...(inline && { inline: true }),
           ...(firstInput !== undefined && { firstInput }),
           ...(trace !== undefined && { trace }),
           ...(carried !== undefined && { headers: carried }),

@@ -91,6 +91,14 @@ class ParkTools {
     return { content: [{ type: 'text' as const, text: JSON.stringify(name) }] };
   }
 
+  /** The same question, for a client that waits inline (a 2025-era one). */
+  @TaskTool({ name: 'ask_inline', queue: QUEUE, whenClientLacksTasks: 'inline' })
+  async askInline(_input: unknown, task: TaskContext) {
+    bump(runs, task.taskId);
+    await task.requireInput({ name: elicit('Your name?') });
+    return { content: [] };
+  }
+
   @TaskTool({ name: 'long_nap', queue: QUEUE })
   async longNap(_input: unknown, task: TaskContext) {
     bump(runs, task.taskId);
@@ -234,6 +242,21 @@ describe('a parked BullMQ job', () => {
     expect(asked.get(askId)?.size).toBe(1);
     expect(runs.get(askId)).toBe(2);
     expect((messages.get(askId) ?? []).filter((m) => m.startsWith('Restarted'))).toEqual([]);
+  }, 10_000);
+
+  it('answers an inline call whose job asks for input with a tool error, at once: it cannot park', async () => {
+    const definition = app.get(TaskToolRegistry).get('ask_inline')!;
+    // Without the check the job would park for an hour, and the call would wait as long.
+    const result = await app.get(TaskToolRunner).runInline(definition, {}, alice);
+    expect(result).toMatchObject({
+      isError: true,
+      content: [
+        {
+          type: 'text',
+          text: 'This tool needs input from the client, which requires the tasks extension',
+        },
+      ],
+    });
   }, 10_000);
 
   it('wakes at once when the answer came after the method parked, before the job moved', async () => {
