@@ -20,7 +20,7 @@ import type { TasksService } from '../tasks.service.js';
 import { isStoreUnavailable } from '../tasks.writer.js';
 import type { RunningCall } from './running-call.js';
 import { backoff, jittered, OUTAGE_RETRY_FIRST_MS } from './store-outage.js';
-import type { RunningTaskContext } from './task-context.js';
+import { type RunningTaskContext, TaskParked } from './task-context.js';
 import type { TaskToolDefinition } from './task-tool.registry.js';
 import { firstInputRequests } from './task-tool.calls.js';
 import type { TaskRequest } from './scoped-calls.js';
@@ -67,6 +67,8 @@ export class TaskToolSettler {
   /** Calls whose task expired or was deleted while they ran, not logged yet (see `lostTask`). */
   private lostTasks = 0;
   private lostTasksLoggedAt = -Infinity;
+  /** The tools already warned of a method that went on after its task parked (see `wentOn`). */
+  private readonly wentOnTools = new Set<string>();
 
   constructor(
     private readonly tasks: TasksService,
@@ -78,6 +80,21 @@ export class TaskToolSettler {
     /** Called as a call ends, before its span does: the runner forgets it. */
     private readonly ended: (taskId: string) => void,
   ) {}
+
+  /**
+   * A method returned, or threw something else, after its task parked: it caught TaskParked. What
+   * it did after the park is dropped (the task wakes and the method runs again), which its author
+   * should know: said once per tool.
+   */
+  private wentOn(tool: TaskToolDefinition): void {
+    if (this.wentOnTools.has(tool.name)) return;
+    this.wentOnTools.add(tool.name);
+    this.logger.warn(
+      `Task tool ${tool.name} went on after its task parked (its method caught TaskParked): ` +
+        'what it did after the park is dropped, and it runs again when the task wakes; ' +
+        'rethrow TaskParked (see docs/durable-steps.md)',
+    );
+  }
 
   private get shuttingDown(): boolean {
     return this.shutdown.aborted;
@@ -109,7 +126,8 @@ export class TaskToolSettler {
         }
         const value = await tool.invoke(input, context, request);
         context.close();
-        if (context.isHandedOff || context.isParked) return;
+        if (context.isParked) return this.wentOn(tool);
+        if (context.isHandedOff) return;
         if (call.movedTask) return this.movedTask(tool);
         if (call.lostTask) return this.lostTask(tool);
         // A call that gave up on the store still writes a result its tool returned.
@@ -125,8 +143,9 @@ export class TaskToolSettler {
         );
       } catch (error) {
         context.close();
-        // Parked (a long sleep): the task wakes on an instance when the sleep ends.
-        if (context.isParked) return;
+        // Parked (a long sleep, a wait for input): the task wakes when the sleep ends or the
+        // answers come.
+        if (context.isParked) return error instanceof TaskParked ? undefined : this.wentOn(tool);
         if (call.movedTask) return this.movedTask(tool);
         if (call.lostTask) return this.lostTask(tool);
         const gaveUp = call.outage.givenUp;

@@ -113,6 +113,18 @@ class DurableTools {
     return JSON.stringify({ slept: after - before, run });
   }
 
+  /** Sleeps long enough to park, and (wrongly) catches the park. */
+  @TaskTool({ name: 'nap_caught', durable: true })
+  async napCaught(_input: unknown, task: TaskContext) {
+    count(runs, task.taskId);
+    try {
+      await task.sleep('cool', 2 * LEASE_MS + 100);
+    } catch {
+      return 'caught the park';
+    }
+    return 'slept';
+  }
+
   /** Never ends on its own: its instance dies each time. */
   @TaskTool({ name: 'doomed', durable: true })
   async doomed(_input: unknown, task: TaskContext) {
@@ -371,6 +383,27 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
     expect(tookMs).toBeLessThan(LEASE_MS);
   }, 20_000);
 
+  it('warns once of a method that caught its park; the task still wakes and completes', async () => {
+    const log = new KeptLog();
+    const running = await startApp(durableModule(storage.parts()), 'express', '/mcp', (app) =>
+      app.useLogger(log),
+    );
+    try {
+      const instance = { service: running.app.get(TasksService) } as Instance;
+      const taskId = await callTool(running.url, 'nap_caught');
+      const task = await ended(instance, taskId, 6_000);
+      expect(task.status).toBe('completed');
+      // The first run's "caught the park" was dropped; the run after the wake slept no more.
+      expect(textOf(task)).toBe('slept');
+      expect(runs.get(taskId)).toBe(2);
+      expect(log.warnings.filter((line) => line.includes('went on after its task parked'))).toEqual(
+        [expect.stringContaining('Task tool nap_caught went on after its task parked')],
+      );
+    } finally {
+      await running.close();
+    }
+  }, 15_000);
+
   it('names the durable tools nothing would resume, in one WARN at boot, on an instance without a lease', async () => {
     const log = new KeptLog();
     const running = await startApp(
@@ -383,7 +416,8 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
       const warned = log.warnings.filter((line) => line.includes('are durable'));
       expect(warned).toEqual([
         expect.stringContaining(
-          'Task tools "report", "ask", "nap", "doomed" are durable, but this instance holds no lease',
+          'Task tools "report", "ask", "nap", "nap_caught", "doomed" are durable, but this ' +
+            'instance holds no lease',
         ),
       ]);
     } finally {
