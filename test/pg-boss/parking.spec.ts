@@ -92,9 +92,13 @@ class ParkTools {
     return { content: [] };
   }
 
-  /** Kept a second by pg-boss once sent (its own retention), unless its park keeps it longer. */
+  /**
+   * Kept a second by pg-boss once sent (its own retention), unless its park keeps it longer. Its
+   * task lives as long as its sleep (a job parks no longer than its task lives).
+   */
   @TaskTool({
     name: 'month_sleeper',
+    ttlMs: null,
     queue: { name: 'parks', jobOptions: { retentionSeconds: 1 } },
   })
   async monthSleeper(_input: unknown, task: TaskContext) {
@@ -131,6 +135,8 @@ async function boot(providers: unknown[], worker = true) {
       TasksModule.forRoot({
         janitor: false,
         shutdown: { drainMs: 0 },
+        // Unlimited TTLs allowed: month_sleeper's task outlives its 30-day sleep.
+        maxTtlMs: null,
         ...(worker && {
           store: new PostgresTaskStore(store),
           notifier: postgresNotifier(store),
