@@ -210,7 +210,12 @@ export class TasksService implements OnApplicationShutdown {
       (task, now) => updateTask(task, responses, now),
       { owner },
     );
-    if (record.status === 'working') await this.wakeParked(record);
+    // Answers that no run has taken yet: the update that brought the last one (or the same update
+    // again, after a wake that failed) wakes the parked task. Any other update on a `working` task
+    // changes nothing and wakes nothing: a client must not make a sleeping task run again.
+    if (record.status === 'working' && record.inputResponses !== undefined) {
+      await this.wakeParked(record);
+    }
     return record;
   }
 

@@ -241,7 +241,7 @@ export class TaskToolRunner
       pollMs,
       record.usedInputKeys ?? [],
       job,
-      this.jobParking(job, running, (parked) => (park = parked)),
+      this.jobParking(job, running, expiresAt(record), (parked) => (park = parked)),
       call.inline === true,
     );
     running.traced = this.telemetry?.startRun(
@@ -289,11 +289,14 @@ export class TaskToolRunner
    * How a job parks, when its worker parks jobs (`TaskJob.parkAfterMs`) and the queue wakes them
    * (`TaskQueue.wake`): the park is noted for `runJob` to answer, and the worker moves the job.
    * A park for input whose answers the task has already taken in is refused: the method takes
-   * them.
+   * them. A job parks no longer than its task lives (`expiry`): woken then, it finds the task
+   * gone and ends, so that a client's short TTL leaves no job parked (its data kept, its fair turn
+   * held) for the rest of a long sleep or an hour's wait for input.
    */
   private jobParking(
     job: TaskJob,
     running: RunningCall,
+    expiry: number | null,
     parked: (park: JobPark) => void,
   ): TaskParking | undefined {
     const afterMs = job.parkAfterMs;
@@ -307,7 +310,8 @@ export class TaskToolRunner
         if (waitingFor !== undefined && latest !== undefined && isAnswered(latest, waitingFor)) {
           return false;
         }
-        parked(waitingFor === undefined ? { until } : { until, waitingFor });
+        const end = expiry === null ? until : Math.min(until, expiry);
+        parked(waitingFor === undefined ? { until: end } : { until: end, waitingFor });
         return true;
       },
     };

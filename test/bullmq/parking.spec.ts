@@ -322,6 +322,47 @@ describe('a parked BullMQ job', () => {
     10_000,
   );
 
+  it("a client's tasks/update on a task that waits for no input does not wake its parked job", async () => {
+    const taskId = await start(app, 'long_nap');
+    await parked(app, taskId);
+    const tasks = app.get(TasksService);
+    // Accepted as a no-op (the task is not input_required): it must not wake the sleeping job.
+    for (let i = 0; i < 5; i++) {
+      expect((await tasks.update(taskId, alice, { name: accept('x') })).status).toBe('working');
+    }
+    await sleep(300);
+    const extra = runs.get(taskId)! - 1;
+    console.log(`no-op updates: ${extra} extra run(s) of the parked job after 5 updates`);
+    expect(extra).toBe(0);
+    expect(await jobState(app, taskId)).toBe('delayed');
+    await tasks.cancel(taskId, alice);
+    await reaches(app, taskId, 'cancelled');
+  }, 10_000);
+
+  it("parks no longer than its task lives: the job of an expired task ends at the task's expiry", async () => {
+    const definition = app.get(TaskToolRegistry).get('long_nap')!;
+    // A client's short TTL: the task expires long before the job's 60 s sleep would end.
+    const { taskId, createdAt } = await app
+      .get(TaskToolRunner)
+      .start(definition, {}, alice, { requestedTtlMs: 1_000 });
+    await parked(app, taskId);
+    const ended = await until(
+      async () => ((await jobState(app, taskId)) === 'completed' ? Date.now() : undefined),
+      'the job to end',
+      3_000,
+    ).catch(() => undefined);
+    const state = await jobState(app, taskId);
+    console.log(
+      `expiry: the parked job is ${state} ` +
+        (ended === undefined
+          ? '3 s after its park (its sleep had 60 s to go)'
+          : `${ended - createdAt - 1_000} ms after its task expired`),
+    );
+    // Ended (its data gone, its fair turn given back), without running the method again.
+    expect(state).toBe('completed');
+    expect(runs.get(taskId)).toBe(1);
+  }, 10_000);
+
   it('counts a failed run after a wake as a restart (run 2), not the wake', async () => {
     const taskId = await start(app, 'nap_fail');
     await reaches(app, taskId, 'completed');

@@ -404,6 +404,31 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
     }
   }, 15_000);
 
+  it("a client's tasks/update on a parked task that waits for no input does not wake it", async () => {
+    const a = await start();
+    // An instance judges leases (and so wakes parks) a lease after its start.
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
+    const taskId = await callTool(a.url, 'nap', { ms: 60_000 });
+    const isParked = async () =>
+      (await a.service.status(taskId)).heldBy?.startsWith('park:') === true;
+    await eventually(async () => ((await isParked()) ? true : undefined), 2_000, 'the park');
+    // Accepted as no-ops (the task is not input_required): they must not end its park.
+    for (let i = 0; i < 3; i++) {
+      const { body } = await rpc(
+        a.url,
+        'tasks/update',
+        { taskId, inputResponses: { name: { action: 'accept', content: { name: 'x' } } } },
+        { principal: 'alice' },
+      );
+      expect(body.error).toBeUndefined();
+    }
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 2));
+    const extra = runs.get(taskId)! - 1;
+    console.log(`durable (${name}): ${extra} extra run(s) of a parked sleep after 3 no-op updates`);
+    expect(extra).toBe(0);
+    expect(await isParked()).toBe(true);
+  }, 20_000);
+
   it('names the durable tools nothing would resume, in one WARN at boot, on an instance without a lease', async () => {
     const log = new KeptLog();
     const running = await startApp(

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import pg from 'pg';
-import { TasksConfigError } from '../../src/errors.js';
+import { TaskInternalError, TasksConfigError } from '../../src/errors.js';
 import {
   OnTaskChange,
   type TaskContext,
@@ -26,6 +26,7 @@ import type { JobOutcome } from '../../src/tools/task-tool.calls.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
 import { TaskToolRunner } from '../../src/tools/task-tool.runner.js';
 import { accept, elicit, sleep } from '../support/helpers.js';
+import { KeptLog } from '../support/kept-log.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres-server.js';
 
 const NAP_MS = 1_500;
@@ -92,9 +93,13 @@ class ParkTools {
     return { content: [] };
   }
 
-  /** Kept a second by pg-boss once sent (its own retention), unless its park keeps it longer. */
+  /**
+   * Kept a second by pg-boss once sent (its own retention), unless its park keeps it longer. Its
+   * task lives as long as its sleep (a job parks no longer than its task lives).
+   */
   @TaskTool({
     name: 'month_sleeper',
+    ttlMs: null,
     queue: { name: 'parks', jobOptions: { retentionSeconds: 1 } },
   })
   async monthSleeper(_input: unknown, task: TaskContext) {
@@ -123,7 +128,7 @@ const apps: INestApplicationContext[] = [];
 let schemas = 0;
 
 /** An app with a worker on the PostgreSQL task store; `worker: false` on the in-memory one. */
-async function boot(providers: unknown[], worker = true) {
+async function boot(providers: unknown[], worker = true, log?: KeptLog) {
   const schema = `park_${++schemas}`;
   const store = { connection: postgres.url, schema: `tasks_${schema}` };
   const moduleRef = await Test.createTestingModule({
@@ -131,6 +136,8 @@ async function boot(providers: unknown[], worker = true) {
       TasksModule.forRoot({
         janitor: false,
         shutdown: { drainMs: 0 },
+        // Unlimited TTLs allowed: month_sleeper's task outlives its 30-day sleep.
+        maxTtlMs: null,
         ...(worker && {
           store: new PostgresTaskStore(store),
           notifier: postgresNotifier(store),
@@ -145,6 +152,7 @@ async function boot(providers: unknown[], worker = true) {
     ],
     providers: providers as never[],
   }).compile();
+  if (log !== undefined) moduleRef.useLogger(log);
   const app = await moduleRef.init();
   apps.push(app);
   return { app, bossSchema: `boss_${schema}` };
@@ -331,6 +339,28 @@ describe('parked pg-boss jobs', () => {
     expect((await app.get(TasksService).status(taskId)).status).toBe('cancelled');
     // The method did not run again for the cancel.
     expect(callsOf(taskId, 'run')).toHaveLength(1);
+  });
+
+  it('a park whose task re-read fails (the store away) stays parked, with a WARN, not an ERROR', async () => {
+    const log = new KeptLog();
+    const { app, bossSchema } = await boot([ParkTools, Heard], true, log);
+    const runner = app.get(TaskToolRunner);
+    let failed = 0;
+    // The read after the move (TaskToolRunner.parked) meets a store that is away.
+    runner.parked = () => {
+      failed++;
+      return Promise.reject(new TaskInternalError('Task store unavailable'));
+    };
+    const taskId = await call(app, 'sleeper');
+    expect(await parkedJob(bossSchema, taskId)).toMatchObject({ state: 'retry' });
+    await sleep(50);
+    process.stdout.write(
+      `pg-boss park: a failed re-read logged ${log.errors.length} ERROR(s), ` +
+        `${log.warnings.length} WARN(s)\n`,
+    );
+    expect(failed).toBe(1);
+    expect(log.errors).toEqual([]);
+    expect(log.warnings).toEqual([expect.stringContaining('could not check for answers')]);
   });
 
   it("a 30-day sleep outlives pg-boss's maintenance: the park keeps the job past its end", async () => {
