@@ -353,7 +353,8 @@ export class TaskQueueWorkers
       ])) as { rowCount?: number | null };
     // No longer active (pg-boss expired it meanwhile): pg-boss runs it again as a restart.
     if ((rowCount ?? 0) === 0) return;
-    if (leftMs < PARK_TIMER_MAX_MS) {
+    // A park for input ends with its answer, mostly: no timer is kept for its hour.
+    if (park.waitingFor === undefined && leftMs < PARK_TIMER_MAX_MS) {
       const timer = setTimeout(() => {
         this.parks.delete(timer);
         this.wake(queue);

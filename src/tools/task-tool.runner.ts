@@ -72,6 +72,9 @@ export const MAX_RUNS = 4;
  */
 const INPUT_PARK_MS = 3_600_000;
 
+/** How often a wake's queue faults are logged at most (see `TaskToolRunner.wakeFault`). */
+const WAKE_FAULT_LOG_MS = 60_000;
+
 /**
  * Runs `@TaskTool` methods. The task is created and stored first; the method then runs in the
  * background with a TaskContext. Its return value completes the task; a thrown JSON-RPC error
@@ -103,6 +106,9 @@ export class TaskToolRunner
   private readonly settler: TaskToolSettler;
   /** What the jobs of request-scoped tools carry of their calls' headers. */
   private readonly jobHeaders = new JobHeaders();
+  /** When a wake's queue fault was last logged, and how many came since (see `wakeFault`). */
+  private wakeFaultLoggedAt = Number.NEGATIVE_INFINITY;
+  private wakeFaultsSince = 0;
   /** Set when the drain starts (see `onModuleDestroy`): no new call starts from then on. */
   private draining = false;
   private startStopping!: () => void;
@@ -338,6 +344,25 @@ export class TaskToolRunner
   }
 
   /**
+   * Logs a queue fault met by a wake (see `wakeJob`): the first, then once a minute with how many
+   * came meanwhile, so that a queue away for a while does not log a line per answer or cancel.
+   */
+  private wakeFault(tool: string, error: unknown): void {
+    const now = Date.now();
+    if (now - this.wakeFaultLoggedAt < WAKE_FAULT_LOG_MS) {
+      this.wakeFaultsSince++;
+      return;
+    }
+    const more =
+      this.wakeFaultsSince > 0 ? ` (${this.wakeFaultsSince} more since the last one logged)` : '';
+    this.wakeFaultLoggedAt = now;
+    this.wakeFaultsSince = 0;
+    this.logger.error(
+      `Task tool ${tool} could not wake a parked job: ${String(error)}${more} (logged once a minute)`,
+    );
+  }
+
+  /**
    * Wakes the parked job of a queue-run tool's task, after `tasks/update` brought its last answer
    * or the task was cancelled (TasksService calls it). Nothing for a task of another tool, or when
    * its job is not parked. A queue that cannot be reached is answered as a fault: the client that
@@ -351,7 +376,7 @@ export class TaskToolRunner
     try {
       await this.queue.wake(toolQueue(queue), record.taskId);
     } catch (error) {
-      this.logger.error(`Task tool ${tool!.name} could not wake its parked job: ${String(error)}`);
+      this.wakeFault(tool!.name, error);
       throw new TaskInternalError('Task queue unavailable', { cause: error });
     }
   }
@@ -461,7 +486,10 @@ export class TaskToolRunner
       inputMs: INPUT_PARK_MS,
       held: true,
       park: async (until, waitingFor) => {
-        const parked = await this.tasks.park(taskId, until, { known: call.latest, waitingFor });
+        // No longer than the task lives: its park's lease is then put away by the sweep.
+        const expiry = call.latest === undefined ? null : expiresAt(call.latest);
+        const end = expiry === null ? until : Math.min(until, expiry);
+        const parked = await this.tasks.park(taskId, end, { known: call.latest, waitingFor });
         call.saw(parked);
         // A park for input whose answers all came is refused (see TasksService.park); a sleep's
         // task no longer held here has moved, and this run stops (TaskMoved) either way.

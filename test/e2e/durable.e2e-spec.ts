@@ -20,6 +20,7 @@ import { TaskStore } from '../../src/entries/store.js';
 import type { TasksModuleExtras } from '../../src/entries/options.js';
 import { TasksLease } from '../../src/janitor/tasks.lease.js';
 import { MAX_RUNS, TaskToolRunner } from '../../src/tools/task-tool.runner.js';
+import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
 import { type RunningApp, startApp } from '../support/app.js';
 import { bearerPrincipal } from '../support/bearer.guard.js';
 import { KeptLog } from '../support/kept-log.js';
@@ -382,6 +383,33 @@ describe.each(['redis', 'postgres'])('durable calls resumed on the %s store', (n
     );
     expect(tookMs).toBeLessThan(LEASE_MS);
   }, 20_000);
+
+  it("parks no longer than its task lives: an expired task's park is put away at its expiry", async () => {
+    const a = await start();
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
+    const nap = a.running.app.get(TaskToolRegistry).get('nap')!;
+    // A client's short TTL: the task expires long before its 60 s sleep would end.
+    const { taskId } = await a.running.app
+      .get(TaskToolRunner)
+      .start(nap, { ms: 60_000 }, { principal: 'alice', tenant: null }, { requestedTtlMs: 1_500 });
+    const park = `park:${taskId}`;
+    const store = a.running.app.get(TaskStore) as TaskStore & {
+      heldTasks(holder: string): Promise<string[]>;
+    };
+    await eventually(
+      async () => ((await store.heldTasks(park)).includes(taskId) ? true : undefined),
+      2_000,
+      'the park',
+    );
+    // Put away by a sweep soon after the expiry, not held by the park for the rest of the minute.
+    const released = await eventually(
+      async () => ((await store.heldTasks(park)).length === 0 ? true : undefined),
+      3_000,
+      'the park put away',
+    ).catch(() => false);
+    expect(released).toBe(true);
+    expect(runs.get(taskId)).toBe(1);
+  }, 15_000);
 
   it('warns once of a method that caught its park; the task still wakes and completes', async () => {
     const log = new KeptLog();

@@ -21,6 +21,7 @@ import {
 } from '../../src/index.js';
 import { PgBossTaskQueue, TasksQueueModule } from '../../src/pg-boss/index.js';
 import { taskJobId } from '../../src/pg-boss/pg-boss-task-queue.js';
+import { TaskQueueWorkers } from '../../src/pg-boss/task-queue.workers.js';
 import { PostgresTaskStore, postgresNotifier } from '../../src/postgres/index.js';
 import type { JobOutcome } from '../../src/tools/task-tool.calls.js';
 import { TaskToolRegistry } from '../../src/tools/task-tool.registry.js';
@@ -274,6 +275,9 @@ describe('parked pg-boss jobs', () => {
     expect(parked).toMatchObject({ state: 'retry', retry_count: -1, data: { parkedAt: 0 } });
     expect(parked!.starts_in).toBeGreaterThan(3_500_000);
     expect(parked!.kept_for).toBeGreaterThan(parked!.starts_in + 13 * 86_400_000);
+    // No timer kept for the hour: an answer ends most input parks long before it.
+    const workers = app.get(TaskQueueWorkers) as unknown as { parks: Set<unknown> };
+    expect(workers.parks.size).toBe(0);
     const other = await call(app, 'quick');
     expect((await until(app, other, completed, 3_000)).status).toBe('completed');
     expect((await app.get(TasksService).status(taskId)).status).toBe('input_required');
