@@ -184,6 +184,31 @@ describe('PostgresTaskStore: the indexes', () => {
       await one.end();
     }
   });
+  it('a renewal finds the leases that ran out by an index, however many parked tasks hold leases', async () => {
+    const one = new pg.Pool({ connectionString: postgres.url, max: 1 });
+    try {
+      const store = new PostgresTaskStore({ connection: one, schema: 'leased' });
+      await store.ready();
+      // 20,000 parked tasks' leases, running out over the next hours, and the planner's statistics.
+      await one.query(
+        `INSERT INTO leased.instances (instance_id, lease_until)
+         SELECT 'park:' || g, ${Date.now()} + 3600000 + g FROM generate_series(1, 20000) g;
+         ANALYZE leased.instances`,
+      );
+      expect(await store.renewLease('me', 30_000)).toEqual([]);
+      const { rows } = await one.query(
+        `SELECT name FROM pg_prepared_statements WHERE statement LIKE '%lease_until < clock.now%'`,
+      );
+      expect(rows).toHaveLength(1);
+      const plan = await one.query(`EXPLAIN EXECUTE ${rows[0].name}('me', 30000)`);
+      const text = plan.rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n');
+      // The expired ones from the index, not all 20,000 rows read.
+      expect(text).toMatch(/instances_lease_until/);
+      expect(text).not.toMatch(/Seq Scan on instances i/);
+    } finally {
+      await one.end();
+    }
+  });
 });
 
 describe('PostgresTaskStore: the upgrade to a next version (synthetic, test/postgres/schema-next)', () => {

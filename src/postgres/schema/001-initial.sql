@@ -92,6 +92,11 @@ CREATE TABLE IF NOT EXISTS mcp_tasks.instances (
   lease_until bigint NOT NULL
 );
 
+-- The leases that ran out, which every renewal lists: parked tasks (a durable call's long sleep,
+-- its wait for input) hold leases of their own here, one per task, so the table may hold many
+-- more rows than instances.
+CREATE INDEX IF NOT EXISTS instances_lease_until ON mcp_tasks.instances (lease_until);
+
 -- The row count, in 64 shards: n rows counted here; cap the share of max_rows this shard may
 -- fill (NULL when max_rows is NULL: none). The caps of the shards add up to max_rows.
 CREATE TABLE IF NOT EXISTS mcp_tasks.row_shards (
