@@ -207,15 +207,7 @@ export class TaskQueueWorkers
       fieldsToUpdate: { data: JSON.stringify(data) },
     });
     job.data = data;
-    try {
-      await runner.parked(tool, data.taskId, park);
-    } catch (error) {
-      // The job is parked either way: it wakes at `until`, or sooner with the next answer's write.
-      this.logger.warn(
-        `Queue ${job.queueName}: a parked job could not check for answers that came meanwhile: ` +
-          String(error),
-      );
-    }
+    await runner.parked(tool, data.taskId, park);
     throw new DelayedError();
   }
 

@@ -362,15 +362,7 @@ export class TaskQueueWorkers
       timer.unref();
       this.parks.add(timer);
     }
-    try {
-      await runner.parked(tool, job.data.taskId, park);
-    } catch (error) {
-      // The job is parked either way: it wakes at its end, or sooner with the next answer's write.
-      this.logger.warn(
-        `Queue ${queue}: a parked job could not check for answers that came meanwhile: ` +
-          String(error),
-      );
-    }
+    await runner.parked(tool, job.data.taskId, park);
   }
 
   /**

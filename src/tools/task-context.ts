@@ -1,5 +1,6 @@
 import { InvalidTaskParamsError, TasksConfigError, TaskTerminalError } from '../errors.js';
 import {
+  expiresAt,
   type InputRequest,
   type InputResponse,
   isAnswered,
@@ -219,7 +220,7 @@ export class RunningTaskContext implements TaskContext {
         `Step ${JSON.stringify(name)} was a step, not a sleep, in an earlier run`,
       );
     }
-    // A long sleep of a durable call leaves memory: the task wakes on an instance at its end.
+    // A long sleep of a call that can park leaves memory: the task wakes at its end.
     if (await this.parks(until)) throw new TaskParked();
     await pauseUntil(until, this.call.signal);
   }
@@ -255,8 +256,8 @@ export class RunningTaskContext implements TaskContext {
   }
 
   /**
-   * Parks the call's task until `until` when the call can (a durable call, for a sleep long
-   * enough): true once it has, and the method is to leave. Only durable calls park.
+   * Parks the call's task until `until` when the call can (a durable call or a queue job whose
+   * worker parks, for a sleep long enough): true once it has, and the method is to leave.
    */
   protected async parks(_until: number): Promise<boolean> {
     return false;
@@ -471,7 +472,7 @@ export class JobTaskContext extends RunningTaskContext {
       this.call.saw?.(await this.write(() => this.tasks.requireInput(this.taskId, ask, options)));
     }
     const waiting = keys.filter((key) => !Object.hasOwn(this.kept, key));
-    // A durable call does not wait in memory: it parks until the answers come.
+    // A call that can park does not wait in memory: it parks until the answers come.
     if (waiting.length > 0 && (await this.parksForInput(waiting))) throw new TaskParked();
     const answers =
       waiting.length > 0 ? await this.answersTo(waiting) : ({} as Record<K, InputResponse>);
@@ -484,24 +485,36 @@ export class JobTaskContext extends RunningTaskContext {
   }
 
   /**
-   * Parks a durable call's task until the answers to `waiting` come (an answer's write wakes it,
-   * see TasksService.update), or `parking.inputMs` has passed: true once it has. Not when they
-   * are all answered already.
+   * Parks the task until the answers to `waiting` come (an answer's write wakes it, see
+   * TasksService.update), or `parking.inputMs` has passed: true once it has. Not when they are
+   * all answered already.
    */
   private async parksForInput(waiting: readonly string[]): Promise<boolean> {
     const parking = this.parking;
     if (parking === undefined) return false;
-    if (!(await this.write(() => parking.park(Date.now() + parking.inputMs, waiting)))) {
-      return false;
-    }
-    this.parked = true;
-    return true;
+    return await this.park(parking, Date.now() + parking.inputMs, waiting);
   }
 
   protected override async parks(until: number): Promise<boolean> {
     const parking = this.parking;
     if (parking === undefined || until - Date.now() < parking.afterMs) return false;
-    await this.write(() => parking.park(until));
+    return await this.park(parking, until);
+  }
+
+  /**
+   * Parks the task (see TaskParking.park): true once it has, and the method is to leave. No park
+   * outlives its task: it ends at the task's expiry at the latest, when the task wakes, finds
+   * itself gone, and its park (a durable call's lease, a queue job) is put away.
+   */
+  private async park(
+    parking: TaskParking,
+    until: number,
+    waitingFor?: readonly string[],
+  ): Promise<boolean> {
+    const latest = this.call.latest;
+    const expiry = latest === undefined ? null : expiresAt(latest);
+    const end = expiry === null ? until : Math.min(until, expiry);
+    if (!(await this.write(() => parking.park(end, waitingFor)))) return false;
     this.parked = true;
     return true;
   }

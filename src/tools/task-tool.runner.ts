@@ -247,7 +247,7 @@ export class TaskToolRunner
       pollMs,
       record.usedInputKeys ?? [],
       job,
-      this.jobParking(job, running, expiresAt(record), (parked) => (park = parked)),
+      this.jobParking(job, running, (parked) => (park = parked)),
       call.inline === true,
     );
     running.traced = this.telemetry?.startRun(
@@ -295,14 +295,13 @@ export class TaskToolRunner
    * How a job parks, when its worker parks jobs (`TaskJob.parkAfterMs`) and the queue wakes them
    * (`TaskQueue.wake`): the park is noted for `runJob` to answer, and the worker moves the job.
    * A park for input whose answers the task has already taken in is refused: the method takes
-   * them. A job parks no longer than its task lives (`expiry`): woken then, it finds the task
-   * gone and ends, so that a client's short TTL leaves no job parked (its data kept, its fair turn
-   * held) for the rest of a long sleep or an hour's wait for input.
+   * them. (The context ends a park at its task's expiry at the latest, so that a client's short
+   * TTL leaves no job parked, its data kept and its fair turn held, for the rest of a long sleep
+   * or an hour's wait for input.)
    */
   private jobParking(
     job: TaskJob,
     running: RunningCall,
-    expiry: number | null,
     parked: (park: JobPark) => void,
   ): TaskParking | undefined {
     const afterMs = job.parkAfterMs;
@@ -316,8 +315,7 @@ export class TaskToolRunner
         if (waitingFor !== undefined && latest !== undefined && isAnswered(latest, waitingFor)) {
           return false;
         }
-        const end = expiry === null ? until : Math.min(until, expiry);
-        parked(waitingFor === undefined ? { until: end } : { until: end, waitingFor });
+        parked(waitingFor === undefined ? { until } : { until, waitingFor });
         return true;
       },
     };
@@ -326,21 +324,25 @@ export class TaskToolRunner
   /**
    * Called by a worker once it has moved a parked job back to its queue (see JobPark): should the
    * answers (or a cancel) have come while it parked, before the queue could be woken for them,
-   * the job is woken now. One store read.
+   * the job is woken now. One store read. It does not throw: a read or a wake that fails (the
+   * store or the queue away) is a WARN, and the job stays parked, woken at its end or sooner by
+   * the next answer's write.
    */
   async parked(tool: TaskToolDefinition, taskId: string, park: JobPark): Promise<void> {
-    let record: TaskRecord;
     try {
-      record = await this.tasks.status(taskId);
+      const record = await this.tasks.status(taskId);
+      const due =
+        isTerminal(record.status) ||
+        isCancellationRequested(record) ||
+        (park.waitingFor !== undefined && isAnswered(record, park.waitingFor));
+      if (due) await this.queue!.wake!(toolQueue(tool.options.queue!), taskId);
     } catch (error) {
       if (error instanceof TaskNotFoundError) return;
-      throw error;
+      this.logger.warn(
+        `Task tool ${tool.name}: a parked job could not check for answers that came meanwhile: ` +
+          String(error),
+      );
     }
-    const due =
-      isTerminal(record.status) ||
-      isCancellationRequested(record) ||
-      (park.waitingFor !== undefined && isAnswered(record, park.waitingFor));
-    if (due) await this.queue!.wake!(toolQueue(tool.options.queue!), taskId);
   }
 
   /**
@@ -486,10 +488,7 @@ export class TaskToolRunner
       inputMs: INPUT_PARK_MS,
       held: true,
       park: async (until, waitingFor) => {
-        // No longer than the task lives: its park's lease is then put away by the sweep.
-        const expiry = call.latest === undefined ? null : expiresAt(call.latest);
-        const end = expiry === null ? until : Math.min(until, expiry);
-        const parked = await this.tasks.park(taskId, end, { known: call.latest, waitingFor });
+        const parked = await this.tasks.park(taskId, until, { known: call.latest, waitingFor });
         call.saw(parked);
         // A park for input whose answers all came is refused (see TasksService.park); a sleep's
         // task no longer held here has moved, and this run stops (TaskMoved) either way.

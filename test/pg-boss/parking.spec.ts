@@ -349,11 +349,22 @@ describe('parked pg-boss jobs', () => {
     const log = new KeptLog();
     const { app, bossSchema } = await boot([ParkTools, Heard], true, log);
     const runner = app.get(TaskToolRunner);
+    const tasks = app.get(TasksService);
+    const status = tasks.status.bind(tasks);
     let failed = 0;
-    // The read after the move (TaskToolRunner.parked) meets a store that is away.
-    runner.parked = () => {
-      failed++;
-      return Promise.reject(new TaskInternalError('Task store unavailable'));
+    // The read after the move (TaskToolRunner.parked) meets a store that is away: the one read
+    // made once the method has parked.
+    const runJob = runner.runJob.bind(runner);
+    runner.runJob = async (...args): Promise<JobOutcome> => {
+      const outcome = await runJob(...args);
+      if (typeof outcome === 'object') {
+        tasks.status = () => {
+          tasks.status = status;
+          failed++;
+          return Promise.reject(new TaskInternalError('Task store unavailable'));
+        };
+      }
+      return outcome;
     };
     const taskId = await call(app, 'sleeper');
     expect(await parkedJob(bossSchema, taskId)).toMatchObject({ state: 'retry' });
