@@ -15,7 +15,7 @@ import { TasksService } from '../tasks.service.js';
 import { toolQueue } from '../tools/task-queue.js';
 import type { TaskToolQueue } from '../tools/task-tool.decorator.js';
 import { type TaskToolDefinition, TaskToolRegistry } from '../tools/task-tool.registry.js';
-import type { JobPark, TaskJob } from '../tools/task-tool.calls.js';
+import { JOB_PARK_AFTER_MS, type JobPark, type TaskJob } from '../tools/task-tool.calls.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { BullTaskQueue, type TaskJobData } from './bull-task-queue.js';
 import { FAIR_MAX_LEVEL, FAIR_RANKS } from './fair-turns.js';
@@ -28,13 +28,6 @@ import {
 
 /** How long a job given back at shutdown waits before another worker may take it. */
 const PUT_BACK_DELAY_MS = 1_000;
-
-/**
- * The shortest `task.sleep` of a job that parks (`TaskJob.parkAfterMs`): a shorter one waits in
- * its slot, where a park would cost more than it frees (two Redis scripts, a store read, and the
- * job's turn behind the jobs that wait when it wakes).
- */
-const PARK_AFTER_MS = 1_000;
 
 /**
  * The BullMQ Workers of this process: one per queue that a `@TaskTool` names, started once the
@@ -172,7 +165,7 @@ export class TaskQueueWorkers
       keepAnswers: (answers) => job.updateData({ ...job.data, answers }),
       // Only a job whose id is its task's can be woken by its answer (`wake` finds it by that id):
       // a job added by an earlier version of the app, under an id of BullMQ's, does not park.
-      ...(job.id === job.data.taskId && { parkAfterMs: PARK_AFTER_MS }),
+      ...(job.id === job.data.taskId && { parkAfterMs: JOB_PARK_AFTER_MS }),
     };
     const outcome = await runner.runJob(tool, job.data, run);
     if (outcome === 'retry') throw new Error(`Task tool ${tool.name} failed; the queue retries it`);

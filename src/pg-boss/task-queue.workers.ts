@@ -14,7 +14,12 @@ import type { InputResponse } from '../task.js';
 import { TasksService } from '../tasks.service.js';
 import { toolQueue } from '../tools/task-queue.js';
 import { TaskToolRegistry } from '../tools/task-tool.registry.js';
-import type { JobOutcome, JobPark, TaskJob } from '../tools/task-tool.calls.js';
+import {
+  JOB_PARK_AFTER_MS,
+  type JobOutcome,
+  type JobPark,
+  type TaskJob,
+} from '../tools/task-tool.calls.js';
 import type { TaskToolDefinition } from '../tools/task-tool.registry.js';
 import { TaskToolRunner } from '../tools/task-tool.runner.js';
 import { PgBossTaskQueue, type PgBossJobData, retentionInterval } from './pg-boss-task-queue.js';
@@ -22,12 +27,6 @@ import { TASKS_PG_BOSS_OPTIONS, type TasksQueueModuleOptions } from './tasks-que
 
 /** How long a job given back at shutdown waits before another worker may take it. */
 const PUT_BACK_DELAY_MS = 1_000;
-
-/**
- * The shortest `task.sleep` that parks its job (see `park`): the job leaves its slot and goes back
- * to the queue until the sleep ends. A shorter one waits in the slot.
- */
-const PARK_AFTER_MS = 1_000;
 
 /**
  * The longest park that a local timer wakes (see `park`): the slots of the process that parked a
@@ -303,7 +302,7 @@ export class TaskQueueWorkers
           lastRun: job.retryCount >= job.retryLimit,
           answers: (job.data.answers ?? {}) as Readonly<Record<string, InputResponse>>,
           keepAnswers: (answers) => this.keepAnswers(queue, job, answers),
-          parkAfterMs: PARK_AFTER_MS,
+          parkAfterMs: JOB_PARK_AFTER_MS,
           // The count a park left (see PgBossJobData.parkedAt): this start follows it.
           woken: job.data.parkedAt === job.retryCount,
         };

@@ -68,6 +68,14 @@ export interface TaskJob {
 }
 
 /**
+ * The shortest `task.sleep` of a queue job that parks (`TaskJob.parkAfterMs` of this package's
+ * workers, BullMQ's and pg-boss's): a shorter one waits in its slot, where a park would cost more
+ * than it frees (a move of the job, a task read, and the job's turn behind the jobs that wait
+ * when it wakes).
+ */
+export const JOB_PARK_AFTER_MS = 1_000;
+
+/**
  * A job that parked: its method left the worker's slot in a long `task.sleep`, or to wait for
  * input. The worker moves the job back to its queue, to run `until` (epoch ms) without spending
  * a run (its next run is `woken`), then calls `TaskToolRunner.parked`, which wakes it at once
